@@ -1,0 +1,52 @@
+//! The committed bindings equal a fresh generation from the toolkit's headers, with the one
+//! canonical configuration. Needs libclang at run time (Debian: libclang-dev); without it the
+//! test says it was skipped, unless `CI` or `CUDA_RT_SYS_REQUIRE_LIBCLANG=1` is set, where it fails.
+
+#[allow(dead_code)]
+#[path = "../build/bindgen_config.rs"]
+mod bindgen_config;
+
+use std::path::Path;
+
+#[test]
+fn committed_bindings_equal_a_fresh_generation() {
+    let Some(include_dir) = option_env!("CUDA_RT_SYS_INCLUDE_DIR") else {
+        println!("skipped committed_bindings_equal_a_fresh_generation: built without a toolkit (DOCS_RS)");
+        return;
+    };
+    if option_env!("CUDA_RT_SYS_TOOLKIT_VERSION") != Some("13000") {
+        println!("skipped committed_bindings_equal_a_fresh_generation: the toolkit found is not CUDA 13.0");
+        return;
+    }
+    let generated = std::panic::catch_unwind(|| bindgen_config::generate(Path::new(include_dir)));
+    let fresh = match generated {
+        Ok(Ok(text)) => text,
+        Ok(Err(e)) => panic!("bindgen failed on {include_dir}: {e}"),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            let required = std::env::var_os("CI").is_some()
+                || std::env::var("CUDA_RT_SYS_REQUIRE_LIBCLANG").is_ok_and(|v| v == "1");
+            if message.contains("libclang") && !required {
+                println!("skipped committed_bindings_equal_a_fresh_generation: {message}");
+                return;
+            }
+            panic!("bindgen panicked: {message}");
+        }
+    };
+    let committed = include_str!("../src/bindings_13_0.rs");
+    if fresh != committed {
+        let line = fresh
+            .lines()
+            .zip(committed.lines())
+            .position(|(a, b)| a != b)
+            .map_or_else(|| "length".to_string(), |n| format!("line {}", n + 1));
+        panic!(
+            "src/bindings_13_0.rs differs from a fresh generation (first difference at {line}); \
+             run cuda-rt-sys/scripts/update-bindings.sh"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! cuda-rt (work in progress).

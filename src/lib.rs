@@ -1,0 +1,4 @@
+//! Kernels for cuda-rt, compiled by nvcc through `cc` as relocatable device code with dynamic
+//! parallelism (see `build.rs`), and their Rust entry points.
+
+pub mod ffi;
