@@ -52,7 +52,9 @@ fn main() {
         build.flag(format!("-gencode=arch=compute_{arch},code=sm_{arch}"));
     }
     let newest = archs.iter().max().expect("at least one arch");
-    build.flag(format!("-gencode=arch=compute_{newest},code=compute_{newest}"));
+    build.flag(format!(
+        "-gencode=arch=compute_{newest},code=compute_{newest}"
+    ));
     if env("CUDA_RT_LINEINFO").is_some_and(|v| v == "1") {
         build.flag("-lineinfo");
     }
@@ -67,11 +69,17 @@ fn main() {
     build.compile("cuda_rt_kernels");
 
     // The host side of the device runtime (device-side launches need it at link time too).
-    println!("cargo:rustc-link-search=native={}", toolkit.lib_dir.display());
+    println!(
+        "cargo:rustc-link-search=native={}",
+        toolkit.lib_dir.display()
+    );
     println!("cargo:rustc-link-lib=static=cudadevrt");
     if toolkit.link_mode == "dynamic" {
         // Let this package's binaries and tests find libcudart.so without LD_LIBRARY_PATH.
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", toolkit.lib_dir.display());
+        println!(
+            "cargo:rustc-link-arg=-Wl,-rpath,{}",
+            toolkit.lib_dir.display()
+        );
     }
 }
 
@@ -93,7 +101,11 @@ impl Toolkit {
                 nvcc.display()
             ));
         }
-        Some(Toolkit { nvcc, lib_dir, link_mode })
+        Some(Toolkit {
+            nvcc,
+            lib_dir,
+            link_mode,
+        })
     }
 }
 

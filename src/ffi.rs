@@ -8,7 +8,12 @@ unsafe extern "C" {
     ///
     /// # Safety
     /// `out` must be device memory valid for `n` writes until the work completes.
-    pub fn cuda_rt_kernels_iota_u32(out: *mut u32, n: usize, start: u32, stream: cudaStream_t) -> cudaError_t;
+    pub fn cuda_rt_kernels_iota_u32(
+        out: *mut u32,
+        n: usize,
+        start: u32,
+        stream: cudaStream_t,
+    ) -> cudaError_t;
 
     /// Like [`cuda_rt_kernels_iota_u32`], but a parent grid launches the fill kernel from the
     /// device (dynamic parallelism), proving that the RDC + libcudadevrt build works.

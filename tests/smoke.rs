@@ -5,7 +5,12 @@ use cuda_rt_sys::*;
 use std::ptr;
 
 fn check(status: cudaError_t, what: &str) {
-    assert_eq!(status, cudaSuccess, "{what} failed: {}", gpu_test::error_name(status));
+    assert_eq!(
+        status,
+        cudaSuccess,
+        "{what} failed: {}",
+        gpu_test::error_name(status)
+    );
 }
 
 fn run_iota(device_launch: bool, n: usize, start: u32) -> Vec<u32> {
@@ -23,7 +28,15 @@ fn run_iota(device_launch: bool, n: usize, start: u32) -> Vec<u32> {
         };
         check(launch(device.cast(), n, start, ptr::null_mut()), "launch");
         check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-        check(cudaMemcpy(out.as_mut_ptr().cast(), device, n * 4, cudaMemcpyDeviceToHost), "D2H");
+        check(
+            cudaMemcpy(
+                out.as_mut_ptr().cast(),
+                device,
+                n * 4,
+                cudaMemcpyDeviceToHost,
+            ),
+            "D2H",
+        );
         check(cudaFree(device), "cudaFree");
     }
     out
@@ -34,7 +47,10 @@ fn iota_host_launch() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     for n in [1usize, 255, 256, 257, 1 << 20, (1 << 24) + 3] {
         let out = run_iota(false, n, 7);
-        assert!(out.iter().enumerate().all(|(i, &x)| x == 7 + i as u32), "n = {n}");
+        assert!(
+            out.iter().enumerate().all(|(i, &x)| x == 7 + i as u32),
+            "n = {n}"
+        );
     }
 }
 
@@ -43,6 +59,9 @@ fn iota_device_side_launch() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     for n in [1usize, 1000, (1 << 22) + 1] {
         let out = run_iota(true, n, 3);
-        assert!(out.iter().enumerate().all(|(i, &x)| x == 3 + i as u32), "n = {n}");
+        assert!(
+            out.iter().enumerate().all(|(i, &x)| x == 3 + i as u32),
+            "n = {n}"
+        );
     }
 }

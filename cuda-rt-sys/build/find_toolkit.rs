@@ -17,10 +17,14 @@ impl Toolkit {
     /// folders and a cudart library in one of the usual library folders.
     pub fn at(root: &Path, found_by: &str) -> Option<Toolkit> {
         let root = root.canonicalize().ok()?;
-        let include_dir = ["include", "targets/x86_64-linux/include", "targets/sbsa-linux/include"]
-            .iter()
-            .map(|d| root.join(d))
-            .find(|d| d.join("cuda_runtime_api.h").is_file())?;
+        let include_dir = [
+            "include",
+            "targets/x86_64-linux/include",
+            "targets/sbsa-linux/include",
+        ]
+        .iter()
+        .map(|d| root.join(d))
+        .find(|d| d.join("cuda_runtime_api.h").is_file())?;
         let lib_dirs: Vec<PathBuf> = [
             "lib64",
             "lib",
@@ -35,7 +39,12 @@ impl Toolkit {
         if lib_dirs.is_empty() {
             return None;
         }
-        Some(Toolkit { root, include_dir, lib_dirs, found_by: found_by.to_owned() })
+        Some(Toolkit {
+            root,
+            include_dir,
+            lib_dirs,
+            found_by: found_by.to_owned(),
+        })
     }
 
     pub fn nvcc(&self) -> PathBuf {
@@ -57,9 +66,15 @@ impl Toolkit {
 }
 
 fn has_cudart(dir: &Path) -> bool {
-    ["libcudart_static.a", "libcudart.so", "libcudart.so.13", "libcudart.so.12", "cudart.lib"]
-        .iter()
-        .any(|f| dir.join(f).is_file())
+    [
+        "libcudart_static.a",
+        "libcudart.so",
+        "libcudart.so.13",
+        "libcudart.so.12",
+        "cudart.lib",
+    ]
+    .iter()
+    .any(|f| dir.join(f).is_file())
 }
 
 pub fn parse_cudart_version(header: &str) -> Option<u32> {
@@ -81,19 +96,31 @@ pub fn parse_cudart_version(header: &str) -> Option<u32> {
 /// Looks for a toolkit in the documented order; on failure, returns what was searched.
 pub fn find() -> Result<Toolkit, Vec<String>> {
     let mut searched = Vec::new();
-    for name in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR"] {
+    for name in [
+        "CUDA_PATH",
+        "CUDA_HOME",
+        "CUDA_ROOT",
+        "CUDA_TOOLKIT_ROOT_DIR",
+    ] {
         if let Some(dir) = env::var(name) {
             let dir = PathBuf::from(dir);
             if let Some(t) = Toolkit::at(&dir, name) {
                 return Ok(t);
             }
-            searched.push(format!("{name}={} (no cuda_runtime_api.h + libcudart there)", dir.display()));
+            searched.push(format!(
+                "{name}={} (no cuda_runtime_api.h + libcudart there)",
+                dir.display()
+            ));
         }
     }
     env::var("PATH");
     if let Some(nvcc) = which("nvcc") {
         // <root>/bin/nvcc
-        if let Some(root) = nvcc.canonicalize().ok().and_then(|p| p.parent()?.parent().map(Path::to_path_buf)) {
+        if let Some(root) = nvcc
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
+        {
             if let Some(t) = Toolkit::at(&root, "nvcc on PATH") {
                 return Ok(t);
             }
@@ -118,7 +145,10 @@ pub fn find() -> Result<Toolkit, Vec<String>> {
         if let Some(t) = Toolkit::at(&dir, "this checkout's provisioned toolkit") {
             return Ok(t);
         }
-        searched.push(format!("{} (provisioned toolkit, not there yet)", dir.display()));
+        searched.push(format!(
+            "{} (provisioned toolkit, not there yet)",
+            dir.display()
+        ));
     }
     Err(searched)
 }

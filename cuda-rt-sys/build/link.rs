@@ -16,9 +16,11 @@ impl Mode {
         match (is_static, is_dynamic) {
             (_, true) => Ok(Mode::Dynamic), // `dynamic` wins: default features often leave `static` on
             (true, false) => Ok(Mode::Static),
-            (false, false) => Err("enable one of the features `static` (the default) or `dynamic` \
+            (false, false) => Err(
+                "enable one of the features `static` (the default) or `dynamic` \
                                    of cuda-rt-sys to choose how libcudart is linked"
-                .into()),
+                    .into(),
+            ),
         }
     }
 
@@ -72,11 +74,13 @@ pub fn emit(toolkit: &Toolkit, mode: Mode) -> Result<PathBuf, String> {
                         .map(|p| (d.clone(), p))
                 })
                 .ok_or_else(|| format!("no libcudart.so under {}", toolkit.root.display()))?;
-            let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("cudart-link");
+            let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
+                .join("cudart-link");
             std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
             let link = out.join("libcudart.so");
             let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&so, &link).map_err(|e| format!("{}: {e}", link.display()))?;
+            std::os::unix::fs::symlink(&so, &link)
+                .map_err(|e| format!("{}: {e}", link.display()))?;
             println!("cargo:rustc-link-search=native={}", out.display());
             println!("cargo:rustc-link-lib=dylib=cudart");
             Ok(dir)

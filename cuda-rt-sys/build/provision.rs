@@ -38,8 +38,12 @@ pub fn provision_if_opted_in() -> Result<Option<Toolkit>, String> {
     if let Some(t) = Toolkit::at(&root, "this checkout's provisioned toolkit") {
         return Ok(Some(t));
     }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("cannot create CUDA_RT_SYS_PROVISION_DIR {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "cannot create CUDA_RT_SYS_PROVISION_DIR {}: {e}",
+            dir.display()
+        )
+    })?;
     // Install beside the final folder and rename it into place, so that two builds running at
     // once never see a half-installed toolkit.
     let staging = dir.join(format!("{INSTALL_NAME}.partial-{}", std::process::id()));
@@ -50,7 +54,13 @@ pub fn provision_if_opted_in() -> Result<Option<Toolkit>, String> {
         install.display()
     );
     let output = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
         .args(["--no-warn-script-location", "--no-input", "--target"])
         .arg(&staging)
         .args(PINNED_WHEELS)
@@ -81,5 +91,10 @@ pub fn provision_if_opted_in() -> Result<Option<Toolkit>, String> {
     }
     Toolkit::at(&root, "this checkout's provisioned toolkit")
         .map(Some)
-        .ok_or_else(|| format!("the provisioned wheels in {} hold no usable toolkit", install.display()))
+        .ok_or_else(|| {
+            format!(
+                "the provisioned wheels in {} hold no usable toolkit",
+                install.display()
+            )
+        })
 }

@@ -1,12 +1,19 @@
 //! The raw bindings are callable: without a GPU the runtime answers with errors, not crashes;
 //! with one, the basic calls work end to end.
 
+#![allow(non_upper_case_globals)]
+
 use cuda_rt_sys::*;
 use std::ffi::CStr;
 use std::ptr;
 
 fn check(status: cudaError_t, what: &str) {
-    assert_eq!(status, cudaSuccess, "{what} failed: {}", gpu_test::error_name(status));
+    assert_eq!(
+        status,
+        cudaSuccess,
+        "{what} failed: {}",
+        gpu_test::error_name(status)
+    );
 }
 
 #[test]
@@ -28,7 +35,10 @@ fn device_count_answers_without_crashing() {
         cudaSuccess => assert!(count >= 0),
         other => {
             let name = gpu_test::error_name(other);
-            assert!(name.starts_with("cudaError"), "unexpected status {other} ({name})");
+            assert!(
+                name.starts_with("cudaError"),
+                "unexpected status {other} ({name})"
+            );
             assert!(!gpu_test::gpu_required(), "no device: {name}");
         }
     }
@@ -40,12 +50,24 @@ fn device_count_and_versions_on_gpu() {
     assert!(gpu.device_count >= 1);
     let (mut runtime, mut driver) = (0, 0);
     // SAFETY: each call writes one int through a valid pointer.
-    check(unsafe { cudaRuntimeGetVersion(&mut runtime) }, "cudaRuntimeGetVersion");
+    check(
+        unsafe { cudaRuntimeGetVersion(&mut runtime) },
+        "cudaRuntimeGetVersion",
+    );
     // SAFETY: as above.
-    check(unsafe { cudaDriverGetVersion(&mut driver) }, "cudaDriverGetVersion");
+    check(
+        unsafe { cudaDriverGetVersion(&mut driver) },
+        "cudaDriverGetVersion",
+    );
     assert_eq!(runtime, BINDINGS_CUDART_VERSION as i32, "runtime version");
-    assert!(driver >= runtime, "driver {driver} older than runtime {runtime}");
-    println!("runtime {runtime}, driver {driver}, {} device(s)", gpu.device_count);
+    assert!(
+        driver >= runtime,
+        "driver {driver} older than runtime {runtime}"
+    );
+    println!(
+        "runtime {runtime}, driver {driver}, {} device(s)",
+        gpu.device_count
+    );
 }
 
 #[test]
@@ -62,16 +84,28 @@ fn pinned_round_trip_through_raw_bindings() {
     // allocated is freed once, after the synchronization.
     unsafe {
         check(cudaMallocHost(&mut host, bytes), "cudaMallocHost");
-        check(cudaHostAlloc(&mut back, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+        check(
+            cudaHostAlloc(&mut back, bytes, cudaHostAllocDefault),
+            "cudaHostAlloc",
+        );
         check(cudaMalloc(&mut device, bytes), "cudaMalloc");
-        check(cudaStreamCreateWithFlags(&mut stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        check(
+            cudaStreamCreateWithFlags(&mut stream, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags",
+        );
         let src = std::slice::from_raw_parts_mut(host.cast::<u32>(), N);
         for (i, x) in src.iter_mut().enumerate() {
             *x = (i as u32).wrapping_mul(2654435761);
         }
         std::slice::from_raw_parts_mut(back.cast::<u32>(), N).fill(0xDEAD_BEEF);
-        check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream), "H2D");
-        check(cudaMemcpyAsync(back, device, bytes, cudaMemcpyDeviceToHost, stream), "D2H");
+        check(
+            cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream),
+            "H2D",
+        );
+        check(
+            cudaMemcpyAsync(back, device, bytes, cudaMemcpyDeviceToHost, stream),
+            "D2H",
+        );
         check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         let dst = std::slice::from_raw_parts(back.cast::<u32>(), N);
         let src = std::slice::from_raw_parts(host.cast::<u32>(), N);

@@ -48,7 +48,9 @@ pub fn error_name(status: sys::cudaError_t) -> String {
         return format!("cudaError {status}");
     }
     // SAFETY: non-null, static and NUL-terminated (see above).
-    unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Whether this run requires a GPU (`CUDA_RT_REQUIRE_GPU=1`).
@@ -68,7 +70,9 @@ pub fn gpu() -> Option<Gpu> {
             let mut count = 0;
             // SAFETY: as in why_no_device; it just succeeded.
             let _ = unsafe { sys::cudaGetDeviceCount(&mut count) };
-            Some(Gpu { device_count: count })
+            Some(Gpu {
+                device_count: count,
+            })
         }
         Some(reason) => {
             let thread = std::thread::current();
@@ -78,7 +82,10 @@ pub fn gpu() -> Option<Gpu> {
             }
             // Written to the process's stderr directly, not through `println!`, which libtest
             // captures and hides for passing tests: the skip must be seen.
-            let _ = writeln!(std::io::stderr(), "skipped {test}: no CUDA device ({reason})");
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped {test}: no CUDA device ({reason})"
+            );
             None
         }
     }
