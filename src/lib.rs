@@ -2,3 +2,5 @@
 //! parallelism (see `build.rs`), and their Rust entry points.
 
 pub mod ffi;
+pub mod timeline;
+pub mod tour;
