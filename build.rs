@@ -74,6 +74,8 @@ fn main() {
         toolkit.lib_dir.display()
     );
     println!("cargo:rustc-link-lib=static=cudadevrt");
+    // How cuda-rt-sys linked cudart, for the tour's device report (`env!("CUDA_RT_LINK_MODE")`).
+    println!("cargo:rustc-env=CUDA_RT_LINK_MODE={}", toolkit.link_mode);
     if toolkit.link_mode == "dynamic" {
         // Let this package's binaries and tests find libcudart.so without LD_LIBRARY_PATH.
         println!(
