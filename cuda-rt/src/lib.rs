@@ -1,1 +1,150 @@
-//! cuda-rt (work in progress).
+//! A thin, sound, safe layer over the CUDA runtime API.
+//!
+//! Every concept of CUDA's asynchronous execution model has a module named for it:
+//! [`error`], [`device`], [`stream`], [`event`], [`memory`] (device memory), [`pinned`]
+//! (page-locked host memory and owned asynchronous copies), [`scope`] (asynchronous work that
+//! borrows), [`callback`], [`graph`], [`launch`]; [`raw`] holds the one-to-one `unsafe` wrappers
+//! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
+//! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
+//! ([`StreamRef`], [`EventRef`], [`DeviceSlice`]) whose `unsafe` `from_raw*` constructor borrows
+//! a foreign handle (a C++ library's) without owning it.
+//!
+//! # The invariants, and how each is kept
+//! No safe code can cause undefined behaviour. For asynchronous work that means:
+//!
+//! 1. **Host memory is never freed, moved, read or written by the CPU while queued work may
+//!    touch it.** Queued work can reach host memory in only two ways:
+//!    - *owned*: a [`PinnedBuffer`] moved into the copy
+//!      ([`DeviceMemory::copy_from_pinned_async`], [`DeviceMemory::copy_to_pinned_async`]) comes
+//!      back through [`Pending::wait`] once the copy is done; a dropped `Pending` waits first; a
+//!      leaked one leaks the buffer;
+//!    - *borrowed*: inside [`scope`], like `std::thread::scope`: copies, host callbacks and graph
+//!      launches borrow host data for `'env`, and `scope` itself (not a destructor, so
+//!      `mem::forget` cannot skip it) waits for all of them before returning, also on panic.
+//!
+//!    Host callbacks outside a scope must be `'static + Send`. Pageable-memory copies outside a
+//!    scope are synchronous ([`DeviceMemory::copy_from_host`], [`DeviceMemory::to_vec`]).
+//! 2. **Device memory is never freed while queued work uses it, and two streams never race on
+//!    it.** Every [`DeviceBuffer`] has a last-use marker (an event recorded after each operation
+//!    this crate queues on it): an operation on another stream first waits for it, synchronous
+//!    operations wait for it, and dropping the buffer waits for it (or, for a stream-ordered
+//!    buffer, queues `cudaFreeAsync` behind it). Dropping a buffer with work pending is
+//!    therefore safe, and costs the wait. See [`memory`].
+//! 3. **Graphs never replay freed memory.** The memory a captured graph uses is borrowed for the
+//!    graph's lifetime parameter; a graph that borrows is launched only in a scope. See
+//!    [`graph`].
+//! 4. **No CUDA status is dropped, and no error is lost in `Drop`.** Errors met where they cannot
+//!    be returned (a `Drop`, a panicking host callback) are kept and returned by the next
+//!    `synchronize()` ([`Stream::synchronize`], [`Event::synchronize`],
+//!    [`Device::synchronize`], [`scope`]); owning types also have a `close()` returning
+//!    `Result`. When a wait that protects memory fails, the memory is leaked, never freed under
+//!    running work.
+//! 5. **Only plain data crosses**: element types implement the `unsafe` marker [`DeviceCopy`]
+//!    (every bit pattern valid, no ownership).
+//! 6. **`Send`/`Sync` only where CUDA allows**: handles are `Send + Sync` (the runtime API is
+//!    thread-safe); [`Scope`] and [`Capture`] are neither (their work is waited for, or ended, by
+//!    the thread that began it); [`Graph`] is not `Sync`.
+//!
+//! The `compile_fail` examples in [`scope`], [`graph`] and `tests/compile_fail/` show the misuses
+//! the borrow checker refuses.
+//!
+//! # Libraries that queue their own kernels
+//! A library function like `sort(stream: &Stream, keys: &mut DeviceBuffer<K>)` queues its
+//! kernels inside [`DeviceMemory::enqueue_mut`] (and [`DeviceMemory::enqueue`] for buffers it
+//! only reads), passing the `stream` it was given. That orders its kernels after earlier work on
+//! the buffers (on any stream) and marks the buffers after them, so that the caller may drop the
+//! buffers, read them back, or use them on another stream right after `sort` returns: each of
+//! those waits for the sort. Temporary buffers can be stream-ordered
+//! ([`DeviceBuffer::new_async`] on the same stream) and dropped before returning: the free is
+//! queued behind the kernels. Its only `unsafe` is the kernel launch itself. See [`launch`].
+//!
+//! # Cost
+//! The safe layer adds no allocation to hot paths: [`Event::record`] is one `cudaEventRecord`,
+//! [`Stream::wait`] one `cudaStreamWaitEvent`. Operations on device memory add one
+//! `cudaEventRecord` (the marker) and, when the stream changes, one `cudaStreamWaitEvent`.
+//! [`DeviceMemory::as_raw_ptr`] and [`Stream::as_raw`] with [`raw`] are the zero-overhead path.
+//!
+//! # Example
+//! ```no_run
+//! use cuda_rt::prelude::*;
+//!
+//! let stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
+//! let input: Vec<u32> = (0..1 << 20).collect();
+//! let mut output = vec![0u32; input.len()];
+//! let mut a = DeviceBuffer::<u32>::new(input.len())?;
+//! let mut b = DeviceBuffer::<u32>::new_async(input.len(), &stream)?;
+//! cuda_rt::scope(|s| {
+//!     s.copy_to_device(&stream, &input, &mut a)?;
+//!     b.copy_from_device_async(&stream, &a)?;
+//!     s.copy_to_host(&stream, &b, &mut output)
+//! })?;
+//! assert_eq!(input, output);
+//! # Ok::<(), cuda_rt::Error>(())
+//! ```
+#![warn(missing_docs, missing_debug_implementations)]
+
+pub mod callback;
+pub mod device;
+pub mod error;
+pub mod event;
+pub mod graph;
+pub mod launch;
+pub mod memory;
+pub mod pinned;
+pub mod raw;
+pub mod scope;
+pub mod stream;
+
+pub use device::{ComputeCapability, Device, DeviceProperties, Limit, StreamPriorityRange};
+pub use error::{
+    deferred_errors_dropped, is_sticky, last_error, peek_last_error, take_deferred_error, Error,
+    ErrorKind, Result,
+};
+pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
+pub use graph::{Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Graph, GraphExec};
+pub use launch::{launch_kernel, Dim3, LaunchConfig};
+pub use memory::{DeviceBuffer, DeviceCopy, DeviceMemory, DeviceSlice};
+pub use pinned::{HostAllocFlags, HostRegisterFlags, Pending, PinnedBuffer, RegisteredHost};
+pub use scope::{scope, Scope};
+pub use stream::{Stream, StreamFlags, StreamRef};
+
+/// The types and traits most programs use: `use cuda_rt::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        scope, DeviceBuffer, DeviceCopy, DeviceMemory, Event, EventFlags, PinnedBuffer, Stream,
+        StreamFlags, StreamRef,
+    };
+}
+
+mod thread_safety {
+    //! `Send`/`Sync` exactly where CUDA allows them.
+    use super::*;
+    use static_assertions::{assert_impl_all, assert_not_impl_any};
+
+    assert_impl_all!(Error: Send, Sync, Copy);
+    assert_impl_all!(Device: Send, Sync, Copy);
+    assert_impl_all!(Stream: Send, Sync);
+    assert_impl_all!(StreamRef<'static>: Send, Sync, Copy);
+    assert_impl_all!(Event: Send, Sync);
+    assert_impl_all!(EventRef<'static>: Send, Sync, Copy);
+    assert_impl_all!(DeviceBuffer<f32>: Send, Sync);
+    assert_impl_all!(DeviceSlice<'static, f32>: Send, Sync);
+    assert_impl_all!(PinnedBuffer<f32>: Send, Sync);
+    assert_impl_all!(RegisteredHost<'static, f32>: Send, Sync);
+    assert_impl_all!(Pending<PinnedBuffer<f32>>: Send, Sync);
+    assert_impl_all!(GraphExec<'static>: Send, Sync);
+    assert_impl_all!(Graph<'static>: Send);
+    assert_not_impl_any!(Graph<'static>: Sync);
+    assert_not_impl_any!(Scope<'static, 'static>: Send, Sync);
+    assert_not_impl_any!(Capture<'static, 'static>: Send, Sync);
+    // Owning handles are not Copy or Clone (one owner destroys them).
+    assert_not_impl_any!(Stream: Clone);
+    assert_not_impl_any!(Event: Clone);
+    assert_not_impl_any!(DeviceBuffer<f32>: Clone);
+    assert_not_impl_any!(PinnedBuffer<f32>: Clone);
+    // Only plain data is DeviceCopy.
+    assert_impl_all!([f32; 4]: DeviceCopy);
+    assert_not_impl_any!(bool: DeviceCopy);
+    assert_not_impl_any!(char: DeviceCopy);
+    assert_not_impl_any!(&'static u32: DeviceCopy);
+}

@@ -1,0 +1,430 @@
+//! Devices: how many there are, which one the calling host thread uses, what they can do, and
+//! device-wide synchronization and limits.
+//!
+//! # The current device is per host thread
+//! CUDA keeps one *current device* per host thread (`cudaSetDevice`); every allocation, stream
+//! and event is created on the current device of the thread that creates it. A new thread starts
+//! on device 0. [`Device::set_current`] changes the calling thread's current device only.
+//! Methods of [`Device`] that need the device to be current (synchronize, limits, priority
+//! range, memory info) switch to it for the call and switch back, so they never change the
+//! caller's current device.
+
+use crate::error::{with_deferred, Error, Result};
+use crate::raw;
+
+/// A CUDA device, by ordinal.
+///
+/// A `Device` is only a number: it owns nothing, and creating one for an ordinal that does not
+/// exist is caught by [`Device::new`] (or, for [`Device::from_ordinal`], by the first call that
+/// uses it).
+///
+/// # Thread safety
+/// Plain data: `Send`, `Sync` and `Copy`.
+///
+/// # Examples
+/// ```no_run
+/// use cuda_rt::Device;
+/// for device in Device::all()? {
+///     let p = device.properties()?;
+///     println!("{}: {} (sm_{}{})", device.ordinal(), p.name, p.compute_capability.major,
+///              p.compute_capability.minor);
+/// }
+/// # Ok::<(), cuda_rt::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Device(i32);
+
+/// A compute capability (`major.minor`, e.g. 9.0 for H100).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ComputeCapability {
+    /// The major version.
+    pub major: u32,
+    /// The minor version.
+    pub minor: u32,
+}
+
+/// What a device is and can do (a subset of `cudaDeviceProp`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceProperties {
+    /// The device's name (`"NVIDIA H100 80GB HBM3"`).
+    pub name: String,
+    /// Its compute capability.
+    pub compute_capability: ComputeCapability,
+    /// Number of streaming multiprocessors.
+    pub multiprocessor_count: u32,
+    /// Global memory in bytes.
+    pub total_memory: usize,
+    /// Number of copy engines: 1 overlaps copies in one direction with kernels, 2 copies in both
+    /// directions at once.
+    pub async_engine_count: u32,
+    /// Whether kernels of different streams may run concurrently.
+    pub concurrent_kernels: bool,
+    /// Threads per warp.
+    pub warp_size: u32,
+    /// Most threads per block.
+    pub max_threads_per_block: u32,
+    /// Shared memory per block, in bytes.
+    pub shared_memory_per_block: usize,
+    /// L2 cache size, in bytes.
+    pub l2_cache_size: usize,
+    /// Whether host and device share one address space (true on every 64-bit platform CUDA 13
+    /// supports).
+    pub unified_addressing: bool,
+    /// Whether page-locked host memory can be mapped into the device's address space.
+    pub can_map_host_memory: bool,
+    /// Whether `cudaMallocAsync` (stream-ordered allocation) is supported.
+    pub memory_pools_supported: bool,
+    /// Whether the device shares memory with the host (an integrated GPU).
+    pub integrated: bool,
+    /// Whether ECC is on.
+    pub ecc_enabled: bool,
+    /// Whether stream priorities are honoured.
+    pub stream_priorities_supported: bool,
+    /// PCI domain, bus and device numbers.
+    pub pci_domain_bus_device: (u32, u32, u32),
+}
+
+/// The range of stream priorities of a device. Lower numbers are *higher* priorities:
+/// `greatest <= least` (typically `greatest = -5`, `least = 0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamPriorityRange {
+    /// The lowest priority (the default of a new stream).
+    pub least: i32,
+    /// The highest priority.
+    pub greatest: i32,
+}
+
+/// A device limit settable with [`Device::set_limit`] (`cudaLimit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Limit {
+    /// Stack size of each GPU thread, in bytes (`cudaLimitStackSize`).
+    StackSize,
+    /// Size of the FIFO of device-side `printf`, in bytes (`cudaLimitPrintfFifoSize`).
+    PrintfFifoSize,
+    /// Size of the heap of device-side `malloc`, in bytes (`cudaLimitMallocHeapSize`).
+    MallocHeapSize,
+    /// Deepest nesting of device-side synchronization (`cudaLimitDevRuntimeSyncDepth`).
+    DevRuntimeSyncDepth,
+    /// Most pending device-side launches (`cudaLimitDevRuntimePendingLaunchCount`).
+    DevRuntimePendingLaunchCount,
+    /// L2 fetch granularity, in bytes (`cudaLimitMaxL2FetchGranularity`).
+    MaxL2FetchGranularity,
+    /// Persisting L2 cache size, in bytes (`cudaLimitPersistingL2CacheSize`).
+    PersistingL2CacheSize,
+}
+
+impl Limit {
+    /// The `cudaLimit` value.
+    pub fn as_raw(self) -> u32 {
+        use raw::flags::*;
+        match self {
+            Limit::StackSize => LIMIT_STACK_SIZE,
+            Limit::PrintfFifoSize => LIMIT_PRINTF_FIFO_SIZE,
+            Limit::MallocHeapSize => LIMIT_MALLOC_HEAP_SIZE,
+            Limit::DevRuntimeSyncDepth => LIMIT_DEV_RUNTIME_SYNC_DEPTH,
+            Limit::DevRuntimePendingLaunchCount => LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT,
+            Limit::MaxL2FetchGranularity => LIMIT_MAX_L2_FETCH_GRANULARITY,
+            Limit::PersistingL2CacheSize => LIMIT_PERSISTING_L2_CACHE_SIZE,
+        }
+    }
+}
+
+/// Runs `f` with `device` current on this thread, then restores the previous current device.
+pub(crate) fn with_current<R>(device: i32, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    // SAFETY: cudaGetDevice has no preconditions.
+    let previous = unsafe { raw::get_device() }?;
+    if previous == device {
+        return f();
+    }
+    // SAFETY: an invalid ordinal is reported as an error.
+    unsafe { raw::set_device(device) }?;
+    let result = f();
+    // SAFETY: `previous` was the current device a moment ago.
+    let restored = unsafe { raw::set_device(previous) };
+    let value = result?;
+    restored?;
+    Ok(value)
+}
+
+impl Device {
+    /// `cudaGetDeviceCount`: the number of CUDA devices.
+    ///
+    /// # Errors
+    /// `cudaErrorNoDevice` or `cudaErrorInsufficientDriver` (and similar) when CUDA cannot be
+    /// used at all.
+    ///
+    /// # Examples
+    /// ```
+    /// match cuda_rt::Device::count() {
+    ///     Ok(n) => println!("{n} device(s)"),
+    ///     Err(e) => println!("no CUDA: {e}"),
+    /// }
+    /// ```
+    pub fn count() -> Result<usize> {
+        // SAFETY: no preconditions.
+        let count = unsafe { raw::get_device_count() }.map_err(|e| e.context("Device::count"))?;
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+
+    /// The device with this ordinal, checked against [`Device::count`].
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice` if there is no such device; errors of [`Device::count`].
+    pub fn new(ordinal: usize) -> Result<Device> {
+        if ordinal >= Self::count()? {
+            return Err(Error::cuda(raw::status::INVALID_DEVICE, "Device::new"));
+        }
+        Ok(Device(i32::try_from(ordinal).unwrap_or(i32::MAX)))
+    }
+
+    /// The device with this ordinal, unchecked (calls that use it report an invalid ordinal).
+    pub fn from_ordinal(ordinal: i32) -> Device {
+        Device(ordinal)
+    }
+
+    /// All devices, `0..count`.
+    ///
+    /// # Errors
+    /// As for [`Device::count`].
+    pub fn all() -> Result<impl Iterator<Item = Device>> {
+        let count = i32::try_from(Self::count()?).unwrap_or(i32::MAX);
+        Ok((0..count).map(Device))
+    }
+
+    /// The ordinal (`int device` of the C API).
+    pub fn ordinal(self) -> i32 {
+        self.0
+    }
+
+    /// `cudaGetDevice`: the calling host thread's current device.
+    ///
+    /// # Errors
+    /// When CUDA cannot be used (no device, no driver).
+    pub fn current() -> Result<Device> {
+        // SAFETY: no preconditions.
+        unsafe { raw::get_device() }
+            .map(Device)
+            .map_err(|e| e.context("Device::current"))
+    }
+
+    /// `cudaSetDevice`: makes this the calling host thread's current device. Other threads are
+    /// not affected; streams, events and memory created afterwards by this thread belong to it.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice` for an ordinal that does not exist.
+    pub fn set_current(self) -> Result<()> {
+        // SAFETY: an invalid ordinal is an error.
+        unsafe { raw::set_device(self.0) }.map_err(|e| e.context("Device::set_current"))
+    }
+
+    /// `cudaGetDeviceProperties`: the device's properties.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`; errors of CUDA initialization.
+    pub fn properties(self) -> Result<DeviceProperties> {
+        // SAFETY: no preconditions.
+        let p = unsafe { raw::get_device_properties(self.0) }
+            .map_err(|e| e.context("Device::properties"))?;
+        let u = |v: i32| u32::try_from(v).unwrap_or(0);
+        Ok(DeviceProperties {
+            name: p.name,
+            compute_capability: ComputeCapability {
+                major: u(p.compute_capability.0),
+                minor: u(p.compute_capability.1),
+            },
+            multiprocessor_count: u(p.multiprocessor_count),
+            total_memory: p.total_global_memory,
+            async_engine_count: u(p.async_engine_count),
+            concurrent_kernels: p.concurrent_kernels != 0,
+            warp_size: u(p.warp_size),
+            max_threads_per_block: u(p.max_threads_per_block),
+            shared_memory_per_block: p.shared_memory_per_block,
+            l2_cache_size: u(p.l2_cache_size) as usize,
+            unified_addressing: p.unified_addressing != 0,
+            can_map_host_memory: p.can_map_host_memory != 0,
+            memory_pools_supported: p.memory_pools_supported != 0,
+            integrated: p.integrated != 0,
+            ecc_enabled: p.ecc_enabled != 0,
+            stream_priorities_supported: p.stream_priorities_supported != 0,
+            pci_domain_bus_device: (u(p.pci.2), u(p.pci.0), u(p.pci.1)),
+        })
+    }
+
+    fn attribute(self, attribute: u32, what: &'static str) -> Result<u32> {
+        // SAFETY: `attribute` is one of the constants of `raw::attribute`.
+        let value =
+            unsafe { raw::device_get_attribute(attribute, self.0) }.map_err(|e| e.context(what))?;
+        Ok(u32::try_from(value).unwrap_or(0))
+    }
+
+    /// The device's name (`cudaGetDeviceProperties`).
+    ///
+    /// # Errors
+    /// As for [`Device::properties`].
+    pub fn name(self) -> Result<String> {
+        Ok(self.properties()?.name)
+    }
+
+    /// The compute capability (`cudaDeviceGetAttribute`, one call per number).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`.
+    pub fn compute_capability(self) -> Result<ComputeCapability> {
+        Ok(ComputeCapability {
+            major: self.attribute(
+                raw::attribute::COMPUTE_CAPABILITY_MAJOR,
+                "Device::compute_capability",
+            )?,
+            minor: self.attribute(
+                raw::attribute::COMPUTE_CAPABILITY_MINOR,
+                "Device::compute_capability",
+            )?,
+        })
+    }
+
+    /// Number of streaming multiprocessors (`cudaDeviceGetAttribute`).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`.
+    pub fn multiprocessor_count(self) -> Result<u32> {
+        self.attribute(
+            raw::attribute::MULTIPROCESSOR_COUNT,
+            "Device::multiprocessor_count",
+        )
+    }
+
+    /// Number of copy engines (`cudaDeviceGetAttribute`).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`.
+    pub fn async_engine_count(self) -> Result<u32> {
+        self.attribute(
+            raw::attribute::ASYNC_ENGINE_COUNT,
+            "Device::async_engine_count",
+        )
+    }
+
+    /// Whether kernels of different streams may run concurrently (`cudaDeviceGetAttribute`).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`.
+    pub fn concurrent_kernels(self) -> Result<bool> {
+        Ok(self.attribute(
+            raw::attribute::CONCURRENT_KERNELS,
+            "Device::concurrent_kernels",
+        )? != 0)
+    }
+
+    /// Global memory in bytes (`cudaGetDeviceProperties`).
+    ///
+    /// # Errors
+    /// As for [`Device::properties`].
+    pub fn total_memory(self) -> Result<usize> {
+        Ok(self.properties()?.total_memory)
+    }
+
+    /// `cudaMemGetInfo`: `(free, total)` bytes of global memory now.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`.
+    pub fn memory_info(self) -> Result<(usize, usize)> {
+        // SAFETY: no preconditions.
+        with_current(self.0, || unsafe { raw::mem_get_info() })
+            .map_err(|e| e.context("Device::memory_info"))
+    }
+
+    /// `cudaDeviceGetStreamPriorityRange`: the priorities streams of this device may have.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`.
+    pub fn stream_priority_range(self) -> Result<StreamPriorityRange> {
+        // SAFETY: no preconditions.
+        let (least, greatest) = with_current(self.0, || unsafe {
+            raw::device_get_stream_priority_range()
+        })
+        .map_err(|e| e.context("Device::stream_priority_range"))?;
+        Ok(StreamPriorityRange { least, greatest })
+    }
+
+    /// `cudaDeviceSynchronize`: waits until all work queued on this device by any thread has
+    /// finished. Also returns a deferred error (from a `Drop` or a host callback, see
+    /// [`take_deferred_error`](crate::take_deferred_error)) if there is one.
+    ///
+    /// # Errors
+    /// The first error of the queued work (sticky errors every time), or a deferred error.
+    pub fn synchronize(self) -> Result<()> {
+        // SAFETY: no preconditions.
+        with_deferred(with_current(self.0, || unsafe {
+            raw::device_synchronize()
+        }))
+        .map_err(|e| e.context("Device::synchronize"))
+    }
+
+    /// `cudaDeviceSetLimit`: sets a limit of this device.
+    ///
+    /// # Errors
+    /// `cudaErrorUnsupportedLimit`, `cudaErrorInvalidValue` (value out of range),
+    /// `cudaErrorMemoryAllocation`.
+    pub fn set_limit(self, limit: Limit, value: usize) -> Result<()> {
+        // SAFETY: `limit.as_raw()` is a cudaLimit value.
+        with_current(self.0, || unsafe {
+            raw::device_set_limit(limit.as_raw(), value)
+        })
+        .map_err(|e| e.context("Device::set_limit"))
+    }
+
+    /// `cudaDeviceGetLimit`: the current value of a limit.
+    ///
+    /// # Errors
+    /// `cudaErrorUnsupportedLimit`.
+    pub fn limit(self, limit: Limit) -> Result<usize> {
+        // SAFETY: `limit.as_raw()` is a cudaLimit value.
+        with_current(self.0, || unsafe { raw::device_get_limit(limit.as_raw()) })
+            .map_err(|e| e.context("Device::limit"))
+    }
+
+    /// `cudaDeviceCanAccessPeer`: whether this device can access `peer`'s memory.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`.
+    pub fn can_access_peer(self, peer: Device) -> Result<bool> {
+        // SAFETY: no preconditions.
+        unsafe { raw::device_can_access_peer(self.0, peer.0) }
+            .map_err(|e| e.context("Device::can_access_peer"))
+    }
+
+    /// `cudaDeviceEnablePeerAccess`: lets this device access `peer`'s memory (needed by kernels
+    /// that dereference peer pointers; peer copies work without it, staged through the host).
+    ///
+    /// # Errors
+    /// `cudaErrorPeerAccessAlreadyEnabled`, `cudaErrorPeerAccessUnsupported`,
+    /// `cudaErrorInvalidDevice`.
+    pub fn enable_peer_access(self, peer: Device) -> Result<()> {
+        // SAFETY: no preconditions.
+        with_current(self.0, || unsafe { raw::device_enable_peer_access(peer.0) })
+            .map_err(|e| e.context("Device::enable_peer_access"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_device_status_is_named() {
+        assert_eq!(
+            raw::error_name(raw::status::INVALID_DEVICE),
+            "cudaErrorInvalidDevice"
+        );
+    }
+
+    #[test]
+    fn limits_map_to_cuda_values() {
+        assert_eq!(Limit::StackSize.as_raw(), 0);
+        assert_eq!(Limit::PrintfFifoSize.as_raw(), 1);
+        assert_eq!(Limit::MallocHeapSize.as_raw(), 2);
+        assert_eq!(Limit::PersistingL2CacheSize.as_raw(), 6);
+    }
+}

@@ -1,0 +1,553 @@
+//! Graphs: work captured from a stream once, instantiated, and replayed cheaply.
+//!
+//! [`Stream::capture`] begins a stream capture (`cudaStreamBeginCapture`), runs a closure that
+//! queues work through a [`Capture`] handle, and always ends the capture
+//! (`cudaStreamEndCapture`) — when the closure returns, fails or panics — returning a
+//! [`Graph<'a>`]. [`Graph::instantiate`] makes a [`GraphExec<'a>`], which is
+//! [uploaded](GraphExec::upload) and launched.
+//!
+//! # Memory lives as long as the graph
+//! A captured copy or memset stores *pointers*: every replay touches the same memory. So the
+//! [`Capture`] methods borrow the memory for `'a`, the lifetime parameter of the graph and of
+//! the executable graph: nothing a graph uses can be dropped, moved, or used by the host while
+//! the graph or its executable exists (the borrow checker refuses). Because a borrow ends with
+//! `mem::forget`, a graph that borrows anything can only be launched inside a
+//! [`scope`](crate::scope) ([`Scope::launch_graph`](crate::Scope::launch_graph)), which waits for
+//! the replays; a `GraphExec<'static>` (borrowing nothing, or only `'static` data) may be launched
+//! anywhere with [`GraphExec::launch`].
+//!
+//! Work queued on the captured device memory before the capture is waited for when the capture
+//! ends. Launches of one executable graph are ordered one after another (also across streams,
+//! through its last-use marker); [`Graph::instantiate`] consumes the graph, so two executables
+//! never share (and race on) one graph's memory.
+//!
+//! # Examples
+//! ```no_run
+//! use cuda_rt::{CaptureMode, DeviceBuffer, Stream};
+//! let mut stream = Stream::new()?;
+//! let mut a = DeviceBuffer::<u32>::zeroed(1024)?;
+//! let mut b = DeviceBuffer::<u32>::zeroed(1024)?;
+//! let graph = stream.capture(CaptureMode::ThreadLocal, |c| {
+//!     let (a, b) = (c.bind_mut(&mut a), c.bind_mut(&mut b));
+//!     c.set_bytes(&a, 1)?;
+//!     c.copy_device_to_device(&a, &b)
+//! })?;
+//! let exec = graph.instantiate()?;
+//! cuda_rt::scope(|s| {
+//!     for _ in 0..10 {
+//!         s.launch_graph(&stream, &exec)?;
+//!     }
+//!     Ok(())
+//! })?;
+//! drop(exec); // releases `a` and `b`
+//! assert_eq!(b.to_vec()?[0], 0x0101_0101);
+//! # Ok::<(), cuda_rt::Error>(())
+//! ```
+//!
+//! A graph cannot outlive the memory it replays:
+//! ```compile_fail
+//! # use cuda_rt::{CaptureMode, DeviceBuffer, Stream};
+//! # let mut stream = Stream::new().unwrap();
+//! let graph = {
+//!     let mut a = DeviceBuffer::<u32>::new(4).unwrap();
+//!     stream.capture(CaptureMode::Global, |c| c.set_bytes(&c.bind_mut(&mut a), 0)).unwrap()
+//! }; // error: `a` does not live long enough
+//! ```
+
+use crate::error::{defer, defer_result, Result};
+use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory, Tracker};
+use crate::raw::{self, RawGraph, RawGraphExec, RawStream};
+use crate::scope::Scope;
+use crate::stream::{Stream, StreamRef};
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+/// How a stream capture restricts other CUDA calls while it lasts (`cudaStreamCaptureMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaptureMode {
+    /// `cudaStreamCaptureModeGlobal`: while the capture lasts, no thread of the process may make
+    /// a potentially unsafe call (one that may synchronize implicitly, like `cudaMalloc`); such
+    /// calls fail. The safest mode.
+    Global,
+    /// `cudaStreamCaptureModeThreadLocal`: only the capturing thread is so restricted.
+    ThreadLocal,
+    /// `cudaStreamCaptureModeRelaxed`: no restriction; the program vouches that unsafe calls do
+    /// not interfere with the capture.
+    Relaxed,
+}
+
+impl CaptureMode {
+    /// The `cudaStreamCaptureMode` value.
+    pub fn as_raw(self) -> u32 {
+        match self {
+            CaptureMode::Global => raw::flags::CAPTURE_MODE_GLOBAL,
+            CaptureMode::ThreadLocal => raw::flags::CAPTURE_MODE_THREAD_LOCAL,
+            CaptureMode::Relaxed => raw::flags::CAPTURE_MODE_RELAXED,
+        }
+    }
+}
+
+/// The handle of a stream capture in progress ([`Stream::capture`]): queues work that becomes
+/// nodes of the graph.
+///
+/// Device memory enters a capture through [`bind`](Self::bind) (read only) or
+/// [`bind_mut`](Self::bind_mut), which borrow it for the graph's lifetime `'a` and return a
+/// handle usable for any number of nodes of *this* capture (`'c` brands the handles to it).
+///
+/// # Thread safety
+/// Neither `Send` nor `Sync`: a capture belongs to the thread that began it.
+pub struct Capture<'c, 'a> {
+    stream: RawStream,
+    /// Markers of the device memory captured, waited for when the capture ends.
+    markers: RefCell<Vec<&'a Tracker>>,
+    _brand: PhantomData<fn(&'c ()) -> &'c ()>,
+    _memory: PhantomData<fn(&'a ()) -> &'a ()>,
+    _one_thread: PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for Capture<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("stream", &self.stream)
+            .field("memory", &self.markers.borrow().len())
+            .finish()
+    }
+}
+
+/// Device memory bound read-only into one capture ([`Capture::bind`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Captured<'c, T> {
+    ptr: *const T,
+    len: usize,
+    _brand: PhantomData<fn(&'c ()) -> &'c ()>,
+}
+
+/// Device memory bound for writing into one capture ([`Capture::bind_mut`]).
+#[derive(Debug)]
+pub struct CapturedMut<'c, T> {
+    ptr: *mut T,
+    len: usize,
+    _brand: PhantomData<fn(&'c ()) -> &'c ()>,
+}
+
+/// Device memory a captured node may read: [`Captured`] or [`CapturedMut`].
+pub trait CapturedSource<'c, T>: private::Sealed {
+    /// The device pointer.
+    fn source_ptr(&self) -> *const T;
+    /// Number of elements.
+    fn source_len(&self) -> usize;
+}
+
+mod private {
+    pub trait Sealed {}
+    impl<T> Sealed for super::Captured<'_, T> {}
+    impl<T> Sealed for super::CapturedMut<'_, T> {}
+    impl<T> Sealed for &super::CapturedMut<'_, T> {}
+}
+
+impl<'c, T> CapturedSource<'c, T> for Captured<'c, T> {
+    fn source_ptr(&self) -> *const T {
+        self.ptr
+    }
+    fn source_len(&self) -> usize {
+        self.len
+    }
+}
+
+impl<'c, T> CapturedSource<'c, T> for &CapturedMut<'c, T> {
+    fn source_ptr(&self) -> *const T {
+        self.ptr
+    }
+    fn source_len(&self) -> usize {
+        self.len
+    }
+}
+
+impl<'c, T> Captured<'c, T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The device pointer, for `unsafe` kernel launches into the capture.
+    pub fn as_raw_ptr(&self) -> *const T {
+        self.ptr
+    }
+}
+
+impl<'c, T> CapturedMut<'c, T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The device pointer, for `unsafe` kernel launches into the capture.
+    pub fn as_mut_raw_ptr(&self) -> *mut T {
+        self.ptr
+    }
+}
+
+impl<'c, 'a> Capture<'c, 'a> {
+    /// The capturing stream's raw handle, for `unsafe` kernel launches into the capture (with
+    /// pointers of [`Captured`]/[`CapturedMut`] handles, whose memory lives as long as the
+    /// graph).
+    pub fn as_raw_stream(&self) -> RawStream {
+        self.stream
+    }
+
+    /// Binds device memory read-only into this capture, borrowing it for the graph's lifetime.
+    pub fn bind<T: DeviceCopy, D: DeviceMemory<T>>(&self, memory: &'a D) -> Captured<'c, T> {
+        self.markers.borrow_mut().push(&memory.parts().tracker);
+        Captured {
+            ptr: memory.as_raw_ptr(),
+            len: memory.len(),
+            _brand: PhantomData,
+        }
+    }
+
+    /// Binds device memory for writing into this capture, borrowing it exclusively for the
+    /// graph's lifetime.
+    pub fn bind_mut<T: DeviceCopy, D: DeviceMemory<T>>(
+        &self,
+        memory: &'a mut D,
+    ) -> CapturedMut<'c, T> {
+        let ptr = memory.as_mut_raw_ptr();
+        let memory: &'a D = memory;
+        self.markers.borrow_mut().push(&memory.parts().tracker);
+        CapturedMut {
+            ptr,
+            len: memory.len(),
+            _brand: PhantomData,
+        }
+    }
+
+    fn memcpy(&self, dst: *mut u8, src: *const u8, bytes: usize, kind: u32) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: callers pass pointers valid for `bytes` bytes and borrowed for 'a, the
+        // lifetime of the graph that replays the copy; the stream is capturing, so nothing runs
+        // now.
+        unsafe { raw::memcpy_async(dst.cast(), src.cast(), bytes, kind, self.stream) }
+    }
+
+    /// Captures a host-to-device copy node. Whether pageable `src` can be captured depends on
+    /// the driver; page-locked memory always can.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch); CUDA errors (which
+    /// invalidate the capture).
+    pub fn copy_to_device<T: DeviceCopy>(
+        &self,
+        src: &'a [T],
+        dst: &CapturedMut<'c, T>,
+    ) -> Result<()> {
+        const WHAT: &str = "Capture::copy_to_device";
+        check_len(dst.len, src.len(), WHAT)?;
+        let bytes = bytes_of::<T>(src.len(), WHAT)?;
+        self.memcpy(
+            dst.ptr.cast(),
+            src.as_ptr().cast(),
+            bytes,
+            raw::flags::MEMCPY_HOST_TO_DEVICE,
+        )
+        .map_err(|e| e.context(WHAT))
+    }
+
+    /// Captures a device-to-host copy node.
+    ///
+    /// # Errors
+    /// As for [`copy_to_device`](Self::copy_to_device).
+    pub fn copy_to_host<T: DeviceCopy>(
+        &self,
+        src: impl CapturedSource<'c, T>,
+        dst: &'a mut [T],
+    ) -> Result<()> {
+        const WHAT: &str = "Capture::copy_to_host";
+        check_len(src.source_len(), dst.len(), WHAT)?;
+        let bytes = bytes_of::<T>(dst.len(), WHAT)?;
+        self.memcpy(
+            dst.as_mut_ptr().cast(),
+            src.source_ptr().cast(),
+            bytes,
+            raw::flags::MEMCPY_DEVICE_TO_HOST,
+        )
+        .map_err(|e| e.context(WHAT))
+    }
+
+    /// Captures a device-to-device copy node.
+    ///
+    /// # Errors
+    /// As for [`copy_to_device`](Self::copy_to_device).
+    pub fn copy_device_to_device<T: DeviceCopy>(
+        &self,
+        src: impl CapturedSource<'c, T>,
+        dst: &CapturedMut<'c, T>,
+    ) -> Result<()> {
+        const WHAT: &str = "Capture::copy_device_to_device";
+        check_len(dst.len, src.source_len(), WHAT)?;
+        let bytes = bytes_of::<T>(dst.len, WHAT)?;
+        self.memcpy(
+            dst.ptr.cast(),
+            src.source_ptr().cast(),
+            bytes,
+            raw::flags::MEMCPY_DEVICE_TO_DEVICE,
+        )
+        .map_err(|e| e.context(WHAT))
+    }
+
+    /// Captures a memset node setting every byte of `dst` to `value`.
+    ///
+    /// # Errors
+    /// CUDA errors (which invalidate the capture).
+    pub fn set_bytes<T: DeviceCopy>(&self, dst: &CapturedMut<'c, T>, value: u8) -> Result<()> {
+        const WHAT: &str = "Capture::set_bytes";
+        let bytes = bytes_of::<T>(dst.len, WHAT)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: `dst` is borrowed for 'a, the lifetime of the graph that replays the memset;
+        // any byte pattern is a valid T.
+        unsafe { raw::memset_async(dst.ptr.cast(), value, bytes, self.stream) }
+            .map_err(|e| e.context(WHAT))
+    }
+}
+
+impl Stream {
+    /// Captures the work `f` queues through its [`Capture`] handle into a graph
+    /// (`cudaStreamBeginCapture` / `cudaStreamEndCapture`). The capture ends on every path: when
+    /// `f` returns `Ok`, returns an error, or panics (the panic is resumed after ending it).
+    /// Then waits for work queued *before* the capture on the captured device memory.
+    ///
+    /// The stream is borrowed mutably: nothing else can queue work on it while it captures.
+    ///
+    /// # Errors
+    /// `f`'s error; `cudaErrorStreamCaptureInvalidated` and the other capture errors; errors of
+    /// the earlier work on the captured memory.
+    ///
+    /// # Panics
+    /// Resumes a panic of `f` after ending the capture.
+    pub fn capture<'a, F>(&mut self, mode: CaptureMode, f: F) -> Result<Graph<'a>>
+    where
+        F: for<'c> FnOnce(&'c Capture<'c, 'a>) -> Result<()>,
+    {
+        const WHAT: &str = "Stream::capture";
+        let stream = self.as_raw();
+        // SAFETY: our live stream; the capture is ended below on every path.
+        unsafe { raw::stream_begin_capture(stream, mode.as_raw()) }.map_err(|e| e.context(WHAT))?;
+        let capture = Capture {
+            stream,
+            markers: RefCell::new(Vec::new()),
+            _brand: PhantomData,
+            _memory: PhantomData,
+            _one_thread: PhantomData,
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| f(&capture)));
+        // SAFETY: the stream is capturing (begun above, on this thread).
+        let ended = unsafe { raw::stream_end_capture(stream) };
+        let graph = ended.map(|raw| Graph {
+            raw,
+            _memory: PhantomData,
+        });
+        match outcome {
+            Err(panic) => {
+                drop(graph);
+                resume_unwind(panic)
+            }
+            Ok(Err(e)) => {
+                drop(graph);
+                Err(e)
+            }
+            Ok(Ok(())) => {
+                let graph = graph.map_err(|e| e.context(WHAT))?;
+                for marker in capture.markers.borrow().iter() {
+                    marker.wait_host().map_err(|e| e.context(WHAT))?;
+                }
+                Ok(graph)
+            }
+        }
+    }
+}
+
+/// A captured graph (`cudaGraph_t`), borrowing the memory its nodes use for `'a`.
+///
+/// # Thread safety
+/// `Send` (a graph may be used from any one thread at a time); not `Sync`, as CUDA graphs are
+/// not thread-safe objects.
+#[derive(Debug)]
+pub struct Graph<'a> {
+    raw: RawGraph,
+    _memory: PhantomData<&'a mut ()>,
+}
+
+// SAFETY: graph handles may move between threads; CUDA only requires that one graph is not used
+// by two threads at once, which `!Sync` (and `&mut`/by-value use) ensures.
+unsafe impl Send for Graph<'_> {}
+
+impl<'a> Graph<'a> {
+    /// The raw handle (still owned by `self`).
+    pub fn as_raw(&self) -> RawGraph {
+        self.raw
+    }
+
+    /// `cudaGraphGetNodes`: the number of nodes.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidValue`.
+    pub fn node_count(&self) -> Result<usize> {
+        // SAFETY: our live graph.
+        unsafe { raw::graph_node_count(self.raw) }.map_err(|e| e.context("Graph::node_count"))
+    }
+
+    /// `cudaGraphInstantiate`: makes the executable graph, which keeps the borrows of `'a`. The
+    /// graph itself is destroyed (the executable does not need it).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidValue` and instantiation errors.
+    pub fn instantiate(self) -> Result<GraphExec<'a>> {
+        // SAFETY: our live graph.
+        let raw = unsafe { raw::graph_instantiate(self.raw) }
+            .map_err(|e| e.context("Graph::instantiate"))?;
+        Ok(GraphExec {
+            raw,
+            marker: Tracker::new(),
+            _memory: PhantomData,
+        })
+    }
+}
+
+impl Drop for Graph<'_> {
+    fn drop(&mut self) {
+        if crate::callback::leak_if_in_callback("Graph::drop") {
+            return;
+        }
+        // SAFETY: our live graph, not used after this.
+        let result = unsafe { raw::graph_destroy(self.raw) };
+        defer_result(result.map_err(|e| e.context("Graph::drop")));
+    }
+}
+
+/// An executable graph (`cudaGraphExec_t`), borrowing the memory its nodes use for `'a`.
+///
+/// Dropping it waits for its launches, then destroys it.
+///
+/// # Thread safety
+/// `Send`; `Sync` as its methods only launch (launches are ordered through its last-use marker).
+#[derive(Debug)]
+pub struct GraphExec<'a> {
+    raw: RawGraphExec,
+    /// Recorded after every launch.
+    marker: Tracker,
+    _memory: PhantomData<&'a mut ()>,
+}
+
+// SAFETY: executable graph handles may be used from any thread; concurrent launches are
+// serialized by the marker's lock and ordered by CUDA.
+unsafe impl Send for GraphExec<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for GraphExec<'_> {}
+
+impl<'a> GraphExec<'a> {
+    /// The raw handle (still owned by `self`).
+    pub fn as_raw(&self) -> RawGraphExec {
+        self.raw
+    }
+
+    /// `cudaGraphUpload`: prepares the graph's device resources on `stream`, so that the first
+    /// launch is as cheap as later ones. Touches none of the graph's memory.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidValue`, `cudaErrorInvalidResourceHandle`.
+    pub fn upload<'s>(&self, stream: impl Into<StreamRef<'s>>) -> Result<()> {
+        let stream = stream.into();
+        // SAFETY: our live executable graph and a live stream; an upload runs none of the
+        // graph's nodes.
+        unsafe { raw::graph_upload(self.raw, stream.as_raw()) }
+            .map_err(|e| e.context("GraphExec::upload"))
+    }
+
+    /// `cudaGraphLaunch`, ordered after earlier launches of this executable.
+    pub(crate) fn launch_unchecked(&self, stream: StreamRef<'_>) -> Result<()> {
+        self.marker
+            .use_on(stream, |s| {
+                // SAFETY: our live executable graph; the caller keeps the memory of 'a alive
+                // until the launch has finished (a scope, or 'a = 'static).
+                unsafe { raw::graph_launch(self.raw, s) }
+            })
+            .map_err(|e| e.context("GraphExec::launch"))
+    }
+
+    /// Waits for every launch so far (`cudaEventSynchronize` on the last-use marker).
+    ///
+    /// # Errors
+    /// An error of the launched work.
+    pub fn synchronize(&self) -> Result<()> {
+        self.marker
+            .wait_host()
+            .map_err(|e| e.context("GraphExec::synchronize"))
+    }
+}
+
+impl GraphExec<'static> {
+    /// `cudaGraphLaunch` of a graph that borrows nothing (or only `'static` data), which may
+    /// therefore run after the caller returns. Graphs that borrow memory are launched with
+    /// [`Scope::launch_graph`](crate::Scope::launch_graph).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle` and errors of earlier work.
+    pub fn launch<'s>(&self, stream: impl Into<StreamRef<'s>>) -> Result<()> {
+        self.launch_unchecked(stream.into())
+    }
+}
+
+impl Drop for GraphExec<'_> {
+    fn drop(&mut self) {
+        if crate::callback::leak_if_in_callback("GraphExec::drop") {
+            return;
+        }
+        match self.marker.wait_host() {
+            // SAFETY: our live executable graph, no launch pending; not used after this.
+            Ok(()) => defer_result(
+                unsafe { raw::graph_exec_destroy(self.raw) }
+                    .map_err(|e| e.context("GraphExec::drop")),
+            ),
+            Err(e) => defer(e.context("GraphExec::drop")),
+        }
+    }
+}
+
+impl<'scope, 'env> Scope<'scope, 'env> {
+    /// `cudaGraphLaunch` of a graph whose memory outlives the scope; the scope waits for the
+    /// launch. Launches of one executable are ordered one after another.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle` and errors of earlier work.
+    pub fn launch_graph(
+        &self,
+        stream: impl Into<StreamRef<'env>>,
+        exec: &'env GraphExec<'_>,
+    ) -> Result<()> {
+        let stream = stream.into();
+        self.enlist_stream(stream);
+        exec.launch_unchecked(stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_mode_values() {
+        assert_eq!(CaptureMode::Global.as_raw(), 0);
+        assert_eq!(CaptureMode::ThreadLocal.as_raw(), 1);
+        assert_eq!(CaptureMode::Relaxed.as_raw(), 2);
+    }
+}

@@ -1,0 +1,484 @@
+//! Page-locked host memory: [`PinnedBuffer<T>`] (allocated by CUDA), [`RegisteredHost<'a, T>`]
+//! (existing memory page-locked for a while), and [`Pending<B>`], the owned form of an
+//! asynchronous copy that hands a moved-in buffer back when the copy has finished.
+//!
+//! Copies between device memory and page-locked memory are truly asynchronous (the DMA engines
+//! read or write the host memory while the host runs on), which is why such memory may only be
+//! used by queued copies in two ways that keep it untouched until they finish:
+//! - **owned**: a [`PinnedBuffer`] is moved into the copy
+//!   ([`DeviceMemory::copy_from_pinned_async`](crate::DeviceMemory::copy_from_pinned_async)) and
+//!   handed back by [`Pending::wait`]. A `Pending` that is dropped waits for the copy first; one
+//!   that is leaked (`mem::forget`) leaks the buffer too, so the memory is never freed under the
+//!   copy;
+//! - **borrowed**: inside a [`scope`](crate::scope), which waits for its copies before returning.
+
+use crate::device::with_current;
+use crate::error::{defer, defer_result, Error, Result};
+use crate::event::{Event, EventFlags};
+use crate::memory::{bytes_of, DeviceCopy};
+use crate::raw;
+use crate::stream::{wait_until_idle, StreamRef};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::{BitOr, Deref, DerefMut};
+use std::ptr::NonNull;
+
+/// Flags of [`PinnedBuffer::with_flags`] (`cudaHostAlloc`); combine with `|`.
+///
+/// # Examples
+/// ```
+/// use cuda_rt::HostAllocFlags;
+/// let flags = HostAllocFlags::PORTABLE | HostAllocFlags::MAPPED;
+/// assert_eq!(flags.bits(), 1 | 2); // cudaHostAllocPortable | cudaHostAllocMapped
+/// assert_eq!(HostAllocFlags::WRITE_COMBINED.bits(), 4);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct HostAllocFlags(u32);
+
+impl HostAllocFlags {
+    /// `cudaHostAllocDefault`: page-locked memory, as `cudaMallocHost` gives.
+    pub const DEFAULT: HostAllocFlags = HostAllocFlags(raw::flags::HOST_ALLOC_DEFAULT);
+    /// `cudaHostAllocPortable`: page-locked for every CUDA context, not only the current one.
+    pub const PORTABLE: HostAllocFlags = HostAllocFlags(raw::flags::HOST_ALLOC_PORTABLE);
+    /// `cudaHostAllocMapped`: also mapped into the device address space
+    /// ([`PinnedBuffer::mapped_device_ptr`]).
+    pub const MAPPED: HostAllocFlags = HostAllocFlags(raw::flags::HOST_ALLOC_MAPPED);
+    /// `cudaHostAllocWriteCombined`: write-combined: faster for the device to read over PCIe,
+    /// very slow for the host to read. For buffers the host only writes.
+    pub const WRITE_COMBINED: HostAllocFlags =
+        HostAllocFlags(raw::flags::HOST_ALLOC_WRITE_COMBINED);
+
+    /// The `cudaHostAlloc` value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether all of `other`'s flags are set.
+    pub const fn contains(self, other: HostAllocFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl BitOr for HostAllocFlags {
+    type Output = HostAllocFlags;
+    fn bitor(self, other: HostAllocFlags) -> HostAllocFlags {
+        HostAllocFlags(self.0 | other.0)
+    }
+}
+
+/// An owned array of `T` in page-locked ("pinned") host memory.
+///
+/// It dereferences to `[T]`: a `PinnedBuffer` you hold never has a copy in flight, because
+/// asynchronous copies take it by value ([`Pending`]) or borrow it inside a
+/// [`scope`](crate::scope).
+///
+/// # Thread safety
+/// `Send` and `Sync` when `T` is, like a `Vec<T>`.
+///
+/// # Examples
+/// ```no_run
+/// use cuda_rt::{DeviceBuffer, DeviceMemory, PinnedBuffer, Stream};
+/// let stream = Stream::new()?;
+/// let mut device = DeviceBuffer::<u32>::new(1024)?;
+/// let mut staging = PinnedBuffer::<u32>::new(1024)?;
+/// staging.iter_mut().enumerate().for_each(|(i, x)| *x = i as u32);
+/// let upload = device.copy_from_pinned_async(&stream, staging)?;
+/// // ... the host is free to do other work here ...
+/// let staging = upload.wait()?; // the buffer comes back once the copy is done
+/// assert_eq!(staging[5], 5);
+/// # Ok::<(), cuda_rt::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct PinnedBuffer<T: DeviceCopy> {
+    ptr: NonNull<T>,
+    len: usize,
+    flags: HostAllocFlags,
+    /// Whether `ptr` came from `cudaHostAlloc` (false for zero bytes).
+    allocated: bool,
+}
+
+// SAFETY: owned host memory, like a Vec<T>.
+unsafe impl<T: DeviceCopy + Send> Send for PinnedBuffer<T> {}
+// SAFETY: as above; `&self` only reads.
+unsafe impl<T: DeviceCopy + Sync> Sync for PinnedBuffer<T> {}
+
+impl<T: DeviceCopy> PinnedBuffer<T> {
+    /// `cudaMallocHost` of `len` elements, zero-filled.
+    ///
+    /// # Errors
+    /// `cudaErrorMemoryAllocation`; [`ErrorKind::SizeOverflow`](crate::ErrorKind::SizeOverflow);
+    /// errors of CUDA initialization.
+    pub fn new(len: usize) -> Result<PinnedBuffer<T>> {
+        Self::allocate(len, None)
+    }
+
+    /// `cudaHostAlloc` of `len` elements with `flags`, zero-filled.
+    ///
+    /// # Errors
+    /// As for [`new`](Self::new); `cudaErrorInvalidValue` for flags the device does not support.
+    pub fn with_flags(len: usize, flags: HostAllocFlags) -> Result<PinnedBuffer<T>> {
+        Self::allocate(len, Some(flags))
+    }
+
+    /// `cudaMallocHost` and a copy of `data`.
+    ///
+    /// # Errors
+    /// As for [`new`](Self::new).
+    pub fn from_slice(data: &[T]) -> Result<PinnedBuffer<T>> {
+        let mut buffer = Self::new(data.len())?;
+        buffer.copy_from_slice(data);
+        Ok(buffer)
+    }
+
+    fn allocate(len: usize, flags: Option<HostAllocFlags>) -> Result<PinnedBuffer<T>> {
+        const WHAT: &str = "PinnedBuffer::new";
+        const {
+            assert!(
+                std::mem::align_of::<T>() <= 256,
+                "DeviceCopy types must be aligned to at most 256 bytes"
+            )
+        };
+        let bytes = bytes_of::<T>(len, WHAT)?;
+        if bytes == 0 {
+            return Ok(PinnedBuffer {
+                ptr: NonNull::dangling(),
+                len,
+                flags: flags.unwrap_or_default(),
+                allocated: false,
+            });
+        }
+        // SAFETY: no preconditions; the allocation is owned by the buffer built below.
+        let ptr = unsafe {
+            match flags {
+                None => raw::malloc_host(bytes),
+                Some(flags) => raw::host_alloc(bytes, flags.bits()),
+            }
+        }
+        .map_err(|e| e.context(WHAT))?;
+        let Some(ptr) = NonNull::new(ptr.cast::<T>()) else {
+            return Err(Error::cuda(raw::status::MEMORY_ALLOCATION, WHAT));
+        };
+        // SAFETY: `bytes` bytes at `ptr` were just allocated (page-aligned, so aligned for T);
+        // zeroing them makes every element a valid T (DeviceCopy), as `Deref` requires.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr().cast::<u8>(), 0, bytes) };
+        Ok(PinnedBuffer {
+            ptr,
+            len,
+            flags: flags.unwrap_or_default(),
+            allocated: true,
+        })
+    }
+
+    /// The flags it was allocated with.
+    pub fn flags(&self) -> HostAllocFlags {
+        self.flags
+    }
+
+    /// `cudaHostGetDevicePointer`: the device address of this memory, if it was allocated with
+    /// [`HostAllocFlags::MAPPED`]. Kernels that use it access host memory over the bus; it is a
+    /// raw pointer: using it from a kernel is `unsafe`, and the caller must keep the buffer
+    /// alive and unused by the host until such kernels have finished.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidValue` if the memory is not mapped.
+    pub fn mapped_device_ptr(&mut self) -> Result<*mut T> {
+        // SAFETY: the pointer is our page-locked allocation; CUDA checks that it is mapped.
+        unsafe { raw::host_get_device_pointer(self.ptr.as_ptr().cast()) }
+            .map(|p| p.cast::<T>())
+            .map_err(|e| e.context("PinnedBuffer::mapped_device_ptr"))
+    }
+
+    /// Frees the memory (`cudaFreeHost`), reporting the error (drop reports it to the next
+    /// synchronize).
+    ///
+    /// # Errors
+    /// An error of `cudaFreeHost`.
+    pub fn close(self) -> Result<()> {
+        let this = ManuallyDrop::new(self);
+        if !this.allocated {
+            return Ok(());
+        }
+        // SAFETY: our allocation, with no copy in flight (we hold it by value); not used again.
+        unsafe { raw::free_host(this.ptr.as_ptr().cast()) }
+            .map_err(|e| e.context("PinnedBuffer::close"))
+    }
+}
+
+impl<T: DeviceCopy> Deref for PinnedBuffer<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `len` initialized elements at an aligned pointer (dangling for zero bytes),
+        // not written by any copy while we are borrowed (see the type's docs).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: DeviceCopy> DerefMut for PinnedBuffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, exclusively borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        if !self.allocated || crate::callback::leak_if_in_callback("PinnedBuffer::drop") {
+            return;
+        }
+        // SAFETY: our allocation, with no copy in flight (see the type's docs); not used again.
+        let result = unsafe { raw::free_host(self.ptr.as_ptr().cast()) };
+        defer_result(result.map_err(|e| e.context("PinnedBuffer::drop")));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pending
+
+/// An asynchronous operation in flight that owns a buffer it uses; [`wait`](Self::wait) hands
+/// the buffer back once the operation has finished.
+///
+/// Dropping a `Pending` waits for the operation, then drops the buffer. Leaking it
+/// (`mem::forget`) leaks the buffer, which is therefore never freed under the operation. If
+/// waiting fails with an error that leaves the operation's state unknown, the buffer is leaked
+/// too (and the error returned, or reported to the next synchronize from `Drop`).
+///
+/// # Thread safety
+/// `Send`/`Sync` when the buffer is.
+#[must_use = "dropping a Pending waits for the operation; use wait() to get the buffer back"]
+#[derive(Debug)]
+pub struct Pending<B> {
+    value: ManuallyDrop<B>,
+    done: Event,
+}
+
+impl<B> Pending<B> {
+    /// Queues work that uses `value` on `stream` through `enqueue`, then records the event that
+    /// says when it has finished. On error, waits for whatever was queued before dropping
+    /// `value`.
+    pub(crate) fn start(
+        mut value: B,
+        stream: StreamRef<'_>,
+        enqueue: impl FnOnce(&mut B, StreamRef<'_>) -> Result<()>,
+    ) -> Result<Pending<B>> {
+        let device = stream.device_ordinal()?;
+        let done = with_current(device, || {
+            Event::with_flags(EventFlags::DISABLE_TIMING | EventFlags::BLOCKING_SYNC)
+        })?;
+        let queued = enqueue(&mut value, stream);
+        let recorded = done.record(stream);
+        match (queued, recorded) {
+            (Ok(()), Ok(())) => Ok(Pending {
+                value: ManuallyDrop::new(value),
+                done,
+            }),
+            (queued, recorded) => {
+                // Something may be queued that uses `value`: wait for the whole stream before
+                // letting it go, or leak it.
+                let error = queued.err().or(recorded.err());
+                match wait_until_idle(stream.as_raw()) {
+                    Ok(()) => drop(value),
+                    Err(e) => {
+                        defer(e.context("Pending::start"));
+                        std::mem::forget(value);
+                    }
+                }
+                Err(error.unwrap_or_else(|| Error::cuda(raw::status::INVALID_VALUE, "Pending")))
+            }
+        }
+    }
+
+    /// `cudaEventQuery`: whether the operation has finished, without blocking.
+    ///
+    /// # Errors
+    /// An error of the stream's work.
+    pub fn is_complete(&self) -> Result<bool> {
+        self.done.has_occurred()
+    }
+
+    /// Waits for the operation (`cudaEventSynchronize`) and hands the buffer back.
+    ///
+    /// # Errors
+    /// An error of the stream's work, or a deferred error; the buffer is then leaked (never freed
+    /// while the operation might still use it).
+    pub fn wait(self) -> Result<B> {
+        let mut this = ManuallyDrop::new(self);
+        let waited = wait_event(&this.done);
+        // SAFETY: `this` is never used or dropped again; both fields are moved out exactly once.
+        let (value, done) = unsafe {
+            (
+                ManuallyDrop::take(&mut this.value),
+                std::ptr::read(&this.done),
+            )
+        };
+        drop(done);
+        match waited {
+            Ok(()) => Ok(value),
+            Err(e) => {
+                std::mem::forget(value);
+                Err(e.context("Pending::wait"))
+            }
+        }
+    }
+}
+
+fn wait_event(event: &Event) -> Result<()> {
+    // SAFETY: the event is live for the call.
+    match unsafe { raw::event_synchronize(event.as_raw()) } {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_sticky() => Err(e),
+        // SAFETY: as above.
+        Err(e) => crate::stream::poll_until_idle(e, || unsafe { raw::event_query(event.as_raw()) }),
+    }
+}
+
+impl<B> Drop for Pending<B> {
+    fn drop(&mut self) {
+        if crate::callback::leak_if_in_callback("Pending::drop") {
+            return;
+        }
+        match wait_event(&self.done) {
+            // SAFETY: the value is dropped exactly once, here, after the operation finished.
+            Ok(()) => unsafe { ManuallyDrop::drop(&mut self.value) },
+            Err(e) => defer(e.context("Pending::drop")),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registered host memory
+
+/// Flags of [`RegisteredHost::new`] (`cudaHostRegister`); combine with `|`.
+///
+/// # Examples
+/// ```
+/// use cuda_rt::HostRegisterFlags;
+/// assert_eq!(HostRegisterFlags::DEFAULT.bits(), 0);
+/// assert_eq!((HostRegisterFlags::PORTABLE | HostRegisterFlags::READ_ONLY).bits(), 1 | 8);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct HostRegisterFlags(u32);
+
+impl HostRegisterFlags {
+    /// `cudaHostRegisterDefault`.
+    pub const DEFAULT: HostRegisterFlags = HostRegisterFlags(raw::flags::HOST_REGISTER_DEFAULT);
+    /// `cudaHostRegisterPortable`: page-locked for every CUDA context.
+    pub const PORTABLE: HostRegisterFlags = HostRegisterFlags(raw::flags::HOST_REGISTER_PORTABLE);
+    /// `cudaHostRegisterMapped`: also mapped into the device address space.
+    pub const MAPPED: HostRegisterFlags = HostRegisterFlags(raw::flags::HOST_REGISTER_MAPPED);
+    /// `cudaHostRegisterReadOnly`: the device only reads it.
+    pub const READ_ONLY: HostRegisterFlags = HostRegisterFlags(raw::flags::HOST_REGISTER_READ_ONLY);
+
+    /// The `cudaHostRegister` value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl BitOr for HostRegisterFlags {
+    type Output = HostRegisterFlags;
+    fn bitor(self, other: HostRegisterFlags) -> HostRegisterFlags {
+        HostRegisterFlags(self.0 | other.0)
+    }
+}
+
+/// Existing host memory page-locked with `cudaHostRegister` while this guard lives; it borrows
+/// the slice mutably, dereferences to it, and unregisters it (`cudaHostUnregister`) on drop.
+///
+/// Copies from and to registered memory are truly asynchronous; like other host memory, they
+/// can borrow it only inside a [`scope`](crate::scope), which waits for them, so the memory is
+/// never unregistered or freed under a copy. Leaking the guard leaves the range registered (it
+/// is never used by the device after its scope ended; the registration is merely not undone).
+///
+/// # Thread safety
+/// `Send`/`Sync` like `&mut [T]`.
+///
+/// # Examples
+/// ```no_run
+/// use cuda_rt::{DeviceBuffer, HostRegisterFlags, RegisteredHost, Stream};
+/// let stream = Stream::new()?;
+/// let mut data = vec![7u8; 1 << 20];
+/// let mut device = DeviceBuffer::<u8>::new(data.len())?;
+/// let registered = RegisteredHost::new(&mut data, HostRegisterFlags::DEFAULT)?;
+/// cuda_rt::scope(|s| s.copy_to_device(&stream, &registered, &mut device))?;
+/// drop(registered); // unregistered; `data` is usable again
+/// assert_eq!(data[0], 7);
+/// # Ok::<(), cuda_rt::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct RegisteredHost<'a, T: DeviceCopy> {
+    ptr: NonNull<T>,
+    len: usize,
+    registered: bool,
+    _memory: PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: it is an exclusive borrow of [T].
+unsafe impl<T: DeviceCopy + Send> Send for RegisteredHost<'_, T> {}
+// SAFETY: as above; `&self` only reads.
+unsafe impl<T: DeviceCopy + Sync> Sync for RegisteredHost<'_, T> {}
+
+impl<'a, T: DeviceCopy> RegisteredHost<'a, T> {
+    /// `cudaHostRegister` of the memory of `slice` (nothing for an empty slice).
+    ///
+    /// # Errors
+    /// `cudaErrorHostMemoryAlreadyRegistered` (overlaps another registration),
+    /// `cudaErrorInvalidValue`, `cudaErrorNotSupported`.
+    pub fn new(slice: &'a mut [T], flags: HostRegisterFlags) -> Result<RegisteredHost<'a, T>> {
+        let bytes = std::mem::size_of_val(slice);
+        let ptr = NonNull::from(&mut *slice).cast::<T>();
+        if bytes > 0 {
+            // SAFETY: the slice is valid for `bytes` bytes and stays borrowed (so allocated and
+            // unmoved) until the guard unregisters it.
+            unsafe { raw::host_register(ptr.as_ptr().cast(), bytes, flags.bits()) }
+                .map_err(|e| e.context("RegisteredHost::new"))?;
+        }
+        Ok(RegisteredHost {
+            ptr,
+            len: slice.len(),
+            registered: bytes > 0,
+            _memory: PhantomData,
+        })
+    }
+
+    /// Unregisters (`cudaHostUnregister`), reporting the error (drop reports it to the next
+    /// synchronize).
+    ///
+    /// # Errors
+    /// An error of `cudaHostUnregister`.
+    pub fn close(self) -> Result<()> {
+        let this = ManuallyDrop::new(self);
+        if !this.registered {
+            return Ok(());
+        }
+        // SAFETY: registered by `new`; no copy uses it (copies borrow the guard in a scope,
+        // which has ended).
+        unsafe { raw::host_unregister(this.ptr.as_ptr().cast()) }
+            .map_err(|e| e.context("RegisteredHost::close"))
+    }
+}
+
+impl<T: DeviceCopy> Deref for RegisteredHost<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: the borrowed slice, valid for 'a.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: DeviceCopy> DerefMut for RegisteredHost<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: the exclusively borrowed slice, valid for 'a.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: DeviceCopy> Drop for RegisteredHost<'_, T> {
+    fn drop(&mut self) {
+        if !self.registered || crate::callback::leak_if_in_callback("RegisteredHost::drop") {
+            return;
+        }
+        // SAFETY: as in `close`.
+        let result = unsafe { raw::host_unregister(self.ptr.as_ptr().cast()) };
+        defer_result(result.map_err(|e| e.context("RegisteredHost::drop")));
+    }
+}

@@ -1,0 +1,996 @@
+//! The raw layer: thin `unsafe fn`s that map one-to-one onto CUDA runtime calls and turn every
+//! status into a [`Result`].
+//!
+//! This is the only module of the crate that names `cuda_rt_sys`. Each function does exactly one
+//! `cuda*` call (named in its documentation), checks the status, and returns the value the call
+//! wrote. Nothing here owns anything or keeps any state: the safe types of the other modules do.
+//!
+//! It is public for code that needs a call the safe layer does not offer, and wants the same
+//! error handling: every function is `unsafe`, with the preconditions of the CUDA call it wraps
+//! (valid handles, pointers valid for the sizes given, memory alive until the queued work that
+//! uses it has finished).
+//!
+//! # Safety
+//! The contract of every function here is the contract of the CUDA call it wraps, as the CUDA
+//! Runtime API reference states it: handles must be live handles of the right kind (or the
+//! special values that call accepts), pointers must be valid for the bytes the call reads or
+//! writes, for as long as the queued operation may access them.
+
+use crate::error::{Error, Result};
+use cuda_rt_sys as sys;
+use std::ffi::{c_int, c_uint, c_void, CStr};
+
+/// A raw stream handle (`cudaStream_t`).
+pub type RawStream = sys::cudaStream_t;
+/// A raw event handle (`cudaEvent_t`).
+pub type RawEvent = sys::cudaEvent_t;
+/// A raw graph handle (`cudaGraph_t`).
+pub type RawGraph = sys::cudaGraph_t;
+/// A raw executable graph handle (`cudaGraphExec_t`).
+pub type RawGraphExec = sys::cudaGraphExec_t;
+/// A raw CUDA status (`cudaError_t`).
+pub type RawStatus = sys::cudaError_t;
+/// Grid or block dimensions (`dim3`).
+pub type Dim3 = sys::dim3;
+/// The signature of a host function for `cudaLaunchHostFunc`.
+pub type HostFn = unsafe extern "C" fn(user_data: *mut c_void);
+/// The signature of a stream callback for `cudaStreamAddCallback`.
+pub type StreamCallbackFn =
+    unsafe extern "C" fn(stream: RawStream, status: RawStatus, user_data: *mut c_void);
+
+/// `cudaStreamLegacy`: the legacy default stream, which synchronizes with every blocking stream.
+pub const STREAM_LEGACY: RawStream = 0x1 as RawStream;
+/// `cudaStreamPerThread`: the calling host thread's default stream.
+pub const STREAM_PER_THREAD: RawStream = 0x2 as RawStream;
+
+/// Status values the safe layer tells apart.
+pub mod status {
+    use super::{sys, RawStatus};
+    /// `cudaSuccess`.
+    pub const SUCCESS: RawStatus = sys::cudaSuccess;
+    /// `cudaErrorNotReady`: queued work has not finished (not a failure).
+    pub const NOT_READY: RawStatus = sys::cudaErrorNotReady;
+    /// `cudaErrorInvalidValue`.
+    pub const INVALID_VALUE: RawStatus = sys::cudaErrorInvalidValue;
+    /// `cudaErrorMemoryAllocation`.
+    pub const MEMORY_ALLOCATION: RawStatus = sys::cudaErrorMemoryAllocation;
+    /// `cudaErrorIllegalAddress`.
+    pub const ILLEGAL_ADDRESS: RawStatus = sys::cudaErrorIllegalAddress;
+    /// `cudaErrorLaunchFailure`.
+    pub const LAUNCH_FAILURE: RawStatus = sys::cudaErrorLaunchFailure;
+    /// `cudaErrorInvalidDevice`.
+    pub const INVALID_DEVICE: RawStatus = sys::cudaErrorInvalidDevice;
+    /// `cudaErrorNoDevice`.
+    pub const NO_DEVICE: RawStatus = sys::cudaErrorNoDevice;
+    /// `cudaErrorInsufficientDriver`.
+    pub const INSUFFICIENT_DRIVER: RawStatus = sys::cudaErrorInsufficientDriver;
+    /// `cudaErrorInvalidResourceHandle`.
+    pub const INVALID_RESOURCE_HANDLE: RawStatus = sys::cudaErrorInvalidResourceHandle;
+    /// `cudaErrorNotPermitted`.
+    pub const NOT_PERMITTED: RawStatus = sys::cudaErrorNotPermitted;
+    /// `cudaErrorStreamCaptureInvalidated`.
+    pub const STREAM_CAPTURE_INVALIDATED: RawStatus = sys::cudaErrorStreamCaptureInvalidated;
+
+    /// The statuses after which the CUDA context is unusable ("sticky" errors): every later
+    /// call in the process returns an error, and no queued work of the context runs any more.
+    /// Taken from the descriptions in the Runtime API's `cudaError` reference that say the
+    /// process must be relaunched (or the context destroyed) to continue using CUDA.
+    pub const STICKY: &[RawStatus] = &[
+        sys::cudaErrorIllegalAddress,
+        sys::cudaErrorLaunchTimeout,
+        sys::cudaErrorAssert,
+        sys::cudaErrorHardwareStackError,
+        sys::cudaErrorIllegalInstruction,
+        sys::cudaErrorMisalignedAddress,
+        sys::cudaErrorInvalidAddressSpace,
+        sys::cudaErrorInvalidPc,
+        sys::cudaErrorLaunchFailure,
+        sys::cudaErrorTensorMemoryLeak,
+        sys::cudaErrorECCUncorrectable,
+        sys::cudaErrorNvlinkUncorrectable,
+        sys::cudaErrorContained,
+        sys::cudaErrorMpsClientTerminated,
+        sys::cudaErrorExternalDevice,
+    ];
+}
+
+/// Flag values of the runtime, re-exported for the safe layer's flag types.
+pub mod flags {
+    use super::sys;
+    /// `cudaStreamDefault`.
+    pub const STREAM_DEFAULT: u32 = sys::cudaStreamDefault;
+    /// `cudaStreamNonBlocking`.
+    pub const STREAM_NON_BLOCKING: u32 = sys::cudaStreamNonBlocking;
+    /// `cudaEventDefault`.
+    pub const EVENT_DEFAULT: u32 = sys::cudaEventDefault;
+    /// `cudaEventBlockingSync`.
+    pub const EVENT_BLOCKING_SYNC: u32 = sys::cudaEventBlockingSync;
+    /// `cudaEventDisableTiming`.
+    pub const EVENT_DISABLE_TIMING: u32 = sys::cudaEventDisableTiming;
+    /// `cudaHostAllocDefault`.
+    pub const HOST_ALLOC_DEFAULT: u32 = sys::cudaHostAllocDefault;
+    /// `cudaHostAllocPortable`.
+    pub const HOST_ALLOC_PORTABLE: u32 = sys::cudaHostAllocPortable;
+    /// `cudaHostAllocMapped`.
+    pub const HOST_ALLOC_MAPPED: u32 = sys::cudaHostAllocMapped;
+    /// `cudaHostAllocWriteCombined`.
+    pub const HOST_ALLOC_WRITE_COMBINED: u32 = sys::cudaHostAllocWriteCombined;
+    /// `cudaHostRegisterDefault`.
+    pub const HOST_REGISTER_DEFAULT: u32 = sys::cudaHostRegisterDefault;
+    /// `cudaHostRegisterPortable`.
+    pub const HOST_REGISTER_PORTABLE: u32 = sys::cudaHostRegisterPortable;
+    /// `cudaHostRegisterMapped`.
+    pub const HOST_REGISTER_MAPPED: u32 = sys::cudaHostRegisterMapped;
+    /// `cudaHostRegisterReadOnly`.
+    pub const HOST_REGISTER_READ_ONLY: u32 = sys::cudaHostRegisterReadOnly;
+    /// `cudaStreamCaptureModeGlobal`.
+    pub const CAPTURE_MODE_GLOBAL: u32 = sys::cudaStreamCaptureModeGlobal;
+    /// `cudaStreamCaptureModeThreadLocal`.
+    pub const CAPTURE_MODE_THREAD_LOCAL: u32 = sys::cudaStreamCaptureModeThreadLocal;
+    /// `cudaStreamCaptureModeRelaxed`.
+    pub const CAPTURE_MODE_RELAXED: u32 = sys::cudaStreamCaptureModeRelaxed;
+    /// `cudaStreamCaptureStatusNone`.
+    pub const CAPTURE_STATUS_NONE: u32 = sys::cudaStreamCaptureStatusNone;
+    /// `cudaStreamCaptureStatusActive`.
+    pub const CAPTURE_STATUS_ACTIVE: u32 = sys::cudaStreamCaptureStatusActive;
+    /// `cudaStreamCaptureStatusInvalidated`.
+    pub const CAPTURE_STATUS_INVALIDATED: u32 = sys::cudaStreamCaptureStatusInvalidated;
+    /// `cudaMemcpyHostToDevice`.
+    pub const MEMCPY_HOST_TO_DEVICE: u32 = sys::cudaMemcpyHostToDevice;
+    /// `cudaMemcpyDeviceToHost`.
+    pub const MEMCPY_DEVICE_TO_HOST: u32 = sys::cudaMemcpyDeviceToHost;
+    /// `cudaMemcpyDeviceToDevice`.
+    pub const MEMCPY_DEVICE_TO_DEVICE: u32 = sys::cudaMemcpyDeviceToDevice;
+    /// `cudaMemcpyHostToHost`.
+    pub const MEMCPY_HOST_TO_HOST: u32 = sys::cudaMemcpyHostToHost;
+    /// `cudaMemcpyDefault` (direction inferred from the pointers; unified addressing).
+    pub const MEMCPY_DEFAULT: u32 = sys::cudaMemcpyDefault;
+    /// `cudaLimitStackSize`.
+    pub const LIMIT_STACK_SIZE: u32 = sys::cudaLimitStackSize;
+    /// `cudaLimitPrintfFifoSize`.
+    pub const LIMIT_PRINTF_FIFO_SIZE: u32 = sys::cudaLimitPrintfFifoSize;
+    /// `cudaLimitMallocHeapSize`.
+    pub const LIMIT_MALLOC_HEAP_SIZE: u32 = sys::cudaLimitMallocHeapSize;
+    /// `cudaLimitDevRuntimeSyncDepth`.
+    pub const LIMIT_DEV_RUNTIME_SYNC_DEPTH: u32 = sys::cudaLimitDevRuntimeSyncDepth;
+    /// `cudaLimitDevRuntimePendingLaunchCount`.
+    pub const LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: u32 =
+        sys::cudaLimitDevRuntimePendingLaunchCount;
+    /// `cudaLimitMaxL2FetchGranularity`.
+    pub const LIMIT_MAX_L2_FETCH_GRANULARITY: u32 = sys::cudaLimitMaxL2FetchGranularity;
+    /// `cudaLimitPersistingL2CacheSize`.
+    pub const LIMIT_PERSISTING_L2_CACHE_SIZE: u32 = sys::cudaLimitPersistingL2CacheSize;
+}
+
+/// Turns a status into a `Result`, naming the call in the error.
+#[inline]
+fn check(status: RawStatus, call: &'static str) -> Result<()> {
+    if status == sys::cudaSuccess {
+        Ok(())
+    } else {
+        Err(Error::cuda(status, call))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// `cudaGetErrorName`: the C name of a status (`"cudaErrorInvalidValue"`).
+pub fn error_name(status: RawStatus) -> &'static str {
+    // SAFETY: cudaGetErrorName takes any value and returns a pointer to a static NUL-terminated
+    // string (or null in old runtimes, handled below); it needs no device.
+    let name = unsafe { sys::cudaGetErrorName(status) };
+    static_c_str(name).unwrap_or("unrecognized CUDA error")
+}
+
+/// `cudaGetErrorString`: the description of a status.
+pub fn error_string(status: RawStatus) -> &'static str {
+    // SAFETY: as in `error_name`, for cudaGetErrorString.
+    let text = unsafe { sys::cudaGetErrorString(status) };
+    static_c_str(text).unwrap_or("unrecognized CUDA error")
+}
+
+fn static_c_str(ptr: *const std::ffi::c_char) -> Option<&'static str> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: the runtime's error strings are static, NUL-terminated and never freed.
+    unsafe { CStr::from_ptr(ptr) }.to_str().ok()
+}
+
+/// `cudaGetLastError`: the last error of an API call on this host thread, resetting it to
+/// `cudaSuccess` (sticky errors are not reset).
+pub fn get_last_error() -> RawStatus {
+    // SAFETY: no arguments; reads the calling thread's error state.
+    unsafe { sys::cudaGetLastError() }
+}
+
+/// `cudaPeekAtLastError`: like [`get_last_error`] without resetting it.
+pub fn peek_at_last_error() -> RawStatus {
+    // SAFETY: no arguments.
+    unsafe { sys::cudaPeekAtLastError() }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+
+/// `cudaGetDeviceCount`.
+///
+/// # Safety
+/// None beyond CUDA's: it is `unsafe` only for uniformity with the rest of this module.
+pub unsafe fn get_device_count() -> Result<c_int> {
+    let mut count = 0;
+    check(
+        // SAFETY: writes one int through a valid pointer.
+        unsafe { sys::cudaGetDeviceCount(&mut count) },
+        "cudaGetDeviceCount",
+    )?;
+    Ok(count)
+}
+
+/// `cudaGetDevice`: the calling host thread's current device.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn get_device() -> Result<c_int> {
+    let mut device = 0;
+    // SAFETY: writes one int through a valid pointer.
+    check(unsafe { sys::cudaGetDevice(&mut device) }, "cudaGetDevice")?;
+    Ok(device)
+}
+
+/// `cudaSetDevice`: sets the calling host thread's current device.
+///
+/// # Safety
+/// None beyond CUDA's (an invalid ordinal is an error, not undefined behaviour).
+pub unsafe fn set_device(device: c_int) -> Result<()> {
+    // SAFETY: plain value argument.
+    check(unsafe { sys::cudaSetDevice(device) }, "cudaSetDevice")
+}
+
+/// `cudaDeviceSynchronize` on the current device.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn device_synchronize() -> Result<()> {
+    check(
+        // SAFETY: no arguments.
+        unsafe { sys::cudaDeviceSynchronize() },
+        "cudaDeviceSynchronize",
+    )
+}
+
+/// `cudaDeviceGetAttribute`.
+///
+/// # Safety
+/// `attribute` must be a `cudaDeviceAttr` value (unknown values are reported as errors).
+pub unsafe fn device_get_attribute(attribute: u32, device: c_int) -> Result<c_int> {
+    let mut value = 0;
+    check(
+        // SAFETY: writes one int through a valid pointer.
+        unsafe { sys::cudaDeviceGetAttribute(&mut value, attribute, device) },
+        "cudaDeviceGetAttribute",
+    )?;
+    Ok(value)
+}
+
+/// Device attribute numbers (`cudaDeviceAttr`) the safe layer reads.
+pub mod attribute {
+    use super::sys;
+    /// `cudaDevAttrMultiProcessorCount`.
+    pub const MULTIPROCESSOR_COUNT: u32 = sys::cudaDevAttrMultiProcessorCount;
+    /// `cudaDevAttrAsyncEngineCount`.
+    pub const ASYNC_ENGINE_COUNT: u32 = sys::cudaDevAttrAsyncEngineCount;
+    /// `cudaDevAttrConcurrentKernels`.
+    pub const CONCURRENT_KERNELS: u32 = sys::cudaDevAttrConcurrentKernels;
+    /// `cudaDevAttrComputeCapabilityMajor`.
+    pub const COMPUTE_CAPABILITY_MAJOR: u32 = sys::cudaDevAttrComputeCapabilityMajor;
+    /// `cudaDevAttrComputeCapabilityMinor`.
+    pub const COMPUTE_CAPABILITY_MINOR: u32 = sys::cudaDevAttrComputeCapabilityMinor;
+    /// `cudaDevAttrMemoryPoolsSupported`.
+    pub const MEMORY_POOLS_SUPPORTED: u32 = sys::cudaDevAttrMemoryPoolsSupported;
+}
+
+/// The subset of `cudaDeviceProp` the safe layer reports.
+#[derive(Debug, Clone)]
+pub struct RawDeviceProperties {
+    /// `name`.
+    pub name: String,
+    /// `major`, `minor`.
+    pub compute_capability: (i32, i32),
+    /// `multiProcessorCount`.
+    pub multiprocessor_count: i32,
+    /// `totalGlobalMem`.
+    pub total_global_memory: usize,
+    /// `asyncEngineCount`.
+    pub async_engine_count: i32,
+    /// `concurrentKernels`.
+    pub concurrent_kernels: i32,
+    /// `warpSize`.
+    pub warp_size: i32,
+    /// `maxThreadsPerBlock`.
+    pub max_threads_per_block: i32,
+    /// `sharedMemPerBlock`.
+    pub shared_memory_per_block: usize,
+    /// `l2CacheSize`.
+    pub l2_cache_size: i32,
+    /// `unifiedAddressing`.
+    pub unified_addressing: i32,
+    /// `canMapHostMemory`.
+    pub can_map_host_memory: i32,
+    /// `memoryPoolsSupported`.
+    pub memory_pools_supported: i32,
+    /// `integrated`.
+    pub integrated: i32,
+    /// `ECCEnabled`.
+    pub ecc_enabled: i32,
+    /// `streamPrioritiesSupported`.
+    pub stream_priorities_supported: i32,
+    /// `pciBusID`, `pciDeviceID`, `pciDomainID`.
+    pub pci: (i32, i32, i32),
+}
+
+/// `cudaGetDeviceProperties`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn get_device_properties(device: c_int) -> Result<RawDeviceProperties> {
+    let mut prop = std::mem::MaybeUninit::<sys::cudaDeviceProp>::zeroed();
+    check(
+        // SAFETY: the pointer is valid for one cudaDeviceProp, which the call fills.
+        unsafe { sys::cudaGetDeviceProperties(prop.as_mut_ptr(), device) },
+        "cudaGetDeviceProperties",
+    )?;
+    // SAFETY: zero-initialised plain C data, then filled by a successful call.
+    let p = unsafe { prop.assume_init() };
+    let name_bytes: Vec<u8> = p
+        .name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok(RawDeviceProperties {
+        name: String::from_utf8_lossy(&name_bytes).into_owned(),
+        compute_capability: (p.major, p.minor),
+        multiprocessor_count: p.multiProcessorCount,
+        total_global_memory: p.totalGlobalMem,
+        async_engine_count: p.asyncEngineCount,
+        concurrent_kernels: p.concurrentKernels,
+        warp_size: p.warpSize,
+        max_threads_per_block: p.maxThreadsPerBlock,
+        shared_memory_per_block: p.sharedMemPerBlock,
+        l2_cache_size: p.l2CacheSize,
+        unified_addressing: p.unifiedAddressing,
+        can_map_host_memory: p.canMapHostMemory,
+        memory_pools_supported: p.memoryPoolsSupported,
+        integrated: p.integrated,
+        ecc_enabled: p.ECCEnabled,
+        stream_priorities_supported: p.streamPrioritiesSupported,
+        pci: (p.pciBusID, p.pciDeviceID, p.pciDomainID),
+    })
+}
+
+/// `cudaDeviceGetStreamPriorityRange` for the current device: `(least, greatest)`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn device_get_stream_priority_range() -> Result<(c_int, c_int)> {
+    let (mut least, mut greatest) = (0, 0);
+    check(
+        // SAFETY: writes two ints through valid pointers.
+        unsafe { sys::cudaDeviceGetStreamPriorityRange(&mut least, &mut greatest) },
+        "cudaDeviceGetStreamPriorityRange",
+    )?;
+    Ok((least, greatest))
+}
+
+/// `cudaDeviceSetLimit` on the current device.
+///
+/// # Safety
+/// `limit` must be a `cudaLimit` value (unknown ones are reported as errors).
+pub unsafe fn device_set_limit(limit: u32, value: usize) -> Result<()> {
+    check(
+        // SAFETY: plain value arguments.
+        unsafe { sys::cudaDeviceSetLimit(limit, value) },
+        "cudaDeviceSetLimit",
+    )
+}
+
+/// `cudaDeviceGetLimit` on the current device.
+///
+/// # Safety
+/// As for [`device_set_limit`].
+pub unsafe fn device_get_limit(limit: u32) -> Result<usize> {
+    let mut value = 0;
+    check(
+        // SAFETY: writes one usize through a valid pointer.
+        unsafe { sys::cudaDeviceGetLimit(&mut value, limit) },
+        "cudaDeviceGetLimit",
+    )?;
+    Ok(value)
+}
+
+/// `cudaMemGetInfo` for the current device: `(free, total)` bytes.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn mem_get_info() -> Result<(usize, usize)> {
+    let (mut free, mut total) = (0, 0);
+    check(
+        // SAFETY: writes two usizes through valid pointers.
+        unsafe { sys::cudaMemGetInfo(&mut free, &mut total) },
+        "cudaMemGetInfo",
+    )?;
+    Ok((free, total))
+}
+
+/// `cudaDeviceCanAccessPeer`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn device_can_access_peer(device: c_int, peer: c_int) -> Result<bool> {
+    let mut can = 0;
+    check(
+        // SAFETY: writes one int through a valid pointer.
+        unsafe { sys::cudaDeviceCanAccessPeer(&mut can, device, peer) },
+        "cudaDeviceCanAccessPeer",
+    )?;
+    Ok(can != 0)
+}
+
+/// `cudaDeviceEnablePeerAccess` from the current device to `peer`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn device_enable_peer_access(peer: c_int) -> Result<()> {
+    check(
+        // SAFETY: plain value arguments (flags must be 0).
+        unsafe { sys::cudaDeviceEnablePeerAccess(peer, 0) },
+        "cudaDeviceEnablePeerAccess",
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams
+
+/// `cudaStreamCreateWithPriority` (on the current device).
+///
+/// # Safety
+/// None beyond CUDA's: the handle returned must be destroyed once, with [`stream_destroy`].
+pub unsafe fn stream_create_with_priority(flags: c_uint, priority: c_int) -> Result<RawStream> {
+    let mut stream = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one handle through a valid pointer.
+        unsafe { sys::cudaStreamCreateWithPriority(&mut stream, flags, priority) },
+        "cudaStreamCreateWithPriority",
+    )?;
+    Ok(stream)
+}
+
+/// `cudaStreamDestroy`. Work already queued still runs; the handle is invalid afterwards.
+///
+/// # Safety
+/// `stream` must be a live stream created by the caller, not used after this call.
+pub unsafe fn stream_destroy(stream: RawStream) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check(
+        unsafe { sys::cudaStreamDestroy(stream) },
+        "cudaStreamDestroy",
+    )
+}
+
+/// `cudaStreamSynchronize`.
+///
+/// # Safety
+/// `stream` must be a live stream handle or a special handle.
+pub unsafe fn stream_synchronize(stream: RawStream) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaStreamSynchronize(stream) },
+        "cudaStreamSynchronize",
+    )
+}
+
+/// `cudaStreamQuery`: `Ok(true)` when all queued work has finished, `Ok(false)` on
+/// `cudaErrorNotReady`.
+///
+/// # Safety
+/// As for [`stream_synchronize`].
+pub unsafe fn stream_query(stream: RawStream) -> Result<bool> {
+    // SAFETY: the caller's contract.
+    match unsafe { sys::cudaStreamQuery(stream) } {
+        sys::cudaSuccess => Ok(true),
+        sys::cudaErrorNotReady => Ok(false),
+        other => Err(Error::cuda(other, "cudaStreamQuery")),
+    }
+}
+
+/// `cudaStreamWaitEvent` (flags 0): later work of `stream` waits for the event's last record.
+///
+/// # Safety
+/// Both handles must be live (the event may be destroyed right after this call).
+pub unsafe fn stream_wait_event(stream: RawStream, event: RawEvent) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaStreamWaitEvent(stream, event, 0) },
+        "cudaStreamWaitEvent",
+    )
+}
+
+/// `cudaStreamGetFlags`.
+///
+/// # Safety
+/// As for [`stream_synchronize`].
+pub unsafe fn stream_get_flags(stream: RawStream) -> Result<c_uint> {
+    let mut flags = 0;
+    check(
+        // SAFETY: the caller's contract; writes one uint through a valid pointer.
+        unsafe { sys::cudaStreamGetFlags(stream, &mut flags) },
+        "cudaStreamGetFlags",
+    )?;
+    Ok(flags)
+}
+
+/// `cudaStreamGetPriority`.
+///
+/// # Safety
+/// As for [`stream_synchronize`].
+pub unsafe fn stream_get_priority(stream: RawStream) -> Result<c_int> {
+    let mut priority = 0;
+    check(
+        // SAFETY: the caller's contract; writes one int through a valid pointer.
+        unsafe { sys::cudaStreamGetPriority(stream, &mut priority) },
+        "cudaStreamGetPriority",
+    )?;
+    Ok(priority)
+}
+
+/// `cudaStreamGetDevice`.
+///
+/// # Safety
+/// As for [`stream_synchronize`].
+pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
+    let mut device = 0;
+    check(
+        // SAFETY: the caller's contract; writes one int through a valid pointer.
+        unsafe { sys::cudaStreamGetDevice(stream, &mut device) },
+        "cudaStreamGetDevice",
+    )?;
+    Ok(device)
+}
+
+/// `cudaLaunchHostFunc`: queues `func(user_data)` on `stream`.
+///
+/// # Safety
+/// `stream` must be live; `func` must be sound to call once with `user_data` on a runtime
+/// thread, whenever the stream reaches it (or never, if the context fails first).
+pub unsafe fn launch_host_func(
+    stream: RawStream,
+    func: HostFn,
+    user_data: *mut c_void,
+) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaLaunchHostFunc(stream, Some(func), user_data) },
+        "cudaLaunchHostFunc",
+    )
+}
+
+/// `cudaStreamAddCallback` (flags 0): queues `func(stream, status, user_data)` on `stream`.
+///
+/// # Safety
+/// As for [`launch_host_func`].
+pub unsafe fn stream_add_callback(
+    stream: RawStream,
+    func: StreamCallbackFn,
+    user_data: *mut c_void,
+) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaStreamAddCallback(stream, Some(func), user_data, 0) },
+        "cudaStreamAddCallback",
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+
+/// `cudaEventCreateWithFlags` (on the current device).
+///
+/// # Safety
+/// None beyond CUDA's: the handle must be destroyed once, with [`event_destroy`].
+pub unsafe fn event_create_with_flags(flags: c_uint) -> Result<RawEvent> {
+    let mut event = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one handle through a valid pointer.
+        unsafe { sys::cudaEventCreateWithFlags(&mut event, flags) },
+        "cudaEventCreateWithFlags",
+    )?;
+    Ok(event)
+}
+
+/// `cudaEventDestroy`. Waits queued against the event stay valid.
+///
+/// # Safety
+/// `event` must be live and not used afterwards.
+pub unsafe fn event_destroy(event: RawEvent) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check(unsafe { sys::cudaEventDestroy(event) }, "cudaEventDestroy")
+}
+
+/// `cudaEventRecord`.
+///
+/// # Safety
+/// Both handles must be live and of the same device.
+pub unsafe fn event_record(event: RawEvent, stream: RawStream) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaEventRecord(event, stream) },
+        "cudaEventRecord",
+    )
+}
+
+/// `cudaEventQuery`: `Ok(true)` when the work before the last record has finished (or the event
+/// was never recorded), `Ok(false)` on `cudaErrorNotReady`.
+///
+/// # Safety
+/// `event` must be live.
+pub unsafe fn event_query(event: RawEvent) -> Result<bool> {
+    // SAFETY: the caller's contract.
+    match unsafe { sys::cudaEventQuery(event) } {
+        sys::cudaSuccess => Ok(true),
+        sys::cudaErrorNotReady => Ok(false),
+        other => Err(Error::cuda(other, "cudaEventQuery")),
+    }
+}
+
+/// `cudaEventSynchronize`.
+///
+/// # Safety
+/// `event` must be live.
+pub unsafe fn event_synchronize(event: RawEvent) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaEventSynchronize(event) },
+        "cudaEventSynchronize",
+    )
+}
+
+/// `cudaEventElapsedTime`: milliseconds between two recorded timing events.
+///
+/// # Safety
+/// Both events must be live.
+pub unsafe fn event_elapsed_time(start: RawEvent, end: RawEvent) -> Result<f32> {
+    let mut ms = 0.0f32;
+    check(
+        // SAFETY: the caller's contract; writes one float through a valid pointer.
+        unsafe { sys::cudaEventElapsedTime(&mut ms, start, end) },
+        "cudaEventElapsedTime",
+    )?;
+    Ok(ms)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+/// `cudaMalloc` of `bytes` bytes on the current device.
+///
+/// # Safety
+/// None beyond CUDA's: the pointer must be freed once, with [`free`].
+pub unsafe fn malloc(bytes: usize) -> Result<*mut c_void> {
+    let mut ptr = std::ptr::null_mut();
+    // SAFETY: writes one pointer through a valid pointer.
+    check(unsafe { sys::cudaMalloc(&mut ptr, bytes) }, "cudaMalloc")?;
+    Ok(ptr)
+}
+
+/// `cudaFree`.
+///
+/// # Safety
+/// `ptr` must come from [`malloc`] (or [`malloc_async`]) and no queued work may still use it.
+pub unsafe fn free(ptr: *mut c_void) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check(unsafe { sys::cudaFree(ptr) }, "cudaFree")
+}
+
+/// `cudaMallocAsync`: stream-ordered allocation, usable by work ordered after this point of
+/// `stream`.
+///
+/// # Safety
+/// `stream` must be live; the pointer must be freed once, with [`free_async`] or [`free`].
+pub unsafe fn malloc_async(bytes: usize, stream: RawStream) -> Result<*mut c_void> {
+    let mut ptr = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one pointer through a valid pointer.
+        unsafe { sys::cudaMallocAsync(&mut ptr, bytes, stream) },
+        "cudaMallocAsync",
+    )?;
+    Ok(ptr)
+}
+
+/// `cudaFreeAsync`: frees when `stream` reaches this point.
+///
+/// # Safety
+/// `ptr` must come from an allocation not yet freed; no work that is not ordered before this
+/// point of `stream` may use it.
+pub unsafe fn free_async(ptr: *mut c_void, stream: RawStream) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaFreeAsync(ptr, stream) },
+        "cudaFreeAsync",
+    )
+}
+
+/// `cudaHostAlloc` of `bytes` page-locked bytes with `flags` (`cudaMallocHost` is the same with
+/// flags 0).
+///
+/// # Safety
+/// None beyond CUDA's: the pointer must be freed once, with [`free_host`].
+pub unsafe fn host_alloc(bytes: usize, flags: c_uint) -> Result<*mut c_void> {
+    let mut ptr = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one pointer through a valid pointer.
+        unsafe { sys::cudaHostAlloc(&mut ptr, bytes, flags) },
+        "cudaHostAlloc",
+    )?;
+    Ok(ptr)
+}
+
+/// `cudaMallocHost`: page-locked host memory with default flags.
+///
+/// # Safety
+/// As for [`host_alloc`].
+pub unsafe fn malloc_host(bytes: usize) -> Result<*mut c_void> {
+    let mut ptr = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one pointer through a valid pointer.
+        unsafe { sys::cudaMallocHost(&mut ptr, bytes) },
+        "cudaMallocHost",
+    )?;
+    Ok(ptr)
+}
+
+/// `cudaFreeHost`.
+///
+/// # Safety
+/// `ptr` must come from [`host_alloc`]/[`malloc_host`], and no queued work may still use it.
+pub unsafe fn free_host(ptr: *mut c_void) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check(unsafe { sys::cudaFreeHost(ptr) }, "cudaFreeHost")
+}
+
+/// `cudaHostRegister`: page-locks an existing host range.
+///
+/// # Safety
+/// `ptr` must be valid for `bytes` bytes until [`host_unregister`].
+pub unsafe fn host_register(ptr: *mut c_void, bytes: usize, flags: c_uint) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaHostRegister(ptr, bytes, flags) },
+        "cudaHostRegister",
+    )
+}
+
+/// `cudaHostUnregister`.
+///
+/// # Safety
+/// `ptr` must have been registered with [`host_register`], and no queued work may still use it.
+pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaHostUnregister(ptr) },
+        "cudaHostUnregister",
+    )
+}
+
+/// `cudaHostGetDevicePointer` (flags 0): the device address of mapped page-locked memory.
+///
+/// # Safety
+/// `host` must point into memory allocated or registered with the mapped flag.
+pub unsafe fn host_get_device_pointer(host: *mut c_void) -> Result<*mut c_void> {
+    let mut device = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one pointer through a valid pointer.
+        unsafe { sys::cudaHostGetDevicePointer(&mut device, host, 0) },
+        "cudaHostGetDevicePointer",
+    )?;
+    Ok(device)
+}
+
+/// `cudaMemcpyAsync` of `bytes` bytes with direction `kind` (see [`flags`]).
+///
+/// # Safety
+/// `dst`/`src` must be valid for `bytes` bytes of the kinds `kind` names, and stay so (and
+/// unaccessed by anything racing with the copy) until the stream has executed the copy.
+pub unsafe fn memcpy_async(
+    dst: *mut c_void,
+    src: *const c_void,
+    bytes: usize,
+    kind: u32,
+    stream: RawStream,
+) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaMemcpyAsync(dst, src, bytes, kind, stream) },
+        "cudaMemcpyAsync",
+    )
+}
+
+/// `cudaMemcpyPeerAsync`.
+///
+/// # Safety
+/// As for [`memcpy_async`], with `dst` on `dst_device` and `src` on `src_device`.
+pub unsafe fn memcpy_peer_async(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    bytes: usize,
+    stream: RawStream,
+) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, stream) },
+        "cudaMemcpyPeerAsync",
+    )
+}
+
+/// `cudaMemsetAsync`: sets `bytes` bytes of device memory to `value`.
+///
+/// # Safety
+/// `dst` must be device memory valid for `bytes` bytes until the stream executes the set.
+pub unsafe fn memset_async(
+    dst: *mut c_void,
+    value: u8,
+    bytes: usize,
+    stream: RawStream,
+) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaMemsetAsync(dst, c_int::from(value), bytes, stream) },
+        "cudaMemsetAsync",
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graphs
+
+/// `cudaStreamBeginCapture`.
+///
+/// # Safety
+/// `stream` must be live; `mode` a `cudaStreamCaptureMode`. The capture must be ended with
+/// [`stream_end_capture`] on the same thread (for non-relaxed modes).
+pub unsafe fn stream_begin_capture(stream: RawStream, mode: u32) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaStreamBeginCapture(stream, mode) },
+        "cudaStreamBeginCapture",
+    )
+}
+
+/// `cudaStreamEndCapture`: ends the capture and returns the graph (which the caller owns).
+///
+/// # Safety
+/// `stream` must be capturing.
+pub unsafe fn stream_end_capture(stream: RawStream) -> Result<RawGraph> {
+    let mut graph = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer.
+        unsafe { sys::cudaStreamEndCapture(stream, &mut graph) },
+        "cudaStreamEndCapture",
+    )?;
+    Ok(graph)
+}
+
+/// `cudaStreamIsCapturing`: the capture status (see [`flags`]`::CAPTURE_STATUS_*`).
+///
+/// # Safety
+/// `stream` must be live.
+pub unsafe fn stream_is_capturing(stream: RawStream) -> Result<u32> {
+    let mut status = 0;
+    check(
+        // SAFETY: the caller's contract; writes one status through a valid pointer.
+        unsafe { sys::cudaStreamIsCapturing(stream, &mut status) },
+        "cudaStreamIsCapturing",
+    )?;
+    Ok(status)
+}
+
+/// `cudaGraphDestroy`.
+///
+/// # Safety
+/// `graph` must be live, owned by the caller, and not used afterwards.
+pub unsafe fn graph_destroy(graph: RawGraph) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check(unsafe { sys::cudaGraphDestroy(graph) }, "cudaGraphDestroy")
+}
+
+/// `cudaGraphGetNodes` with a null node array: the number of nodes.
+///
+/// # Safety
+/// `graph` must be live.
+pub unsafe fn graph_node_count(graph: RawGraph) -> Result<usize> {
+    let mut count = 0;
+    check(
+        // SAFETY: the caller's contract; a null array asks for the count only.
+        unsafe { sys::cudaGraphGetNodes(graph, std::ptr::null_mut(), &mut count) },
+        "cudaGraphGetNodes",
+    )?;
+    Ok(count)
+}
+
+/// `cudaGraphInstantiate` (flags 0).
+///
+/// # Safety
+/// `graph` must be live. The executable graph must be destroyed with [`graph_exec_destroy`].
+pub unsafe fn graph_instantiate(graph: RawGraph) -> Result<RawGraphExec> {
+    let mut exec = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer.
+        unsafe { sys::cudaGraphInstantiate(&mut exec, graph, 0) },
+        "cudaGraphInstantiate",
+    )?;
+    Ok(exec)
+}
+
+/// `cudaGraphUpload`: prepares the executable graph's resources on `stream` ahead of a launch.
+///
+/// # Safety
+/// Both handles must be live.
+pub unsafe fn graph_upload(exec: RawGraphExec, stream: RawStream) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaGraphUpload(exec, stream) },
+        "cudaGraphUpload",
+    )
+}
+
+/// `cudaGraphLaunch`.
+///
+/// # Safety
+/// Both handles must be live; all memory the graph's nodes use must stay valid until the
+/// launch has finished.
+pub unsafe fn graph_launch(exec: RawGraphExec, stream: RawStream) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaGraphLaunch(exec, stream) },
+        "cudaGraphLaunch",
+    )
+}
+
+/// `cudaGraphExecDestroy`.
+///
+/// # Safety
+/// `exec` must be live, owned by the caller, and not used afterwards.
+pub unsafe fn graph_exec_destroy(exec: RawGraphExec) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaGraphExecDestroy(exec) },
+        "cudaGraphExecDestroy",
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+/// `cudaLaunchKernel`.
+///
+/// # Safety
+/// `func` must be a `__global__` function registered with this runtime (a kernel symbol of
+/// nvcc-compiled code linked into the program); `args` must point to one pointer per kernel
+/// parameter, each to a value of that parameter's type; everything the kernel accesses must stay
+/// valid until it has finished.
+pub unsafe fn launch_kernel(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_memory_bytes: usize,
+    stream: RawStream,
+) -> Result<()> {
+    check(
+        // SAFETY: the caller's contract.
+        unsafe { sys::cudaLaunchKernel(func, grid, block, args, shared_memory_bytes, stream) },
+        "cudaLaunchKernel",
+    )
+}

@@ -1,0 +1,466 @@
+//! Streams: ordered queues of device work.
+//!
+//! Work queued on one stream runs in the order it was queued; work of different streams may run
+//! concurrently unless ordered by an [`Event`](crate::Event) ([`Stream::wait`]).
+//!
+//! # Owned and borrowed streams
+//! [`Stream`] owns its `cudaStream_t` and destroys it on drop. [`StreamRef<'a>`] borrows one:
+//! from a `Stream` (`StreamRef::from(&stream)`), one of the two default streams
+//! ([`StreamRef::legacy`], [`StreamRef::per_thread`]), or a foreign handle (a C++ library's
+//! stream) through the `unsafe` [`StreamRef::from_raw`]. Every function of this crate that queues
+//! work takes `impl Into<StreamRef<'_>>`, so `&stream` and a `StreamRef` are both accepted.
+//!
+//! # The two default streams
+//! - The **legacy default stream** ([`StreamRef::legacy`], `cudaStreamLegacy`, also what the
+//!   null handle means unless code is compiled for per-thread default streams) is shared by all
+//!   host threads of the process. It *synchronizes with every blocking stream* of its device:
+//!   work queued on it waits for all earlier work of blocking streams, and later work of blocking
+//!   streams waits for it. Streams made with [`StreamFlags::NON_BLOCKING`] are exempt.
+//! - The **per-thread default stream** ([`StreamRef::per_thread`], `cudaStreamPerThread`) is a
+//!   stream of the calling host thread: each thread has its own. It does not synchronize with
+//!   other streams, except the legacy default stream (like a blocking stream). The handle value
+//!   is the same on every thread but *means the calling thread's stream*: a `StreamRef::per_thread()`
+//!   used on another thread names that thread's stream.
+
+use crate::error::{with_deferred, Result};
+use crate::event::EventRef;
+use crate::raw::{self, RawStream};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Flags of a new stream (`cudaStreamCreateWithFlags`).
+///
+/// # Examples
+/// ```
+/// use cuda_rt::StreamFlags;
+/// assert_eq!(StreamFlags::BLOCKING.bits(), 0); // cudaStreamDefault
+/// assert_eq!(StreamFlags::NON_BLOCKING.bits(), 1); // cudaStreamNonBlocking
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct StreamFlags(u32);
+
+impl StreamFlags {
+    /// `cudaStreamDefault`: a *blocking* stream, which synchronizes with the legacy default
+    /// stream.
+    pub const BLOCKING: StreamFlags = StreamFlags(raw::flags::STREAM_DEFAULT);
+    /// `cudaStreamNonBlocking`: a stream that does not synchronize with the legacy default
+    /// stream.
+    pub const NON_BLOCKING: StreamFlags = StreamFlags(raw::flags::STREAM_NON_BLOCKING);
+
+    /// The `cudaStreamCreateWithFlags` value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Flags from a value `cudaStreamGetFlags` returned; `None` for bits this crate does not
+    /// know.
+    pub const fn from_bits(bits: u32) -> Option<StreamFlags> {
+        if bits & !raw::flags::STREAM_NON_BLOCKING == 0 {
+            Some(StreamFlags(bits))
+        } else {
+            None
+        }
+    }
+
+    /// Whether these are [`StreamFlags::NON_BLOCKING`].
+    pub const fn is_non_blocking(self) -> bool {
+        self.0 & raw::flags::STREAM_NON_BLOCKING != 0
+    }
+}
+
+/// Identities of owned streams, never reused (0 means "unknown": a borrowed handle).
+static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An owned CUDA stream (`cudaStream_t`), destroyed on drop.
+///
+/// # Thread safety
+/// `Send` and `Sync`: the runtime API is thread-safe and a stream handle may be used by any host
+/// thread; work queued concurrently by several threads is ordered as the calls happen.
+///
+/// # Examples
+/// ```no_run
+/// use cuda_rt::{Stream, StreamFlags, Event};
+/// let stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
+/// let done = Event::new()?;
+/// done.record(&stream)?;
+/// stream.synchronize()?;
+/// assert!(done.has_occurred()?);
+/// # Ok::<(), cuda_rt::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Stream {
+    raw: RawStream,
+    id: u64,
+    device: i32,
+}
+
+// SAFETY: a stream handle may be used from any host thread (the runtime API is thread-safe).
+unsafe impl Send for Stream {}
+// SAFETY: as above; every method takes `&self` and only passes the handle to CUDA.
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    /// `cudaStreamCreateWithPriority` with blocking flags and the default priority, on the
+    /// calling thread's current device.
+    ///
+    /// # Errors
+    /// Errors of CUDA initialization (no device, no driver), `cudaErrorMemoryAllocation`.
+    pub fn new() -> Result<Stream> {
+        Self::with_priority(StreamFlags::BLOCKING, 0)
+    }
+
+    /// `cudaStreamCreateWithPriority` with `flags` and the default priority.
+    ///
+    /// # Errors
+    /// As for [`Stream::new`].
+    pub fn with_flags(flags: StreamFlags) -> Result<Stream> {
+        Self::with_priority(flags, 0)
+    }
+
+    /// `cudaStreamCreateWithPriority`: a stream with `flags` and `priority` (lower numbers are
+    /// higher priorities; see [`Device::stream_priority_range`](crate::Device::stream_priority_range);
+    /// CUDA clamps values outside the range).
+    ///
+    /// # Errors
+    /// As for [`Stream::new`].
+    pub fn with_priority(flags: StreamFlags, priority: i32) -> Result<Stream> {
+        // SAFETY: no preconditions; the handle is owned by the Stream built below.
+        let device = unsafe { raw::get_device() }.map_err(|e| e.context("Stream::new"))?;
+        // SAFETY: as above.
+        let raw = unsafe { raw::stream_create_with_priority(flags.bits(), priority) }
+            .map_err(|e| e.context("Stream::new"))?;
+        Ok(Stream {
+            raw,
+            id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
+            device,
+        })
+    }
+
+    /// Takes ownership of a raw stream handle.
+    ///
+    /// # Safety
+    /// `raw` must be a live stream created with `cudaStreamCreate*` on the calling thread's
+    /// current device, owned by nobody else (it is destroyed when the `Stream` drops), and not a
+    /// special handle (null, `cudaStreamLegacy`, `cudaStreamPerThread`).
+    pub unsafe fn from_raw(raw: RawStream) -> Result<Stream> {
+        // SAFETY: the caller's contract.
+        let device = unsafe { raw::stream_get_device(raw) }?;
+        Ok(Stream {
+            raw,
+            id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
+            device,
+        })
+    }
+
+    /// Gives up ownership: returns the handle without destroying it.
+    pub fn into_raw(self) -> RawStream {
+        let raw = self.raw;
+        std::mem::forget(self);
+        raw
+    }
+
+    /// The raw handle, for calls this crate does not wrap (a C++ library, a kernel launcher).
+    /// It stays owned by `self`: do not destroy it.
+    pub fn as_raw(&self) -> RawStream {
+        self.raw
+    }
+
+    /// A borrowed handle to this stream.
+    pub fn as_stream_ref(&self) -> StreamRef<'_> {
+        StreamRef::from(self)
+    }
+
+    /// The device the stream belongs to.
+    pub fn device(&self) -> crate::Device {
+        crate::Device::from_ordinal(self.device)
+    }
+
+    /// `cudaStreamQuery`: whether all work queued so far has finished. Does not block.
+    ///
+    /// # Errors
+    /// An error of the queued work (sticky errors are returned by every later call).
+    pub fn query(&self) -> Result<bool> {
+        self.as_stream_ref().query()
+    }
+
+    /// `cudaStreamSynchronize`: waits until all work queued so far has finished. Also returns a
+    /// deferred error (see [`take_deferred_error`](crate::take_deferred_error)).
+    ///
+    /// # Errors
+    /// The first error of the queued work, or a deferred error.
+    pub fn synchronize(&self) -> Result<()> {
+        self.as_stream_ref().synchronize()
+    }
+
+    /// `cudaStreamWaitEvent`: work queued on this stream after this call waits until the work
+    /// before `event`'s most recent [`record`](crate::Event::record) has finished. Does not
+    /// block the host.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
+        self.as_stream_ref().wait(event)
+    }
+
+    /// `cudaStreamGetFlags`.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn flags(&self) -> Result<StreamFlags> {
+        self.as_stream_ref().flags()
+    }
+
+    /// `cudaStreamGetPriority`.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn priority(&self) -> Result<i32> {
+        self.as_stream_ref().priority()
+    }
+
+    /// `cudaStreamDestroy`, reporting its error (drop reports it to the next synchronize).
+    /// Work already queued still runs to completion.
+    ///
+    /// # Errors
+    /// An error of `cudaStreamDestroy` (or a sticky error of earlier work).
+    pub fn close(self) -> Result<()> {
+        let raw = self.into_raw();
+        // SAFETY: we owned the live handle and give it up here.
+        unsafe { raw::stream_destroy(raw) }.map_err(|e| e.context("Stream::close"))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if crate::callback::leak_if_in_callback("Stream::drop") {
+            return;
+        }
+        // SAFETY: we own the live handle; it is not used after this.
+        let result = unsafe { raw::stream_destroy(self.raw) };
+        crate::error::defer_result(result.map_err(|e| e.context("Stream::drop")));
+    }
+}
+
+/// A borrowed stream handle: one of a [`Stream`], a default stream, or a foreign stream.
+///
+/// `'a` is how long the handle is known to be valid. It never destroys the stream.
+///
+/// # Thread safety
+/// `Send`, `Sync` and `Copy`, like the handle. [`StreamRef::per_thread`] names the stream of
+/// whichever thread uses it.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamRef<'a> {
+    raw: RawStream,
+    /// Identity of an owned stream (never reused), or 0 when unknown.
+    id: u64,
+    /// Device of the stream, or -1 when it must be asked (default and foreign streams).
+    device: i32,
+    _stream: PhantomData<&'a Stream>,
+}
+
+// SAFETY: a stream handle may be used from any host thread.
+unsafe impl Send for StreamRef<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for StreamRef<'_> {}
+
+impl<'a> From<&'a Stream> for StreamRef<'a> {
+    fn from(stream: &'a Stream) -> StreamRef<'a> {
+        StreamRef {
+            raw: stream.raw,
+            id: stream.id,
+            device: stream.device,
+            _stream: PhantomData,
+        }
+    }
+}
+
+impl<'a> From<&StreamRef<'a>> for StreamRef<'a> {
+    fn from(stream: &StreamRef<'a>) -> StreamRef<'a> {
+        *stream
+    }
+}
+
+impl StreamRef<'static> {
+    /// The legacy default stream (`cudaStreamLegacy`), shared by all threads; it synchronizes
+    /// with every blocking stream (see the [module documentation](self)).
+    pub fn legacy() -> StreamRef<'static> {
+        StreamRef {
+            raw: raw::STREAM_LEGACY,
+            id: 0,
+            device: -1,
+            _stream: PhantomData,
+        }
+    }
+
+    /// The calling thread's per-thread default stream (`cudaStreamPerThread`); it synchronizes
+    /// only with the legacy default stream (see the [module documentation](self)).
+    pub fn per_thread() -> StreamRef<'static> {
+        StreamRef {
+            raw: raw::STREAM_PER_THREAD,
+            id: 0,
+            device: -1,
+            _stream: PhantomData,
+        }
+    }
+}
+
+impl<'a> StreamRef<'a> {
+    /// Borrows a foreign stream handle (a C++ library's `cudaStream_t`) without owning it.
+    ///
+    /// # Safety
+    /// `raw` must be a live stream handle, or one of the special handles (null,
+    /// `cudaStreamLegacy`, `cudaStreamPerThread`), and stay live for `'a`. Work this crate queues
+    /// on it may borrow memory until the end of a [`scope`](crate::scope), which synchronizes the
+    /// stream: the stream must not be destroyed, nor be captured into a graph
+    /// (`cudaStreamBeginCapture`), while `'a` lasts.
+    pub unsafe fn from_raw(raw: RawStream) -> StreamRef<'a> {
+        StreamRef {
+            raw,
+            id: 0,
+            device: -1,
+            _stream: PhantomData,
+        }
+    }
+
+    /// The raw handle.
+    pub fn as_raw(&self) -> RawStream {
+        self.raw
+    }
+
+    /// A stable identity of an owned stream, or 0 for default and foreign streams.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The device of the stream (`cudaStreamGetDevice` when not known from its creation).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn device(&self) -> Result<crate::Device> {
+        self.device_ordinal().map(crate::Device::from_ordinal)
+    }
+
+    pub(crate) fn device_ordinal(&self) -> Result<i32> {
+        if self.device >= 0 {
+            return Ok(self.device);
+        }
+        // SAFETY: the handle is live for 'a (from_raw's contract, or a special handle).
+        unsafe { raw::stream_get_device(self.raw) }.map_err(|e| e.context("StreamRef::device"))
+    }
+
+    /// `cudaStreamQuery` (see [`Stream::query`]).
+    ///
+    /// # Errors
+    /// An error of the queued work.
+    pub fn query(&self) -> Result<bool> {
+        // SAFETY: the handle is live for 'a.
+        unsafe { raw::stream_query(self.raw) }.map_err(|e| e.context("Stream::query"))
+    }
+
+    /// `cudaStreamSynchronize` (see [`Stream::synchronize`]).
+    ///
+    /// # Errors
+    /// The first error of the queued work, or a deferred error.
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: the handle is live for 'a.
+        with_deferred(unsafe { raw::stream_synchronize(self.raw) })
+            .map_err(|e| e.context("Stream::synchronize"))
+    }
+
+    /// `cudaStreamWaitEvent` (see [`Stream::wait`]).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
+        let event = event.into();
+        // SAFETY: both handles are live for their lifetimes, which include this call.
+        unsafe { raw::stream_wait_event(self.raw, event.as_raw()) }
+            .map_err(|e| e.context("Stream::wait"))
+    }
+
+    /// `cudaStreamGetFlags`.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn flags(&self) -> Result<StreamFlags> {
+        // SAFETY: the handle is live for 'a.
+        let bits =
+            unsafe { raw::stream_get_flags(self.raw) }.map_err(|e| e.context("Stream::flags"))?;
+        Ok(StreamFlags::from_bits(bits).unwrap_or(StreamFlags(bits)))
+    }
+
+    /// `cudaStreamGetPriority`.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn priority(&self) -> Result<i32> {
+        // SAFETY: the handle is live for 'a.
+        unsafe { raw::stream_get_priority(self.raw) }.map_err(|e| e.context("Stream::priority"))
+    }
+}
+
+/// Waits until everything queued on `stream` so far has finished, or the context is dead.
+///
+/// Used where soundness depends on the wait (work may still read or write borrowed host memory):
+/// `cudaStreamSynchronize`, and if it fails with a recoverable error (for instance because
+/// another thread is capturing a graph in global mode), polling `cudaStreamQuery` until the
+/// stream is idle or a sticky error says that no work of the context will run any more. If the
+/// stream can be neither waited for nor queried for a minute, the process is aborted: returning
+/// could let the device write into freed memory.
+///
+/// Returns the first error met (the work is finished or will never run, either way).
+pub(crate) fn wait_until_idle(stream: RawStream) -> Result<()> {
+    // SAFETY: callers pass handles that are live until this returns.
+    let first = match unsafe { raw::stream_synchronize(stream) } {
+        Ok(()) => return Ok(()),
+        Err(e) if e.is_sticky() => return Err(e),
+        Err(e) => e,
+    };
+    // SAFETY: as above.
+    poll_until_idle(first, || unsafe { raw::stream_query(stream) })
+}
+
+/// The polling half of [`wait_until_idle`], for any handle with a query.
+pub(crate) fn poll_until_idle(first: crate::Error, query: impl Fn() -> Result<bool>) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(10);
+    loop {
+        match query() {
+            Ok(true) => return Err(first),
+            Err(e) if e.is_sticky() => return Err(first),
+            Ok(false) => {}
+            Err(_) if started.elapsed() > std::time::Duration::from_secs(60) => {
+                eprintln!(
+                    "cuda-rt: cannot tell whether queued work that borrows memory has finished \
+                     ({first}); aborting rather than letting it outlive the memory"
+                );
+                std::process::abort();
+            }
+            Err(_) => {}
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_values_match_cuda() {
+        assert_eq!(StreamFlags::BLOCKING.bits(), 0);
+        assert_eq!(StreamFlags::NON_BLOCKING.bits(), 1);
+        assert!(StreamFlags::NON_BLOCKING.is_non_blocking());
+        assert!(!StreamFlags::BLOCKING.is_non_blocking());
+        assert_eq!(StreamFlags::from_bits(1), Some(StreamFlags::NON_BLOCKING));
+        assert_eq!(StreamFlags::from_bits(8), None);
+    }
+
+    #[test]
+    fn default_stream_handles() {
+        assert_eq!(StreamRef::legacy().as_raw() as usize, 1);
+        assert_eq!(StreamRef::per_thread().as_raw() as usize, 2);
+        assert_eq!(StreamRef::legacy().id(), 0);
+    }
+}
