@@ -535,7 +535,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         exec: &'env GraphExec<'_>,
     ) -> Result<()> {
         let stream = stream.into();
-        self.enlist_stream(stream);
+        self.enlist_stream(stream)?;
         exec.launch_unchecked(stream)
     }
 }

@@ -29,6 +29,7 @@ use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{wait_until_idle, StreamRef};
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::mem::size_of;
@@ -45,6 +46,8 @@ use std::sync::{Mutex, MutexGuard};
 ///   by `cudaMemset` to any byte, or written by a kernel is read back as `T` without checks.
 ///   So no `bool`, `char`, references, `NonZero*`, enums or types with such fields; padding
 ///   bytes are fine;
+/// - free of interior mutability (no `Cell`, atomics or other `UnsafeCell`): the device reads
+///   host data through shared borrows, which must not change under it;
 /// - aligned to at most 256 bytes (the alignment of `cudaMalloc`).
 ///
 /// It is implemented for the integer and floating-point primitives and for arrays of
@@ -449,7 +452,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         if bytes == 0 {
             return Ok(());
         }
-        blocking_on_device(parts.device, |stream| {
+        blocking_on_device(parts.device, |stream, queued| {
             parts.tracker.use_on(stream, |s| {
                 // SAFETY: `src` is valid for `bytes` bytes and borrowed until this function has
                 // waited for the copy (blocking_on_device); the destination is our allocation
@@ -463,6 +466,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
                         s,
                     )
                 }
+                .inspect(|()| queued.set(true))
             })
         })
         .map_err(|e| e.context(WHAT))
@@ -481,7 +485,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         if bytes == 0 {
             return Ok(());
         }
-        blocking_on_device(parts.device, |stream| {
+        blocking_on_device(parts.device, |stream, queued| {
             parts.tracker.use_on(stream, |s| {
                 // SAFETY: `dst` is valid for `bytes` bytes and exclusively borrowed until this
                 // function has waited for the copy; every bit pattern is a valid T
@@ -495,6 +499,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
                         s,
                     )
                 }
+                .inspect(|()| queued.set(true))
             })
         })
         .map_err(|e| e.context(WHAT))
@@ -532,10 +537,11 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         if bytes == 0 {
             return Ok(());
         }
-        blocking_on_device(parts.device, |stream| {
+        blocking_on_device(parts.device, |stream, queued| {
             parts.tracker.use_on(stream, |s| {
                 // SAFETY: our live allocation of `bytes` bytes; any byte pattern is a valid T.
                 unsafe { raw::memset_async(parts.ptr.as_ptr().cast(), value, bytes, s) }
+                    .inspect(|()| queued.set(true))
             })
         })
         .map_err(|e| e.context("DeviceMemory::set_bytes"))
@@ -628,7 +634,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         check_len(parts.len, src.len(), WHAT)?;
         let bytes = bytes_of::<T>(parts.len, WHAT)?;
         let stream = stream.into();
-        crate::pinned::Pending::start(src, stream, |src, s| {
+        crate::pinned::Pending::start(src, stream, |src, s, queued| {
             if bytes == 0 {
                 return Ok(());
             }
@@ -645,6 +651,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
                         s,
                     )
                 }
+                .inspect(|()| queued.set(true))
             })
         })
         .map_err(|e| e.context(WHAT))
@@ -665,7 +672,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         check_len(parts.len, dst.len(), WHAT)?;
         let bytes = bytes_of::<T>(parts.len, WHAT)?;
         let stream = stream.into();
-        crate::pinned::Pending::start(dst, stream, |dst, s| {
+        crate::pinned::Pending::start(dst, stream, |dst, s, queued| {
             if bytes == 0 {
                 return Ok(());
             }
@@ -681,24 +688,32 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
                         s,
                     )
                 }
+                .inspect(|()| queued.set(true))
             })
         })
         .map_err(|e| e.context(WHAT))
     }
 }
 
-/// Runs `f` with the per-thread default stream of `device`, then waits for that stream.
+/// Runs `f` with the per-thread default stream of `device`, then waits for that stream if `f`
+/// queued work that touches memory (it says so by setting the flag it is given): such work may
+/// borrow the caller's host memory, so the wait must not be skipped; when nothing was queued (a
+/// refused call), there is nothing to wait for.
 pub(crate) fn blocking_on_device(
     device: i32,
-    f: impl FnOnce(StreamRef<'static>) -> Result<()>,
+    f: impl FnOnce(StreamRef<'static>, &Cell<bool>) -> Result<()>,
 ) -> Result<()> {
     with_current(device, || {
         let stream = StreamRef::per_thread();
-        let queued = f(stream);
-        // Wait also when queuing failed half-way: something may have been queued.
-        let waited = wait_until_idle(stream.as_raw());
-        queued?;
-        waited
+        let queued = Cell::new(false);
+        let result = f(stream, &queued);
+        if queued.get() {
+            let waited = wait_until_idle(stream.as_raw());
+            result?;
+            waited
+        } else {
+            result
+        }
     })
 }
 

@@ -18,6 +18,7 @@ use crate::event::{Event, EventFlags};
 use crate::memory::{bytes_of, DeviceCopy};
 use crate::raw;
 use crate::stream::{wait_until_idle, StreamRef};
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::{BitOr, Deref, DerefMut};
@@ -258,13 +259,14 @@ impl<B> Pending<B> {
     pub(crate) fn start(
         mut value: B,
         stream: StreamRef<'_>,
-        enqueue: impl FnOnce(&mut B, StreamRef<'_>) -> Result<()>,
+        enqueue: impl FnOnce(&mut B, StreamRef<'_>, &Cell<bool>) -> Result<()>,
     ) -> Result<Pending<B>> {
         let device = stream.device_ordinal()?;
         let done = with_current(device, || {
             Event::with_flags(EventFlags::DISABLE_TIMING | EventFlags::BLOCKING_SYNC)
         })?;
-        let queued = enqueue(&mut value, stream);
+        let touched = Cell::new(false);
+        let queued = enqueue(&mut value, stream, &touched);
         let recorded = done.record(stream);
         match (queued, recorded) {
             (Ok(()), Ok(())) => Ok(Pending {
@@ -272,14 +274,18 @@ impl<B> Pending<B> {
                 done,
             }),
             (queued, recorded) => {
-                // Something may be queued that uses `value`: wait for the whole stream before
-                // letting it go, or leak it.
+                // If work that uses `value` was queued, wait for the whole stream before letting
+                // it go (or leak it); if nothing was, it can go now.
                 let error = queued.err().or(recorded.err());
-                match wait_until_idle(stream.as_raw()) {
-                    Ok(()) => drop(value),
-                    Err(e) => {
-                        defer(e.context("Pending::start"));
-                        std::mem::forget(value);
+                if !touched.get() {
+                    drop(value);
+                } else {
+                    match wait_until_idle(stream.as_raw()) {
+                        Ok(()) => drop(value),
+                        Err(e) => {
+                            defer(e.context("Pending::start"));
+                            std::mem::forget(value);
+                        }
                     }
                 }
                 Err(error.unwrap_or_else(|| Error::cuda(raw::status::INVALID_VALUE, "Pending")))

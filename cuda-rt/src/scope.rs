@@ -63,10 +63,10 @@
 //! ```
 
 use crate::callback::{run_guarded, status_result};
-use crate::error::{take_deferred_error, Result};
+use crate::error::{defer, take_deferred_error, Error, ErrorKind, Result};
 use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory};
 use crate::raw::{self, RawStatus, RawStream};
-use crate::stream::{wait_until_idle, StreamRef};
+use crate::stream::{wait_until_idle_on, StreamRef};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -138,7 +138,7 @@ impl CallbackSlot {
 /// Neither `Send` nor `Sync`: work is queued and waited for by the thread that called
 /// [`scope`].
 pub struct Scope<'scope, 'env: 'scope> {
-    streams: RefCell<Vec<RawStream>>,
+    streams: RefCell<Vec<(RawStream, i32)>>,
     callbacks: RefCell<Vec<Arc<CallbackSlot>>>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -155,21 +155,23 @@ impl std::fmt::Debug for Scope<'_, '_> {
 }
 
 impl<'scope, 'env> Scope<'scope, 'env> {
-    /// Remembers `stream` for the final wait. Called *before* queuing anything on it.
-    pub(crate) fn enlist_stream(&self, stream: StreamRef<'env>) {
-        let raw = stream.as_raw();
+    /// Remembers `stream` (and its device: the default streams' handles mean "of the current
+    /// device", which may change before the final wait) for the final wait. Called *before*
+    /// queuing anything on it; if its device cannot be known, nothing is queued.
+    pub(crate) fn enlist_stream(&self, stream: StreamRef<'env>) -> Result<()> {
+        let entry = (stream.as_raw(), stream.device_ordinal()?);
         let mut streams = self.streams.borrow_mut();
-        if !streams.contains(&raw) {
-            streams.push(raw);
+        if !streams.contains(&entry) {
+            streams.push(entry);
         }
+        Ok(())
     }
 
     fn wait_all(&self) -> Result<()> {
         let mut first = Ok(());
-        for &stream in self.streams.borrow().iter() {
-            // SAFETY of the handle: every enlisted stream is a StreamRef<'env>, live until
-            // after this call.
-            if let Err(e) = wait_until_idle(stream) {
+        for &(stream, device) in self.streams.borrow().iter() {
+            // Every enlisted stream is a StreamRef<'env>, live until after this call.
+            if let Err(e) = wait_until_idle_on(device, stream) {
                 if first.is_ok() {
                     first = Err(e.context("scope: waiting for queued work"));
                 }
@@ -181,7 +183,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         for slot in self.callbacks.borrow_mut().drain(..) {
             let leftover = slot.take().take();
             if let Some(closure) = leftover {
-                run_guarded(move || drop(closure));
+                // Dropping runs user code (the captures' destructors): keep a panic from
+                // skipping the other slots.
+                if catch_unwind(AssertUnwindSafe(move || drop(closure))).is_err() {
+                    defer(Error::new(
+                        ErrorKind::CallbackPanicked,
+                        "scope: dropping a callback",
+                    ));
+                }
             }
         }
         first
@@ -211,7 +220,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             return Ok(());
         }
         let stream = stream.into();
-        self.enlist_stream(stream);
+        self.enlist_stream(stream)?;
         dst.enqueue_mut(stream, |dst_ptr| {
             // SAFETY: `src` is borrowed for 'env, which lasts until the scope has waited for
             // this stream; `dst` is ordered and kept alive by its marker (enqueue_mut).
@@ -250,7 +259,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             return Ok(());
         }
         let stream = stream.into();
-        self.enlist_stream(stream);
+        self.enlist_stream(stream)?;
         src.enqueue(stream, |src_ptr| {
             // SAFETY: `dst` is exclusively borrowed for 'env, which lasts until the scope has
             // waited for this stream; every bit pattern written is a valid T (DeviceCopy);
@@ -313,7 +322,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let slot = Arc::new(CallbackSlot {
             closure: Mutex::new(Some(f)),
         });
-        self.enlist_stream(stream);
+        self.enlist_stream(stream)?;
         self.callbacks.borrow_mut().push(Arc::clone(&slot));
         let user_data = Arc::into_raw(slot).cast_mut().cast::<c_void>();
         // SAFETY: the stream is live for 'env; the trampoline takes the Arc reference exactly

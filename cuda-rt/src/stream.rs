@@ -344,6 +344,14 @@ impl<'a> StreamRef<'a> {
         if self.device >= 0 {
             return Ok(self.device);
         }
+        if self.raw.is_null()
+            || self.raw == raw::STREAM_LEGACY
+            || self.raw == raw::STREAM_PER_THREAD
+        {
+            // The default streams' handles name the stream of the current device.
+            // SAFETY: no preconditions.
+            return unsafe { raw::get_device() }.map_err(|e| e.context("StreamRef::device"));
+        }
         // SAFETY: the handle is live for 'a (from_raw's contract, or a special handle).
         unsafe { raw::stream_get_device(self.raw) }.map_err(|e| e.context("StreamRef::device"))
     }
@@ -418,6 +426,27 @@ pub(crate) fn wait_until_idle(stream: RawStream) -> Result<()> {
     };
     // SAFETY: as above.
     poll_until_idle(first, || unsafe { raw::stream_query(stream) })
+}
+
+/// [`wait_until_idle`] with `device` current (the default streams' handles name a stream of the
+/// current device). If the device cannot be made current, the process is aborted unless the
+/// error is sticky (see [`wait_until_idle`] for why).
+pub(crate) fn wait_until_idle_on(device: i32, stream: RawStream) -> Result<()> {
+    let mut switched = false;
+    let result = crate::device::with_current(device, || {
+        switched = true;
+        wait_until_idle(stream)
+    });
+    match result {
+        Err(e) if !switched && !e.is_sticky() => {
+            eprintln!(
+                "cuda-rt: cannot select device {device} to wait for queued work that borrows \
+                 memory ({e}); aborting rather than letting it outlive the memory"
+            );
+            std::process::abort();
+        }
+        other => other,
+    }
 }
 
 /// The polling half of [`wait_until_idle`], for any handle with a query.

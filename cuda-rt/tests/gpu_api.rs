@@ -1,0 +1,346 @@
+//! Behaviour of the safe API on a GPU: devices, streams, events, errors (also in `Drop` and in
+//! callbacks), memory lifetimes with work pending, scopes under panic, graphs' error paths.
+//! Each test skips loudly without a GPU.
+
+use cuda_rt::prelude::*;
+use cuda_rt::{CaptureMode, Device, DeviceSlice, ErrorKind, HostAllocFlags, Limit, StreamRef};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Tests that look at the process-wide deferred errors run one at a time.
+static DEFERRED: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    DEFERRED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn device_properties_and_limits() {
+    let Some(gpu) = gpu_test::gpu() else { return };
+    assert_eq!(Device::count().unwrap(), gpu.device_count as usize);
+    let device = Device::current().unwrap();
+    let p = device.properties().unwrap();
+    println!("{p:#?}");
+    assert!(!p.name.is_empty());
+    assert!(p.compute_capability.major >= 5);
+    assert_eq!(device.compute_capability().unwrap(), p.compute_capability);
+    assert_eq!(
+        device.multiprocessor_count().unwrap(),
+        p.multiprocessor_count
+    );
+    assert_eq!(device.async_engine_count().unwrap(), p.async_engine_count);
+    assert_eq!(device.concurrent_kernels().unwrap(), p.concurrent_kernels);
+    assert_eq!(device.name().unwrap(), p.name);
+    assert!(device.total_memory().unwrap() > 1 << 30);
+    let (free, total) = device.memory_info().unwrap();
+    assert!(free <= total && total == p.total_memory);
+    let range = device.stream_priority_range().unwrap();
+    assert!(range.greatest <= range.least, "{range:?}");
+    let stack = device.limit(Limit::StackSize).unwrap();
+    device.set_limit(Limit::StackSize, stack + 1024).unwrap();
+    assert!(device.limit(Limit::StackSize).unwrap() >= stack + 1024);
+    device.set_limit(Limit::StackSize, stack).unwrap();
+    device.set_current().unwrap();
+    device.synchronize().unwrap();
+    assert_eq!(
+        Device::new(10_000).unwrap_err().name(),
+        "cudaErrorInvalidDevice"
+    );
+}
+
+#[test]
+fn streams_flags_priorities_and_default_streams() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let range = Device::current().unwrap().stream_priority_range().unwrap();
+    let urgent = Stream::with_priority(StreamFlags::NON_BLOCKING, range.greatest).unwrap();
+    assert_eq!(urgent.priority().unwrap(), range.greatest);
+    assert_eq!(urgent.flags().unwrap(), StreamFlags::NON_BLOCKING);
+    let blocking = Stream::new().unwrap();
+    assert_eq!(blocking.flags().unwrap(), StreamFlags::BLOCKING);
+    assert!(urgent.query().unwrap());
+
+    // Both default streams are usable handles.
+    let mut buffer = DeviceBuffer::<u32>::new(1 << 20).unwrap();
+    for stream in [StreamRef::legacy(), StreamRef::per_thread()] {
+        buffer.set_bytes_async(stream, 7).unwrap();
+        stream.synchronize().unwrap();
+        assert!(stream.query().unwrap());
+        assert_eq!(buffer.to_vec().unwrap()[12345], 0x0707_0707);
+    }
+
+    // A foreign stream, borrowed.
+    let raw = blocking.as_raw();
+    // SAFETY: `blocking` outlives the borrowed handle and is not captured meanwhile.
+    let foreign = unsafe { StreamRef::from_raw(raw) };
+    buffer.set_bytes_async(foreign, 9).unwrap();
+    foreign.synchronize().unwrap();
+    assert_eq!(buffer.to_vec().unwrap()[0], 0x0909_0909);
+    urgent.close().unwrap();
+}
+
+#[test]
+fn events_occur_in_order_and_time_work() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    let (start, end) = (Event::new().unwrap(), Event::new().unwrap());
+    let mut buffer = DeviceBuffer::<u8>::new(64 << 20).unwrap();
+    assert!(end.has_occurred().unwrap(), "never recorded: occurred");
+    start.record(&stream).unwrap();
+    for i in 0..8 {
+        buffer.set_bytes_async(&stream, i).unwrap();
+    }
+    end.record(&stream).unwrap();
+    end.synchronize().unwrap();
+    assert!(start.has_occurred().unwrap() && end.has_occurred().unwrap());
+    let elapsed = Event::elapsed_time_between(&start, &end).unwrap();
+    assert!(elapsed.as_nanos() > 0, "{elapsed:?}");
+    // End before start is an error, not a negative Duration.
+    let backwards = Event::elapsed_time_between(&end, &start).unwrap_err();
+    assert_eq!(backwards.kind(), ErrorKind::NegativeElapsedTime);
+    // Timing disabled: CUDA refuses.
+    let untimed = Event::with_flags(EventFlags::DISABLE_TIMING).unwrap();
+    untimed.record(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert!(Event::elapsed_time_between(&start, &untimed).is_err());
+    start.close().unwrap();
+}
+
+#[test]
+fn errors_carry_names_context_and_are_not_sticky_when_recoverable() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let e = DeviceBuffer::<u8>::new(1 << 60).unwrap_err();
+    assert_eq!(e.name(), "cudaErrorMemoryAllocation");
+    assert_eq!(e.call(), "cudaMalloc");
+    assert_eq!(e.what(), "DeviceBuffer::new");
+    assert!(!e.is_sticky());
+    assert!(e
+        .to_string()
+        .starts_with("DeviceBuffer::new: cudaMalloc: cudaErrorMemoryAllocation"));
+    // The failed call is also the thread's last error, cleared by last_error().
+    assert!(cuda_rt::peek_last_error().is_err());
+    assert!(cuda_rt::last_error().is_err());
+    cuda_rt::last_error().unwrap();
+    // Length mismatches are refused before CUDA is called.
+    let mut buffer = DeviceBuffer::<u32>::new(4).unwrap();
+    assert_eq!(
+        buffer.copy_from_host(&[1, 2, 3]).unwrap_err().kind(),
+        ErrorKind::LengthMismatch {
+            expected: 4,
+            actual: 3
+        }
+    );
+    let stream = Stream::new().unwrap();
+    // The context is still usable.
+    stream.synchronize().unwrap();
+}
+
+#[test]
+fn dropping_buffers_with_work_pending_waits_for_it() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let input: Vec<u32> = (0..1 << 22).collect();
+    let mut keep = DeviceBuffer::<u32>::new(input.len()).unwrap();
+    for round in 0..8 {
+        // Work pending on buffers that are dropped right away: synchronous and stream-ordered.
+        let mut doomed = DeviceBuffer::<u32>::from_slice(&input).unwrap();
+        let mut doomed_async = DeviceBuffer::<u32>::new_async(input.len(), &stream).unwrap();
+        doomed_async
+            .copy_from_device_async(&stream, &doomed)
+            .unwrap();
+        doomed.set_bytes_async(&stream, round).unwrap();
+        keep.copy_from_device_async(&stream, &doomed_async).unwrap();
+        drop(doomed);
+        drop(doomed_async);
+    }
+    stream.synchronize().unwrap();
+    assert_eq!(keep.to_vec().unwrap(), input);
+    assert!(cuda_rt::take_deferred_error().is_none());
+    keep.close().unwrap();
+}
+
+#[test]
+fn buffers_used_from_several_threads_stay_ordered() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let input: Vec<u64> = (0..1 << 20).map(|i| i * 3).collect();
+    let source = DeviceBuffer::from_slice(&input).unwrap();
+    std::thread::scope(|t| {
+        for _ in 0..4 {
+            t.spawn(|| {
+                let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+                let mut copy = DeviceBuffer::<u64>::new(input.len()).unwrap();
+                for _ in 0..4 {
+                    copy.copy_from_device_async(&stream, &source).unwrap();
+                }
+                assert_eq!(copy.to_vec().unwrap(), input);
+            });
+        }
+    });
+}
+
+#[test]
+fn pending_copies_hand_buffers_back_or_keep_them() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let input: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
+    let mut device = DeviceBuffer::<f32>::new(input.len()).unwrap();
+    let staging = PinnedBuffer::<f32>::with_flags(
+        input.len(),
+        HostAllocFlags::PORTABLE | HostAllocFlags::WRITE_COMBINED,
+    )
+    .unwrap();
+    let mut staging = staging;
+    staging.copy_from_slice(&input);
+    let upload = device.copy_from_pinned_async(&stream, staging).unwrap();
+    let _ = upload.is_complete().unwrap();
+    let staging = upload.wait().unwrap();
+    assert_eq!(
+        staging.flags(),
+        HostAllocFlags::PORTABLE | HostAllocFlags::WRITE_COMBINED
+    );
+    // Dropped without waiting: the drop waits.
+    let back = PinnedBuffer::<f32>::new(input.len()).unwrap();
+    drop(device.copy_to_pinned_async(&stream, back).unwrap());
+    // Leaked: the buffer is never freed, so the copy into it stays sound.
+    let leaked = PinnedBuffer::<f32>::new(input.len()).unwrap();
+    std::mem::forget(device.copy_to_pinned_async(&stream, leaked).unwrap());
+    stream.synchronize().unwrap();
+    // Mapped memory has a device address.
+    let mut mapped = PinnedBuffer::<u8>::with_flags(4096, HostAllocFlags::MAPPED).unwrap();
+    assert!(!mapped.mapped_device_ptr().unwrap().is_null());
+    staging.close().unwrap();
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
+#[test]
+fn scope_waits_for_its_work_when_the_closure_panics() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let input: Vec<u32> = (0..1 << 22).collect();
+    let mut output = vec![0u32; input.len()];
+    let mut device = DeviceBuffer::<u32>::new(input.len()).unwrap();
+    let callback_ran = AtomicBool::new(false);
+    let panicked: std::thread::Result<cuda_rt::Result<()>> = catch_unwind(AssertUnwindSafe(|| {
+        cuda_rt::scope(|s| {
+            s.copy_to_device(&stream, &input, &mut device)?;
+            s.copy_to_host(&stream, &device, &mut output)?;
+            s.launch_host_fn(&stream, || callback_ran.store(true, Ordering::SeqCst))?;
+            panic!("inside the scope");
+        })
+    }));
+    assert!(panicked.is_err());
+    // The scope waited before unwinding: the copies and the callback have finished.
+    assert!(callback_ran.load(Ordering::SeqCst));
+    assert_eq!(output, input);
+}
+
+#[test]
+fn callback_panics_and_leaks_are_reported_by_the_next_synchronize() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    let stream = Stream::new().unwrap();
+    stream
+        .launch_host_fn(|| panic!("in a host function"))
+        .unwrap();
+    let e = stream.synchronize().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CallbackPanicked);
+    stream.synchronize().unwrap();
+
+    stream
+        .add_callback(|_| panic!("in a stream callback"))
+        .unwrap();
+    assert_eq!(
+        stream.synchronize().unwrap_err().kind(),
+        ErrorKind::CallbackPanicked
+    );
+
+    // A CUDA resource dropped inside a callback is leaked, not freed from the callback.
+    let buffer = DeviceBuffer::<u8>::new(1024).unwrap();
+    stream.launch_host_fn(move || drop(buffer)).unwrap();
+    let e = stream.synchronize().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LeakedInCallback, "{e}");
+    while cuda_rt::take_deferred_error().is_some() {}
+
+    // In a scope, too.
+    let result = cuda_rt::scope(|s| s.launch_host_fn(&stream, || panic!("scoped")));
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::CallbackPanicked);
+    stream.synchronize().unwrap();
+}
+
+#[test]
+fn callbacks_see_the_stream_status() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let seen_in = Arc::clone(&seen);
+    stream
+        .add_callback(move |status| {
+            assert!(status.is_ok());
+            seen_in.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn borrowed_device_memory_is_waited_for_on_drop() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    let n = 1 << 20;
+    // SAFETY: a fresh allocation of n u32, freed below after the view is gone.
+    let raw = unsafe { cuda_rt::raw::malloc(n * 4) }.unwrap();
+    {
+        // SAFETY: `raw` is n u32 of device memory of the current device, used by nothing else
+        // until freed below, after this view has been dropped (which waits for its work).
+        let mut view = unsafe { DeviceSlice::<u32>::from_raw_parts(raw.cast(), n) }.unwrap();
+        view.set_bytes_async(&stream, 0x11).unwrap();
+        assert_eq!(view.to_vec().unwrap()[n - 1], 0x1111_1111);
+        view.set_bytes_async(&stream, 0x22).unwrap();
+    }
+    // SAFETY: the view waited for its work; nothing else uses the memory.
+    unsafe { cuda_rt::raw::free(raw) }.unwrap();
+    stream.synchronize().unwrap();
+}
+
+#[test]
+fn capture_is_ended_on_error_and_panic() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    // Non-blocking, and thread-local captures: other tests of this binary run concurrently.
+    let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let mut buffer = DeviceBuffer::<u32>::zeroed(256).unwrap();
+    let refused = stream
+        .capture(CaptureMode::ThreadLocal, |c| {
+            let b = c.bind_mut(&mut buffer);
+            c.set_bytes(&b, 1)?;
+            Err(cuda_rt::Error::from_status(cuda_rt::raw::status::INVALID_VALUE, "test").unwrap())
+        })
+        .is_err();
+    assert!(refused);
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        stream.capture(CaptureMode::Relaxed, |_| panic!("while capturing"))
+    }));
+    assert!(panicked.is_err());
+    // The stream is not capturing any more: ordinary work runs.
+    buffer.set_bytes_async(&stream, 3).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(buffer.to_vec().unwrap()[0], 0x0303_0303);
+
+    // A graph that borrows only 'static memory may be launched outside a scope.
+    let leaked: &'static mut DeviceBuffer<u32> =
+        Box::leak(Box::new(DeviceBuffer::zeroed(64).unwrap()));
+    let exec = stream
+        .capture(CaptureMode::ThreadLocal, |c| {
+            c.set_bytes(&c.bind_mut(leaked), 5)
+        })
+        .unwrap()
+        .instantiate()
+        .unwrap();
+    exec.launch(&stream).unwrap();
+    exec.launch(StreamRef::per_thread()).unwrap();
+    exec.synchronize().unwrap();
+    drop(exec);
+}
