@@ -8,12 +8,12 @@
 //!   `cudaLaunchHostFunc`, but it is the only way to learn the status from inside the stream.
 //!
 //! # Rules for the closure
-//! - It runs on a thread of the CUDA runtime, hence `Send`. Outside a [`scope`](crate::scope) it
+//! - It runs on a thread of the CUDA runtime, hence `Send`. Outside a [`scope`](crate::scope()) it
 //!   may run after the caller has returned, hence `'static`; inside a scope it may borrow what
 //!   outlives the scope ([`Scope::launch_host_fn`](crate::Scope::launch_host_fn)).
 //! - **It must not call CUDA** (the runtime forbids it: such calls may fail with
 //!   `cudaErrorNotPermitted` or deadlock). That includes dropping values that own CUDA resources
-//!   ([`DeviceBuffer`](crate::DeviceBuffer), [`Stream`](crate::Stream), ...): if one is dropped
+//!   ([`DeviceBuffer`](crate::DeviceBuffer), [`Stream`], ...): if one is dropped
 //!   in a callback, this crate leaks it instead of calling CUDA and reports
 //!   [`ErrorKind::LeakedInCallback`] to the next synchronize.
 //! - A panic inside it is caught (it never unwinds into C) and reported as

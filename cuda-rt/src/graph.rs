@@ -12,7 +12,7 @@
 //! the executable graph: nothing a graph uses can be dropped, moved, or used by the host while
 //! the graph or its executable exists (the borrow checker refuses). Because a borrow ends with
 //! `mem::forget`, a graph that borrows anything can only be launched inside a
-//! [`scope`](crate::scope) ([`Scope::launch_graph`](crate::Scope::launch_graph)), which waits for
+//! [`scope`](crate::scope()) ([`Scope::launch_graph`](crate::Scope::launch_graph)), which waits for
 //! the replays; a `GraphExec<'static>` (borrowing nothing, or only `'static` data) may be launched
 //! anywhere with [`GraphExec::launch`].
 //!

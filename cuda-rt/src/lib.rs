@@ -2,7 +2,7 @@
 //!
 //! Every concept of CUDA's asynchronous execution model has a module named for it:
 //! [`error`], [`device`], [`stream`], [`event`], [`memory`] (device memory), [`pinned`]
-//! (page-locked host memory and owned asynchronous copies), [`scope`] (asynchronous work that
+//! (page-locked host memory and owned asynchronous copies), [`scope`](mod@scope) (asynchronous work that
 //! borrows), [`callback`], [`graph`], [`launch`]; [`raw`] holds the one-to-one `unsafe` wrappers
 //! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
 //! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
@@ -18,7 +18,7 @@
 //!      ([`DeviceMemory::copy_from_pinned_async`], [`DeviceMemory::copy_to_pinned_async`]) comes
 //!      back through [`Pending::wait`] once the copy is done; a dropped `Pending` waits first; a
 //!      leaked one leaks the buffer;
-//!    - *borrowed*: inside [`scope`], like `std::thread::scope`: copies, host callbacks and graph
+//!    - *borrowed*: inside [`scope()`], like `std::thread::scope`: copies, host callbacks and graph
 //!      launches borrow host data for `'env`, and `scope` itself (not a destructor, so
 //!      `mem::forget` cannot skip it) waits for all of them before returning, also on panic.
 //!
@@ -36,7 +36,7 @@
 //! 4. **No CUDA status is dropped, and no error is lost in `Drop`.** Errors met where they cannot
 //!    be returned (a `Drop`, a panicking host callback) are kept and returned by the next
 //!    `synchronize()` ([`Stream::synchronize`], [`Event::synchronize`],
-//!    [`Device::synchronize`], [`scope`]); owning types also have a `close()` returning
+//!    [`Device::synchronize`], [`scope()`]); owning types also have a `close()` returning
 //!    `Result`. When a wait that protects memory fails, the memory is leaked, never freed under
 //!    running work.
 //! 5. **Only plain data crosses**: element types implement the `unsafe` marker [`DeviceCopy`]
@@ -45,7 +45,7 @@
 //!    thread-safe); [`Scope`] and [`Capture`] are neither (their work is waited for, or ended, by
 //!    the thread that began it); [`Graph`] is not `Sync`.
 //!
-//! The `compile_fail` examples in [`scope`], [`graph`] and `tests/compile_fail/` show the misuses
+//! The `compile_fail` examples in [`scope`](mod@scope), [`graph`] and `tests/compile_fail/` show the misuses
 //! the borrow checker refuses.
 //!
 //! # Libraries that queue their own kernels

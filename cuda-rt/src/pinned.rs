@@ -10,7 +10,7 @@
 //!   handed back by [`Pending::wait`]. A `Pending` that is dropped waits for the copy first; one
 //!   that is leaked (`mem::forget`) leaks the buffer too, so the memory is never freed under the
 //!   copy;
-//! - **borrowed**: inside a [`scope`](crate::scope), which waits for its copies before returning.
+//! - **borrowed**: inside a [`scope`](crate::scope()), which waits for its copies before returning.
 
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, Result};
@@ -71,7 +71,7 @@ impl BitOr for HostAllocFlags {
 ///
 /// It dereferences to `[T]`: a `PinnedBuffer` you hold never has a copy in flight, because
 /// asynchronous copies take it by value ([`Pending`]) or borrow it inside a
-/// [`scope`](crate::scope).
+/// [`scope`](crate::scope()).
 ///
 /// # Thread safety
 /// `Send` and `Sync` when `T` is, like a `Vec<T>`.
@@ -391,7 +391,7 @@ impl BitOr for HostRegisterFlags {
 /// the slice mutably, dereferences to it, and unregisters it (`cudaHostUnregister`) on drop.
 ///
 /// Copies from and to registered memory are truly asynchronous; like other host memory, they
-/// can borrow it only inside a [`scope`](crate::scope), which waits for them, so the memory is
+/// can borrow it only inside a [`scope`](crate::scope()), which waits for them, so the memory is
 /// never unregistered or freed under a copy. Leaking the guard leaves the range registered (it
 /// is never used by the device after its scope ended; the registration is merely not undone).
 ///

@@ -205,7 +205,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// page-locked memory the transfer is fully asynchronous.
     ///
     /// # Errors
-    /// [`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch) unless the lengths are
+    /// [`ErrorKind::LengthMismatch`] unless the lengths are
     /// equal; CUDA errors of queuing.
     pub fn copy_to_device<T: DeviceCopy>(
         &self,

@@ -310,7 +310,7 @@ impl<'a> StreamRef<'a> {
     /// # Safety
     /// `raw` must be a live stream handle, or one of the special handles (null,
     /// `cudaStreamLegacy`, `cudaStreamPerThread`), and stay live for `'a`. Work this crate queues
-    /// on it may borrow memory until the end of a [`scope`](crate::scope), which synchronizes the
+    /// on it may borrow memory until the end of a [`scope`](crate::scope()), which synchronizes the
     /// stream: the stream must not be destroyed, nor be captured into a graph
     /// (`cudaStreamBeginCapture`), while `'a` lasts.
     pub unsafe fn from_raw(raw: RawStream) -> StreamRef<'a> {
