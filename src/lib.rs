@@ -4,3 +4,5 @@
 pub mod ffi;
 pub mod timeline;
 pub mod tour;
+pub mod pipeline;
+pub mod scale_add;

@@ -3,10 +3,11 @@
 //! It shows asynchronous CUDA at work: a device report, transfer bandwidths, an overlapped
 //! pipeline against its PCIe bound, and a dynamic-parallelism sort, then a summary. See
 //! `cuda-rt-tour --help`. With no usable CUDA device it prints one line that says why and
-//! exits with status 2; bad arguments get clap's message (status 2 as well).
+//! exits with status 2; bad arguments get clap's message (status 2 as well). A result that
+//! differs from the CPU's makes the exit status 1.
 
 use clap::Parser;
-use cuda_rt_kernels::tour::{cli::Cli, no_gpu};
+use cuda_rt_kernels::tour::{self, cli::Cli, no_gpu};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -15,6 +16,16 @@ fn main() -> ExitCode {
         eprintln!("cuda-rt-tour: {why}");
         return ExitCode::from(2);
     }
-    eprintln!("cuda-rt-tour: the GPU steps are not written yet");
-    ExitCode::FAILURE
+    let stdout = std::io::stdout();
+    match tour::run(&cli, &mut stdout.lock()) {
+        Ok(report) if report.all_verified() => ExitCode::SUCCESS,
+        Ok(_) => {
+            eprintln!("cuda-rt-tour: a GPU result differs from the CPU's (see above)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("cuda-rt-tour: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

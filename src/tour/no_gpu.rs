@@ -46,13 +46,9 @@ pub fn why_unusable(device: i32) -> Option<String> {
 
 /// The CUDA runtime version linked in, as `13.0`.
 fn runtime_version() -> String {
-    let mut version = 0i32;
-    // SAFETY: cudaRuntimeGetVersion writes one int through a valid pointer; it needs no driver.
-    let status = unsafe { sys::cudaRuntimeGetVersion(&mut version) };
-    if status == sys::cudaSuccess {
-        format!("{}.{}", version / 1000, version % 1000 / 10)
-    } else {
-        "13".into()
+    match super::versions::runtime_version() {
+        Ok((major, minor)) => format!("{major}.{minor}"),
+        Err(_) => "13".into(),
     }
 }
 

@@ -1,0 +1,144 @@
+//! The overlapped pipeline computes what the CPU computes, for random inputs and chunkings:
+//! lengths not divisible by the chunk, one chunk, more streams than chunks; direct (pinned) and
+//! staged (pageable) runs; u32 and f32.
+
+use cuda_rt::PinnedBuffer;
+use cuda_rt_kernels::pipeline::{Pipeline, Plan};
+use cuda_rt_kernels::scale_add::{scale_add, scale_add_on_cpu};
+use cuda_rt_kernels::timeline::Stage;
+use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
+
+fn check_u32(len: usize, chunks: usize, streams: usize, seed: u32, staged: bool) {
+    let input: Vec<u32> = (0..len as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761).wrapping_add(seed))
+        .collect();
+    let (a, b) = (seed | 1, seed.rotate_left(7));
+    let expected = scale_add_on_cpu(&input, a, b);
+    let plan = Plan::with_chunks(len, chunks, streams);
+    let mut pipeline = Pipeline::<u32, u32>::new(plan).unwrap();
+    let kernel = |stream: &cuda_rt::Stream,
+                  chunk_in: &cuda_rt::DeviceBuffer<u32>,
+                  chunk_out: &mut cuda_rt::DeviceBuffer<u32>| {
+        scale_add(stream, chunk_in, chunk_out, a, b)
+    };
+    let run = if staged {
+        let mut output = vec![0u32; len];
+        let run = pipeline.run_staged(&input, &mut output, kernel).unwrap();
+        assert_eq!(
+            output, expected,
+            "staged: len {len} chunks {chunks} streams {streams}"
+        );
+        run
+    } else {
+        let pinned_in = PinnedBuffer::from_slice(&input).unwrap();
+        let mut pinned_out = PinnedBuffer::<u32>::new(len).unwrap();
+        pinned_out.fill(0);
+        let mut units = 0u64;
+        let run = pipeline
+            .run(&pinned_in, &mut pinned_out, kernel, || units += 1)
+            .unwrap();
+        assert_eq!(
+            &pinned_out[..],
+            &expected[..],
+            "len {len} chunks {chunks} streams {streams}"
+        );
+        assert_eq!(run.polls, units, "meanwhile runs once per poll");
+        assert!(run.callback_after.is_some(), "the stream callback ran");
+        run
+    };
+    // The timeline has three spans per chunk, each within the run.
+    let chunk_count = plan.chunk_count(len);
+    assert_eq!(run.timeline.spans.len(), 3 * chunk_count);
+    for span in &run.timeline.spans {
+        assert!(
+            span.start <= span.end && span.end <= run.elapsed,
+            "{span:?}"
+        );
+        assert!(span.stream < streams);
+    }
+    let h2d_bytes: u64 = run
+        .timeline
+        .spans
+        .iter()
+        .filter(|s| s.stage == Stage::HostToDevice)
+        .map(|s| s.bytes)
+        .sum();
+    assert_eq!(h2d_bytes, 4 * len as u64);
+}
+
+/// Random lengths, chunk counts, stream counts and constants (proptest, run only on a GPU).
+fn property(staged: bool) {
+    let config = ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    };
+    let strategy = (1usize..300_000, 1usize..12, 1usize..6, any::<u32>());
+    TestRunner::new(config)
+        .run(&strategy, |(len, chunks, streams, seed)| {
+            check_u32(len, chunks, streams, seed, staged);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn pinned_pipeline_equals_cpu() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    property(false);
+}
+
+#[test]
+fn staged_pipeline_equals_cpu() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    property(true);
+}
+
+#[test]
+fn edge_chunkings() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    for staged in [false, true] {
+        // one chunk; more streams than chunks; a short last chunk; one element; a big job.
+        check_u32(1000, 1, 4, 1, staged);
+        check_u32(1000, 3, 8, 2, staged);
+        check_u32(1001, 4, 2, 3, staged);
+        check_u32(1, 1, 1, 4, staged);
+        check_u32((1 << 22) + 5, 16, 4, 5, staged);
+    }
+}
+
+#[test]
+fn f32_pipeline_is_bit_exact_and_reusable() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let len = 100_003;
+    let input: Vec<f32> = (0..len).map(|i| (i as f32).sin() * 1e3).collect();
+    let expected = scale_add_on_cpu(&input, 1.25f32, -0.5);
+    let mut pipeline = Pipeline::<f32, f32>::new(Plan::with_chunks(len, 7, 3)).unwrap();
+    let pinned_in = PinnedBuffer::from_slice(&input).unwrap();
+    // Run twice with different lengths: the tail buffers are re-made, the rest reused.
+    for n in [len, len - 10] {
+        let mut out = PinnedBuffer::<f32>::new(n).unwrap();
+        pipeline
+            .run(
+                &pinned_in[..n],
+                &mut out,
+                |s, i, o| scale_add(s, i, o, 1.25f32, -0.5),
+                || {},
+            )
+            .unwrap();
+        assert!(out
+            .iter()
+            .zip(&expected)
+            .all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+}
+
+#[test]
+fn empty_job_does_nothing() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut pipeline = Pipeline::<u32, u32>::new(Plan::with_chunks(0, 4, 2)).unwrap();
+    let run = pipeline
+        .run(&[], &mut [], |s, i, o| scale_add(s, i, o, 1, 1), || {})
+        .unwrap();
+    assert!(run.timeline.spans.is_empty());
+}
