@@ -46,9 +46,8 @@ pub enum ErrorKind {
     /// A value owning a CUDA resource was dropped inside a host callback, where CUDA must not be
     /// called; the resource was leaked instead of freed.
     LeakedInCallback,
-    /// A copy or other operation was refused because its memory is in use by a captured graph
-    /// or because the operation cannot be captured.
-    NotCapturable,
+    /// A copy's source and destination are the same memory.
+    Overlapping,
 }
 
 /// An error: what went wrong ([`ErrorKind`]), the CUDA call that reported it, and what this crate
@@ -131,7 +130,7 @@ impl Error {
             ErrorKind::NegativeElapsedTime => "NegativeElapsedTime",
             ErrorKind::OutOfRange => "OutOfRange",
             ErrorKind::LeakedInCallback => "LeakedInCallback",
-            ErrorKind::NotCapturable => "NotCapturable",
+            ErrorKind::Overlapping => "Overlapping",
         }
     }
 
@@ -148,7 +147,7 @@ impl Error {
             ErrorKind::LeakedInCallback => {
                 "a CUDA resource dropped inside a host callback was leaked (callbacks must not call CUDA)"
             }
-            ErrorKind::NotCapturable => "the operation cannot be part of a captured graph",
+            ErrorKind::Overlapping => "source and destination are the same memory",
         }
     }
 

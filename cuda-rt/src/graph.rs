@@ -54,7 +54,7 @@
 //! }; // error: `a` does not live long enough
 //! ```
 
-use crate::error::{defer, defer_result, Result};
+use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory, Tracker};
 use crate::raw::{self, RawGraph, RawGraphExec, RawStream};
 use crate::scope::Scope;
@@ -285,7 +285,8 @@ impl<'c, 'a> Capture<'c, 'a> {
     /// Captures a device-to-device copy node.
     ///
     /// # Errors
-    /// As for [`copy_to_device`](Self::copy_to_device).
+    /// [`ErrorKind::Overlapping`] when `src` is `dst` itself; as for
+    /// [`copy_to_device`](Self::copy_to_device).
     pub fn copy_device_to_device<T: DeviceCopy>(
         &self,
         src: impl CapturedSource<'c, T>,
@@ -293,6 +294,9 @@ impl<'c, 'a> Capture<'c, 'a> {
     ) -> Result<()> {
         const WHAT: &str = "Capture::copy_device_to_device";
         check_len(dst.len, src.source_len(), WHAT)?;
+        if dst.len > 0 && dst.ptr.cast_const() == src.source_ptr() {
+            return Err(Error::new(ErrorKind::Overlapping, WHAT));
+        }
         let bytes = bytes_of::<T>(dst.len, WHAT)?;
         self.memcpy(
             dst.ptr.cast(),

@@ -25,6 +25,7 @@
 use crate::error::{with_deferred, Result};
 use crate::event::EventRef;
 use crate::raw::{self, RawStream};
+use std::io::Write;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -439,7 +440,8 @@ pub(crate) fn wait_until_idle_on(device: i32, stream: RawStream) -> Result<()> {
     });
     match result {
         Err(e) if !switched && !e.is_sticky() => {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "cuda-rt: cannot select device {device} to wait for queued work that borrows \
                  memory ({e}); aborting rather than letting it outlive the memory"
             );
@@ -459,7 +461,8 @@ pub(crate) fn poll_until_idle(first: crate::Error, query: impl Fn() -> Result<bo
             Err(e) if e.is_sticky() => return Err(first),
             Ok(false) => {}
             Err(_) if started.elapsed() > std::time::Duration::from_secs(60) => {
-                eprintln!(
+                let _ = writeln!(
+                    std::io::stderr(),
                     "cuda-rt: cannot tell whether queued work that borrows memory has finished \
                      ({first}); aborting rather than letting it outlive the memory"
                 );

@@ -344,3 +344,60 @@ fn capture_is_ended_on_error_and_panic() {
     exec.synchronize().unwrap();
     drop(exec);
 }
+
+#[test]
+fn graphs_copy_between_pinned_host_memory_and_the_device() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let n = 100_003;
+    let source = PinnedBuffer::from_slice(&(0..n as u32).collect::<Vec<_>>()).unwrap();
+    let mut result = PinnedBuffer::<u32>::new(n).unwrap();
+    let mut device = DeviceBuffer::<u32>::new(n).unwrap();
+    let mut copy = DeviceBuffer::<u32>::new(n).unwrap();
+    {
+        let graph = stream
+            .capture(CaptureMode::ThreadLocal, |c| {
+                let (d, e) = (c.bind_mut(&mut device), c.bind_mut(&mut copy));
+                c.copy_to_device(&source, &d)?;
+                c.copy_device_to_device(&d, &e)?;
+                // The same memory as source and destination is refused.
+                assert_eq!(
+                    c.copy_device_to_device(&e, &e).unwrap_err().kind(),
+                    ErrorKind::Overlapping
+                );
+                c.copy_to_host(&e, &mut result)
+            })
+            .unwrap();
+        assert_eq!(graph.node_count().unwrap(), 3);
+        let exec = graph.instantiate().unwrap();
+        cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).unwrap();
+    }
+    assert_eq!(&result[..], &source[..]);
+    assert_eq!(copy.to_vec().unwrap(), &source[..]);
+}
+
+#[test]
+fn enqueue_orders_foreign_work_and_reports_idleness() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let first = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let second = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let n = 1 << 22;
+    let mut buffer = DeviceBuffer::<u8>::new(n).unwrap();
+    let mut other = DeviceBuffer::<u8>::new(n).unwrap();
+    for round in 0..4u8 {
+        // "Foreign" work through the raw pointer, as a kernel launcher would queue it.
+        buffer
+            .enqueue_mut(&first, |ptr| {
+                // SAFETY: `ptr` is n bytes of device memory; the memset is queued on `first`,
+                // the stream given to enqueue_mut.
+                unsafe { cuda_rt::raw::memset_async(ptr.cast(), round, n, first.as_raw()) }
+            })
+            .unwrap()
+            .unwrap();
+        // Read on another stream: ordered after the memset by the marker.
+        other.copy_from_device_async(&second, &buffer).unwrap();
+        assert_eq!(other.to_vec().unwrap(), vec![round; n]);
+    }
+    buffer.synchronize().unwrap();
+    assert!(buffer.is_idle().unwrap());
+}
