@@ -1,0 +1,294 @@
+//! C++ calls Rust: the C++ host program `cpp/host_program.cu`, linked into this test binary
+//! (build.rs turns its `main` into `cuda_rt_interop_cpp_host_main`), owns its streams, buffers
+//! and events and calls cuda-rt through the C ABI of `include/cuda_rt.h`: iota and the merge
+//! sort on its buffers and streams, ordered by its events, with the results checked against
+//! `std::sort`. A sticky error raised by cuda-rt's kernel is seen by C++ (in a child process).
+//!
+//! Also, on any machine: the header compiles as C, C++ and CUDA and declares exactly the
+//! functions the library exports, and a standalone C++ executable links `libcuda_rt_interop.a`
+//! (run too when a GPU is present).
+
+mod common;
+
+use common::child::{is_child, lines_with, run_child};
+use std::ffi::{c_char, c_int, CString};
+use std::path::PathBuf;
+use std::process::Command;
+
+// The C ABI lives in the library; make sure this binary links it.
+use cuda_rt_interop as _;
+
+#[link(name = "cuda_rt_interop_cpp_host", kind = "static")]
+unsafe extern "C" {
+    /// `main` of cpp/host_program.cu.
+    fn cuda_rt_interop_cpp_host_main(argc: c_int, argv: *const *const c_char) -> c_int;
+}
+
+/// Runs the C++ program's `main` with `args` (argv[0] is supplied) in this process.
+fn run_cpp_host(args: &[&str]) -> c_int {
+    let owned: Vec<CString> = std::iter::once("host_program")
+        .chain(args.iter().copied())
+        .map(|a| CString::new(a).expect("no NUL"))
+        .collect();
+    let mut argv: Vec<*const c_char> = owned.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    // SAFETY: argv holds argc NUL-terminated strings and a terminating null, all alive for
+    // the call; the program's CUDA work is its own and finished when it returns.
+    unsafe { cuda_rt_interop_cpp_host_main(owned.len() as c_int, argv.as_ptr()) }
+}
+
+#[test]
+fn cpp_program_sorts_its_buffers_with_cuda_rt() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    // Every check of the program prints "cpp-host: PASS ..." on stdout; 0 means all passed.
+    assert_eq!(
+        run_cpp_host(&[]),
+        0,
+        "the C++ host program reported a failure (see stdout)"
+    );
+}
+
+#[test]
+fn cpp_program_with_small_and_empty_inputs() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    for n in ["0", "1", "2", "1000", "4097"] {
+        assert_eq!(run_cpp_host(&[n]), 0, "n = {n}: see the program's stdout");
+    }
+}
+
+/// A sticky error raised on the Rust side (cuda-rt's kernel stores through a bogus pointer the
+/// C++ side passed) is `cudaErrorIllegalAddress` in C++'s next synchronize and in its later calls,
+/// and in cuda-rt's later calls too.
+#[test]
+fn sticky_error_raised_by_cuda_rt_is_seen_by_cpp() {
+    const TEST: &str = "sticky_error_raised_by_cuda_rt_is_seen_by_cpp";
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    if is_child(TEST) {
+        assert_eq!(run_cpp_host(&["--sticky"]), 0, "see the program's stdout");
+        return;
+    }
+    let output = run_child(TEST);
+    eprintln!("{output}");
+    assert!(
+        output.contains("cpp-host: all sticky-error checks passed"),
+        "{output}"
+    );
+}
+
+// ---- Checks that need no GPU -------------------------------------------------------------------
+
+fn interop_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The function names `cuda_rt.h` declares: identifiers `cuda_rt_*` followed by `(`, outside
+/// comments.
+fn declared_functions(header: &str) -> Vec<String> {
+    let mut code = String::new();
+    let mut rest = header;
+    while let Some(start) = rest.find("/*") {
+        code.push_str(&rest[..start]);
+        let end = rest[start..].find("*/").expect("comment closed") + start + 2;
+        rest = &rest[end..];
+    }
+    code.push_str(rest);
+    let mut names = Vec::new();
+    let mut at = 0;
+    while let Some(found) = code[at..].find("cuda_rt_") {
+        let start = at + found;
+        let len = code[start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(code.len() - start);
+        let after = code[start + len..].trim_start();
+        if after.starts_with('(') {
+            names.push(code[start..start + len].to_string());
+        }
+        at = start + len;
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn header_declares_exactly_the_exported_functions() {
+    let header = std::fs::read_to_string(interop_dir().join("include/cuda_rt.h")).unwrap();
+    let mut exported: Vec<String> = cuda_rt_interop::EXPORTED_FUNCTIONS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    exported.sort();
+    assert_eq!(declared_functions(&header), exported);
+    assert!(header.contains(&format!(
+        "#define CUDA_RT_INTEROP_ABI_VERSION {}u",
+        cuda_rt_interop::ABI_VERSION
+    )));
+    // Every exported name is really a symbol of this binary (the linker resolved it).
+    let addresses = [
+        cuda_rt_interop::exports::cuda_rt_interop_abi_version as *const () as usize,
+        cuda_rt_interop::exports::cuda_rt_last_error_message as *const () as usize,
+        cuda_rt_interop::exports::cuda_rt_iota_u32 as *const () as usize,
+        cuda_rt_interop::exports::cuda_rt_sort_u32 as *const () as usize,
+        cuda_rt_interop::exports::cuda_rt_sort_u32_after as *const () as usize,
+    ];
+    assert_eq!(addresses.len(), exported.len());
+}
+
+/// A compiler of the build machine, or `None` (with the reason printed) where this binary runs
+/// elsewhere (staged for a GPU machine without the toolkit it was built with).
+fn tool(path: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(path);
+    let found = if path.is_absolute() {
+        path.is_file()
+    } else {
+        Command::new(&path).arg("--version").output().is_ok()
+    };
+    found.then_some(path)
+}
+
+fn toolkit_include() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CUDA_RT_INTEROP_TOOLKIT_INCLUDE"));
+    dir.join("cuda_runtime_api.h").is_file().then_some(dir)
+}
+
+fn skip(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "skipped {test}: {why}");
+}
+
+fn compile_ok(command: &mut Command) {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn header_compiles_as_c_cpp_and_cuda() {
+    const TEST: &str = "header_compiles_as_c_cpp_and_cuda";
+    let Some(include) = toolkit_include() else {
+        return skip(
+            TEST,
+            "the CUDA headers of the build are not on this machine",
+        );
+    };
+    let header = interop_dir().join("include/cuda_rt.h");
+    let mut compilers = 0;
+    for (compiler, language, standard) in [("g++", "c++", "-std=c++17"), ("gcc", "c", "-std=c11")] {
+        let Some(cc) = tool(compiler) else {
+            skip(TEST, &format!("no {compiler} here"));
+            continue;
+        };
+        compile_ok(
+            Command::new(cc)
+                .args(["-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+                .args(["-x", language, standard, "-I"])
+                .arg(&include)
+                .arg(&header),
+        );
+        compilers += 1;
+    }
+    if let Some(nvcc) = tool(env!("CUDA_RT_INTEROP_NVCC")) {
+        let dir = scratch_dir("header_nvcc");
+        let source = dir.join("uses_header.cu");
+        std::fs::write(
+            &source,
+            "#include \"cuda_rt.h\"\n\
+             __global__ void k(uint32_t* p) { p[0] = CUDA_RT_INTEROP_ABI_VERSION; }\n\
+             int f(uint32_t* p, cudaStream_t s) { return cuda_rt_sort_u32(p, 1, s); }\n",
+        )
+        .unwrap();
+        compile_ok(
+            Command::new(nvcc)
+                .args(["-std=c++17", "-c", "-Werror", "all-warnings", "-I"])
+                .arg(interop_dir().join("include"))
+                .arg(&source)
+                .arg("-o")
+                .arg(dir.join("uses_header.o")),
+        );
+        compilers += 1;
+    }
+    if compilers == 0 {
+        skip(TEST, "no C, C++ or CUDA compiler here");
+    }
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cuda-rt-interop-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `libcuda_rt_interop.a` of this build: cargo puts it in the profile folder, the parent of the
+/// `deps/` folder that holds this test binary.
+fn staticlib() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let profile = exe.parent()?.parent()?;
+    let lib = profile.join("libcuda_rt_interop.a");
+    lib.is_file().then_some(lib)
+}
+
+/// The standalone program: `nvcc` links `cpp/host_program.cu` with `libcuda_rt_interop.a` (the
+/// commands of scripts/build-cpp-host.sh), and it runs when a GPU is present.
+#[test]
+fn standalone_cpp_program_links_the_static_library() {
+    const TEST: &str = "standalone_cpp_program_links_the_static_library";
+    let Some(nvcc) = tool(env!("CUDA_RT_INTEROP_NVCC")) else {
+        return skip(TEST, "the build's nvcc is not on this machine");
+    };
+    let Some(lib) = staticlib() else {
+        return skip(
+            TEST,
+            "libcuda_rt_interop.a is not next to this test binary's deps/ folder",
+        );
+    };
+    let exe = scratch_dir("standalone").join("cpp_host");
+    let mut link = Command::new(nvcc);
+    link.args(["-std=c++17", "-O2", "-I"])
+        .arg(interop_dir().join("include"))
+        .arg(interop_dir().join("cpp/host_program.cu"))
+        .arg(&lib)
+        .arg("-o")
+        .arg(&exe)
+        .args(link_mode_args());
+    compile_ok(&mut link);
+    println!("linked {}", exe.display());
+    if gpu_test::why_no_device().is_some() {
+        return skip(TEST, "linked; not run: no CUDA device");
+    }
+    let output = Command::new(&exe).arg("100003").output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    println!("{text}");
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!lines_with(&text, "cpp-host: PASS").is_empty());
+}
+
+/// The runtime flags of the link: one CUDA runtime in the program, the library's.
+fn link_mode_args() -> Vec<String> {
+    let system = ["-ldl", "-lpthread", "-lrt", "-lm"].map(String::from);
+    if env!("CUDA_RT_INTEROP_LINK_MODE") == "dynamic" {
+        // libcuda_rt_interop.a references libcudart.so; the program links it too.
+        let mut args = vec![
+            "-cudart".into(),
+            "none".into(),
+            format!("-L{}", env!("CUDA_RT_INTEROP_CUDART_LINK_DIR")),
+            "-lcudart".into(),
+            "-Xlinker".into(),
+            format!("-rpath={}", env!("CUDA_RT_INTEROP_CUDART_LIB_DIR")),
+        ];
+        args.extend(system);
+        args
+    } else {
+        // libcuda_rt_interop.a carries libcudart_static.a: the program must not add another.
+        let mut args = vec!["-cudart".into(), "none".into()];
+        args.extend(system);
+        args
+    }
+}
