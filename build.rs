@@ -11,6 +11,10 @@
 //!   GPUs' drivers compile at load time.
 //! - `CUDA_RT_LINEINFO=1`: add `-lineinfo` (source lines for profilers and compute-sanitizer).
 //! - `CUDA_RT_NVCC_FLAGS`: extra nvcc flags, whitespace-separated.
+//!
+//! Feature `cub-bench`: also compiles `benches/cub_sort.cu` (the CUB sorts the merge-sort
+//! benchmark compares against) into an archive of its own, as ordinary whole-program device code
+//! (no `-rdc`), the way a C++ program would build it.
 
 use std::path::{Path, PathBuf};
 
@@ -67,6 +71,9 @@ fn main() {
         build.file(source);
     }
     build.compile("cuda_rt_kernels");
+    if env("CARGO_FEATURE_CUB_BENCH").is_some() {
+        compile_cub_bench(&toolkit, &archs);
+    }
 
     // The host side of the device runtime (device-side launches need it at link time too).
     println!(
@@ -87,6 +94,7 @@ fn main() {
 
 struct Toolkit {
     nvcc: PathBuf,
+    include_dir: PathBuf,
     lib_dir: PathBuf,
     link_mode: String,
 }
@@ -95,6 +103,7 @@ impl Toolkit {
     fn from_cuda_rt_sys() -> Option<Toolkit> {
         let nvcc = PathBuf::from(env("DEP_CUDART_NVCC")?);
         let lib_dir = PathBuf::from(env("DEP_CUDART_LIB_DIR")?);
+        let include_dir = PathBuf::from(env("DEP_CUDART_INCLUDE")?);
         let link_mode = env("DEP_CUDART_LINK").unwrap_or_else(|| "static".into());
         if !nvcc.is_file() {
             fail(&format!(
@@ -105,10 +114,38 @@ impl Toolkit {
         }
         Some(Toolkit {
             nvcc,
+            include_dir,
             lib_dir,
             link_mode,
         })
     }
+}
+
+/// `benches/cub_sort.cu` into `libcuda_rt_cub_bench.a`: no `-rdc`, so CUB gets nvcc's
+/// whole-program code generation; only the benchmark references its symbols. CUDA 13 keeps
+/// CUB in `include/cccl`, CUDA 12 in `include`.
+fn compile_cub_bench(toolkit: &Toolkit, archs: &[u32]) {
+    let source = Path::new("benches/cub_sort.cu");
+    println!("cargo:rerun-if-changed={}", source.display());
+    let cccl = toolkit.include_dir.join("cccl");
+    let mut build = cc::Build::new();
+    build
+        .cuda(true)
+        .cudart("none")
+        .debug(false)
+        .opt_level(3)
+        .flag("-std=c++17")
+        .include(if cccl.is_dir() {
+            cccl
+        } else {
+            toolkit.include_dir.clone()
+        })
+        .warnings(true)
+        .file(source);
+    for arch in archs {
+        build.flag(format!("-gencode=arch=compute_{arch},code=sm_{arch}"));
+    }
+    build.compile("cuda_rt_cub_bench");
 }
 
 /// The `.cu` files of `dir` (sorted, so builds are reproducible); `.cuh` files are included by

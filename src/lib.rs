@@ -2,6 +2,7 @@
 //! parallelism (see `build.rs`), and their Rust entry points.
 
 pub mod ffi;
+pub mod sort;
 pub mod timeline;
 pub mod tour;
 pub mod pipeline;

@@ -1,0 +1,705 @@
+//! Sort throughput, side by side in one run: this crate's merge sort (device-driven), CUB's
+//! DeviceMergeSort and DeviceRadixSort (benches/cub_sort.cu, built by build.rs), and the CPU
+//! (`sort_unstable` / stable `sort_by_key` for pairs, and rayon's parallel versions).
+//!
+//! `cargo bench --features cub-bench --bench sort [-- --quick] [-- --variants]`
+//!
+//! Every GPU time is the median of timed runs after warm-up runs, measured with CUDA events
+//! around the sort call only; before every run the unsorted input is copied again into the
+//! buffer being sorted (not timed). Every method's output is checked once (sorted; pairs still
+//! together).
+
+use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
+use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortKey, Strategy, TileWidth};
+use cuda_rt_sys::*;
+use rayon::slice::ParallelSliceMut;
+use std::ffi::{c_int, c_void, CStr};
+use std::ptr;
+use std::time::Instant;
+
+unsafe extern "C" {
+    fn cuda_rt_bench_cub_merge_keys_u32(
+        t: *mut c_void,
+        b: *mut usize,
+        k: *mut u32,
+        n: c_int,
+        s: cudaStream_t,
+    ) -> cudaError_t;
+    fn cuda_rt_bench_cub_merge_keys_u64(
+        t: *mut c_void,
+        b: *mut usize,
+        k: *mut u64,
+        n: c_int,
+        s: cudaStream_t,
+    ) -> cudaError_t;
+    fn cuda_rt_bench_cub_merge_pairs_u32(
+        t: *mut c_void,
+        b: *mut usize,
+        k: *mut u32,
+        v: *mut u32,
+        n: c_int,
+        s: cudaStream_t,
+    ) -> cudaError_t;
+    fn cuda_rt_bench_cub_radix_keys_u32(
+        t: *mut c_void,
+        b: *mut usize,
+        k: *mut u32,
+        alt: *mut u32,
+        n: c_int,
+        in_alt: *mut c_int,
+        s: cudaStream_t,
+    ) -> cudaError_t;
+    fn cuda_rt_bench_cub_radix_keys_u64(
+        t: *mut c_void,
+        b: *mut usize,
+        k: *mut u64,
+        alt: *mut u64,
+        n: c_int,
+        in_alt: *mut c_int,
+        s: cudaStream_t,
+    ) -> cudaError_t;
+    #[allow(clippy::too_many_arguments)]
+    fn cuda_rt_bench_cub_radix_pairs_u32(
+        t: *mut c_void,
+        b: *mut usize,
+        k: *mut u32,
+        k_alt: *mut u32,
+        v: *mut u32,
+        v_alt: *mut u32,
+        n: c_int,
+        in_alt: *mut c_int,
+        s: cudaStream_t,
+    ) -> cudaError_t;
+}
+
+fn check(status: cudaError_t, what: &str) {
+    if status != cudaSuccess {
+        // SAFETY: cudaGetErrorName returns a static string for every value.
+        let name = unsafe { CStr::from_ptr(cudaGetErrorName(status)) };
+        panic!("{what} failed: {}", name.to_string_lossy());
+    }
+}
+
+/// A device allocation of `len` elements (`cudaMalloc` / `cudaFree`).
+struct Dev<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+impl<T: Copy> Dev<T> {
+    fn new(len: usize) -> Self {
+        let mut p = ptr::null_mut();
+        // SAFETY: writes one pointer.
+        check(
+            unsafe { cudaMalloc(&mut p, len.max(1) * size_of::<T>()) },
+            "cudaMalloc",
+        );
+        Dev { ptr: p.cast(), len }
+    }
+    fn upload(&self, data: &[T]) {
+        assert_eq!(data.len(), self.len);
+        // SAFETY: both hold len elements.
+        check(
+            unsafe {
+                cudaMemcpy(
+                    self.ptr.cast(),
+                    data.as_ptr().cast(),
+                    size_of_val(data),
+                    cudaMemcpyHostToDevice,
+                )
+            },
+            "upload",
+        );
+    }
+    fn download(&self) -> Vec<T> {
+        let mut v = Vec::<T>::with_capacity(self.len);
+        // SAFETY: the copy fills len elements before set_len.
+        unsafe {
+            check(
+                cudaMemcpy(
+                    v.as_mut_ptr().cast(),
+                    self.ptr.cast(),
+                    self.len * size_of::<T>(),
+                    cudaMemcpyDeviceToHost,
+                ),
+                "download",
+            );
+            v.set_len(self.len);
+        }
+        v
+    }
+    /// Copies all of `src` into self on `stream`.
+    fn copy_from(&self, src: &Dev<T>, stream: cudaStream_t) {
+        // SAFETY: both hold len elements; ordered on the stream.
+        check(
+            unsafe {
+                cudaMemcpyAsync(
+                    self.ptr.cast(),
+                    src.ptr.cast(),
+                    self.len * size_of::<T>(),
+                    cudaMemcpyDeviceToDevice,
+                    stream,
+                )
+            },
+            "copy",
+        );
+    }
+}
+
+impl<T> Drop for Dev<T> {
+    fn drop(&mut self) {
+        // SAFETY: from cudaMalloc, freed once (after the device is idle: cudaFree synchronizes).
+        unsafe { cudaFree(self.ptr.cast()) };
+    }
+}
+
+/// Times `run` with events: `prepare` (untimed) before each run; median of `reps` after
+/// `warmups`. Milliseconds.
+fn time_gpu(
+    stream: cudaStream_t,
+    warmups: usize,
+    reps: usize,
+    mut prepare: impl FnMut(),
+    mut run: impl FnMut(),
+) -> f64 {
+    let (mut start, mut stop) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: event handles are written by create, used while alive, destroyed once.
+    unsafe {
+        check(cudaEventCreate(&mut start), "cudaEventCreate");
+        check(cudaEventCreate(&mut stop), "cudaEventCreate");
+    }
+    let mut times = Vec::new();
+    for i in 0..warmups + reps {
+        prepare();
+        let mut ms = 0f32;
+        // SAFETY: live events and stream.
+        unsafe {
+            check(cudaEventRecord(start, stream), "cudaEventRecord");
+            run();
+            check(cudaEventRecord(stop, stream), "cudaEventRecord");
+            check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+            check(
+                cudaEventElapsedTime(&mut ms, start, stop),
+                "cudaEventElapsedTime",
+            );
+        }
+        if i >= warmups {
+            times.push(f64::from(ms));
+        }
+    }
+    // SAFETY: destroyed once, after their last use.
+    unsafe {
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+    }
+    median(&mut times)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Times `sort` on fresh copies of `input` (the copy is not timed). Milliseconds, median.
+fn time_cpu<T: Clone>(reps: usize, input: &[T], sort: impl Fn(&mut Vec<T>)) -> f64 {
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        let mut work = input.to_vec();
+        let t = Instant::now();
+        sort(&mut work);
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    median(&mut times)
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Values of the pairs benchmark: derived from the key's input position, so the check can
+/// tell that every value travelled with its key.
+const VALUE_TAG: u32 = 0x5bd1_e995;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Case {
+    KeysU32,
+    KeysU64,
+    PairsU32,
+}
+
+impl Case {
+    fn name(self) -> &'static str {
+        match self {
+            Case::KeysU32 => "u32 keys",
+            Case::KeysU64 => "u64 keys",
+            Case::PairsU32 => "u32->u32 pairs",
+        }
+    }
+}
+
+/// One row of results: milliseconds per method (None: not measured).
+struct Row {
+    n: usize,
+    case: Case,
+    ours: f64,
+    cub_merge: f64,
+    cub_radix: f64,
+    cpu_std: Option<f64>,
+    cpu_rayon: Option<f64>,
+    passes: u32,
+    kernels: u32,
+}
+
+fn gkeys(n: usize, ms: f64) -> f64 {
+    n as f64 / (ms * 1e-3) / 1e9
+}
+
+fn is_sorted<K: PartialOrd>(v: &[K]) -> bool {
+    v.windows(2).all(|w| w[0] <= w[1])
+}
+
+struct Bench {
+    stream: cudaStream_t,
+    workspace: RawWorkspace,
+    warmups: usize,
+    reps: usize,
+}
+
+impl Bench {
+    fn ours<K: SortKey + Copy + PartialOrd>(
+        &mut self,
+        pristine: &Dev<K>,
+        pristine_values: Option<&Dev<u32>>,
+        strategy: Strategy,
+        verify: bool,
+    ) -> (f64, u32, u32) {
+        let n = pristine.len;
+        let keys = Dev::<K>::new(n);
+        let values = pristine_values.map(|p| (p, Dev::<u32>::new(n)));
+        let buffers = match &values {
+            Some((_, v)) => RawSortBuffers::pairs(keys.ptr, v.ptr, n),
+            None => RawSortBuffers::keys(keys.ptr, n),
+        };
+        let value_bytes = if values.is_some() { 4 } else { 0 };
+        let l = layout(n, K::FORMAT, value_bytes, strategy).unwrap();
+        let stream = self.stream;
+        let workspace = &mut self.workspace;
+        let ms = time_gpu(
+            stream,
+            self.warmups,
+            self.reps,
+            || {
+                keys.copy_from(pristine, stream);
+                if let Some((p, v)) = &values {
+                    v.copy_from(p, stream);
+                }
+            },
+            || {
+                // SAFETY: the buffers hold n elements and are only used on this stream; the
+                // workspace is only used on this stream.
+                unsafe { workspace.enqueue(&buffers, Order::Ascending, strategy, stream) }.unwrap();
+            },
+        );
+        // SAFETY: the last sort was enqueued on this stream with this workspace.
+        unsafe { self.workspace.finish(stream) }.expect("the device-side chain failed");
+        if verify {
+            let k = keys.download();
+            assert!(is_sorted(&k), "ours: not sorted (n = {n}, {strategy:?})");
+            if let Some((p, v)) = &values {
+                check_pairs(&pristine.download(), &p.download(), &k, &v.download());
+            }
+        }
+        (ms, l.passes, l.kernels)
+    }
+}
+
+/// Every (key, value) of the output is an input pair (value = input index ^ tag, so the key at
+/// that index must match).
+fn check_pairs<K: PartialEq + Copy>(in_keys: &[K], in_values: &[u32], keys: &[K], values: &[u32]) {
+    let _ = in_values;
+    for (k, v) in keys.iter().zip(values) {
+        let i = (v ^ VALUE_TAG) as usize;
+        assert!(
+            i < in_keys.len() && in_keys[i] == *k,
+            "a value lost its key"
+        );
+    }
+}
+
+fn cub_merge<K: Copy + PartialOrd>(
+    b: &Bench,
+    pristine: &Dev<K>,
+    pristine_values: Option<&Dev<u32>>,
+    sort: impl Fn(*mut c_void, *mut usize, *mut K, *mut u32, c_int, cudaStream_t) -> cudaError_t,
+) -> f64 {
+    let n = pristine.len;
+    let keys = Dev::<K>::new(n);
+    let values = Dev::<u32>::new(if pristine_values.is_some() { n } else { 0 });
+    let mut bytes = 0usize;
+    check(
+        sort(
+            ptr::null_mut(),
+            &mut bytes,
+            keys.ptr,
+            values.ptr,
+            n as c_int,
+            b.stream,
+        ),
+        "CUB size query",
+    );
+    let temp = Dev::<u8>::new(bytes);
+    let ms = time_gpu(
+        b.stream,
+        b.warmups,
+        b.reps,
+        || {
+            keys.copy_from(pristine, b.stream);
+            if let Some(p) = pristine_values {
+                values.copy_from(p, b.stream);
+            }
+        },
+        || {
+            let mut bytes = temp.len;
+            check(
+                sort(
+                    temp.ptr.cast(),
+                    &mut bytes,
+                    keys.ptr,
+                    values.ptr,
+                    n as c_int,
+                    b.stream,
+                ),
+                "CUB merge sort",
+            );
+        },
+    );
+    assert!(is_sorted(&keys.download()), "CUB merge sort: not sorted");
+    ms
+}
+
+#[allow(clippy::type_complexity)]
+fn cub_radix<K: Copy + PartialOrd>(
+    b: &Bench,
+    pristine: &Dev<K>,
+    pristine_values: Option<&Dev<u32>>,
+    sort: impl Fn(
+        *mut c_void,
+        *mut usize,
+        *mut K,
+        *mut K,
+        *mut u32,
+        *mut u32,
+        c_int,
+        *mut c_int,
+        cudaStream_t,
+    ) -> cudaError_t,
+) -> f64 {
+    let n = pristine.len;
+    let keys = Dev::<K>::new(n);
+    let alt = Dev::<K>::new(n);
+    let m = if pristine_values.is_some() { n } else { 0 };
+    let (values, values_alt) = (Dev::<u32>::new(m), Dev::<u32>::new(m));
+    let mut bytes = 0usize;
+    let mut in_alt: c_int = 0;
+    check(
+        sort(
+            ptr::null_mut(),
+            &mut bytes,
+            keys.ptr,
+            alt.ptr,
+            values.ptr,
+            values_alt.ptr,
+            n as c_int,
+            &mut in_alt,
+            b.stream,
+        ),
+        "CUB size query",
+    );
+    let temp = Dev::<u8>::new(bytes);
+    let ms = time_gpu(
+        b.stream,
+        b.warmups,
+        b.reps,
+        || {
+            keys.copy_from(pristine, b.stream);
+            if let Some(p) = pristine_values {
+                values.copy_from(p, b.stream);
+            }
+        },
+        || {
+            let mut bytes = temp.len;
+            check(
+                sort(
+                    temp.ptr.cast(),
+                    &mut bytes,
+                    keys.ptr,
+                    alt.ptr,
+                    values.ptr,
+                    values_alt.ptr,
+                    n as c_int,
+                    &mut in_alt,
+                    b.stream,
+                ),
+                "CUB radix sort",
+            );
+        },
+    );
+    let out = if in_alt != 0 {
+        alt.download()
+    } else {
+        keys.download()
+    };
+    assert!(is_sorted(&out), "CUB radix sort: not sorted");
+    ms
+}
+
+fn gpu_name() -> String {
+    // SAFETY: cudaDeviceProp is plain data; cudaGetDeviceProperties fills it for device 0.
+    unsafe {
+        let mut prop: cudaDeviceProp = std::mem::zeroed();
+        check(
+            cudaGetDeviceProperties(&mut prop, 0),
+            "cudaGetDeviceProperties",
+        );
+        CStr::from_ptr(prop.name.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let variants = args.iter().any(|a| a == "--variants");
+    let mut count = 0;
+    // SAFETY: writes one int.
+    if unsafe { cudaGetDeviceCount(&mut count) } != cudaSuccess || count == 0 {
+        eprintln!("sort bench: no CUDA device; nothing measured");
+        return;
+    }
+    let mut stream = ptr::null_mut();
+    // SAFETY: writes one handle.
+    check(
+        unsafe { cudaStreamCreateWithFlags(&mut stream, cudaStreamNonBlocking) },
+        "cudaStreamCreate",
+    );
+    let mut bench = Bench {
+        stream,
+        workspace: RawWorkspace::new(),
+        warmups: 3,
+        reps: if quick { 5 } else { 15 },
+    };
+    let sizes: Vec<u32> = if quick {
+        vec![16, 20, 24]
+    } else {
+        vec![16, 20, 24, 26, 28]
+    };
+    let cpu_cap = 1usize << 24;
+    println!("GPU: {}", gpu_name());
+    println!("CPU threads (rayon): {}", rayon::current_num_threads());
+    let mut rows = Vec::new();
+    let mut variant_lines = Vec::new();
+    for &log in &sizes {
+        let n = 1usize << log;
+        let mut rng = Rng(u64::from(log) * 7919);
+        let keys32: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+        let values: Vec<u32> = (0..n as u32).map(|i| i ^ VALUE_TAG).collect();
+        for case in [Case::KeysU32, Case::KeysU64, Case::PairsU32] {
+            let t = Instant::now();
+            let row = match case {
+                Case::KeysU32 | Case::PairsU32 => {
+                    let pristine = Dev::<u32>::new(n);
+                    pristine.upload(&keys32);
+                    let pv = (case == Case::PairsU32).then(|| {
+                        let d = Dev::<u32>::new(n);
+                        d.upload(&values);
+                        d
+                    });
+                    let (ours, passes, kernels) =
+                        bench.ours(&pristine, pv.as_ref(), Strategy::default(), true);
+                    if variants {
+                        variant_lines.extend(measure_variants(
+                            &mut bench,
+                            &pristine,
+                            pv.as_ref(),
+                            n,
+                            case,
+                        ));
+                    }
+                    let (cub_merge_ms, cub_radix_ms) = if let Some(pv) = &pv {
+                        (
+                            cub_merge(&bench, &pristine, Some(pv), |t, b, k, v, n, s| {
+                                // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                                unsafe { cuda_rt_bench_cub_merge_pairs_u32(t, b, k, v, n, s) }
+                            }),
+                            cub_radix(
+                                &bench,
+                                &pristine,
+                                Some(pv),
+                                |t, b, k, ka, v, va, n, a, s| {
+                                    // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                                    unsafe {
+                                        cuda_rt_bench_cub_radix_pairs_u32(
+                                            t, b, k, ka, v, va, n, a, s,
+                                        )
+                                    }
+                                },
+                            ),
+                        )
+                    } else {
+                        (
+                            cub_merge(&bench, &pristine, None, |t, b, k, _, n, s| {
+                                // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                                unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
+                            }),
+                            cub_radix(&bench, &pristine, None, |t, b, k, ka, _, _, n, a, s| {
+                                // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                                unsafe { cuda_rt_bench_cub_radix_keys_u32(t, b, k, ka, n, a, s) }
+                            }),
+                        )
+                    };
+                    let (cpu_std, cpu_rayon) = if n <= cpu_cap {
+                        if case == Case::PairsU32 {
+                            let pairs: Vec<(u32, u32)> =
+                                keys32.iter().copied().zip(values.iter().copied()).collect();
+                            let std_ms = time_cpu(3, &pairs, |w| w.sort_by_key(|p| p.0));
+                            let rayon_ms = time_cpu(3, &pairs, |w| w.par_sort_by_key(|p| p.0));
+                            (Some(std_ms), Some(rayon_ms))
+                        } else {
+                            let std_ms = time_cpu(3, &keys32, |w| w.sort_unstable());
+                            let rayon_ms = time_cpu(3, &keys32, |w| w.par_sort_unstable());
+                            (Some(std_ms), Some(rayon_ms))
+                        }
+                    } else {
+                        (None, None)
+                    };
+                    Row {
+                        n,
+                        case,
+                        ours,
+                        cub_merge: cub_merge_ms,
+                        cub_radix: cub_radix_ms,
+                        cpu_std,
+                        cpu_rayon,
+                        passes,
+                        kernels,
+                    }
+                }
+                Case::KeysU64 => {
+                    let keys64: Vec<u64> = keys32
+                        .iter()
+                        .map(|&k| (u64::from(k) << 32) | (rng.next() & 0xffff_ffff))
+                        .collect();
+                    let pristine = Dev::<u64>::new(n);
+                    pristine.upload(&keys64);
+                    let (ours, passes, kernels) =
+                        bench.ours(&pristine, None, Strategy::default(), true);
+                    if variants {
+                        variant_lines
+                            .extend(measure_variants(&mut bench, &pristine, None, n, case));
+                    }
+                    let cub_merge_ms = cub_merge(&bench, &pristine, None, |t, b, k, _, n, s| {
+                        // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                        unsafe { cuda_rt_bench_cub_merge_keys_u64(t, b, k, n, s) }
+                    });
+                    let cub_radix_ms =
+                        cub_radix(&bench, &pristine, None, |t, b, k, ka, _, _, n, a, s| {
+                            // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                            unsafe { cuda_rt_bench_cub_radix_keys_u64(t, b, k, ka, n, a, s) }
+                        });
+                    let (cpu_std, cpu_rayon) = if n <= cpu_cap {
+                        let std_ms = time_cpu(3, &keys64, |w| w.sort_unstable());
+                        let rayon_ms = time_cpu(3, &keys64, |w| w.par_sort_unstable());
+                        (Some(std_ms), Some(rayon_ms))
+                    } else {
+                        (None, None)
+                    };
+                    Row {
+                        n,
+                        case,
+                        ours,
+                        cub_merge: cub_merge_ms,
+                        cub_radix: cub_radix_ms,
+                        cpu_std,
+                        cpu_rayon,
+                        passes,
+                        kernels,
+                    }
+                }
+            };
+            eprintln!(
+                "  measured 2^{log} {} in {:.1} s",
+                case.name(),
+                t.elapsed().as_secs_f64()
+            );
+            rows.push(row);
+        }
+    }
+    print_table(&rows);
+    if variants {
+        println!("\nStrategy variants of this crate's sort (ms, median):\n");
+        println!("| n | case | driver | cuts | tile width | passes | kernels | ms | Gkeys/s |");
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for line in variant_lines {
+            println!("{line}");
+        }
+    }
+}
+
+fn measure_variants<K: SortKey + Copy + PartialOrd>(
+    bench: &mut Bench,
+    pristine: &Dev<K>,
+    values: Option<&Dev<u32>>,
+    n: usize,
+    case: Case,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for driver in [Driver::Device, Driver::Host] {
+        for cuts in [Cuts::Fused, Cuts::Kernel] {
+            for tile in [TileWidth::Narrow, TileWidth::Wide] {
+                let strategy = Strategy { driver, cuts, tile };
+                let (ms, passes, kernels) = bench.ours(pristine, values, strategy, false);
+                lines.push(format!(
+                    "| 2^{} | {} | {driver:?} | {cuts:?} | {tile:?} | {passes} | {kernels} | {ms:.3} | {:.2} |",
+                    n.trailing_zeros(),
+                    case.name(),
+                    gkeys(n, ms)
+                ));
+            }
+        }
+    }
+    lines
+}
+
+fn print_table(rows: &[Row]) {
+    println!();
+    println!("Throughput in Gkeys/s (median time in ms in parentheses); ratio = this sort / CUB merge sort.\n");
+    println!("| n | case | this sort (passes, kernels) | CUB merge sort | CUB radix sort | CPU std | CPU rayon | ratio |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let cell = |n: usize, ms: Option<f64>| match ms {
+        Some(ms) => format!("{:.2} ({:.3})", gkeys(n, ms), ms),
+        None => "—".to_string(),
+    };
+    for r in rows {
+        println!(
+            "| 2^{} | {} | {} ({}, {}) | {} | {} | {} | {} | {:.2} |",
+            r.n.trailing_zeros(),
+            r.case.name(),
+            cell(r.n, Some(r.ours)),
+            r.passes,
+            r.kernels,
+            cell(r.n, Some(r.cub_merge)),
+            cell(r.n, Some(r.cub_radix)),
+            cell(r.n, r.cpu_std),
+            cell(r.n, r.cpu_rayon),
+            r.cub_merge / r.ours
+        );
+    }
+}

@@ -1,0 +1,290 @@
+// A stable GPU merge sort driven by the GPU itself (CUDA dynamic parallelism, CDP2): the host
+// launches the tile sort, and every kernel of the chain launches the next one into
+// cudaStreamTailLaunch, so the log2(n / tile) merge passes run with no host round trip.
+//
+// Stages and their kernels: mergesort_block_sort.cuh (tiles), mergesort_merge_pass.cuh (merge
+// passes), mergesort_chain.cuh (the chain); buffers, status word and tuning:
+// mergesort_plan.cuh; key encoding: mergesort_keys.cuh.
+//
+// Pending launches: a device-driven chain has at most one launch pending at any time (each
+// stage's grid launches only its successor), whatever n, far below the device runtime's default
+// of 2048 (cudaLimitDevRuntimePendingLaunchCount), which this code leaves untouched.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "mergesort_block_sort.cuh"
+#include "mergesort_chain.cuh"
+#include "mergesort_merge_pass.cuh"
+#include "mergesort_plan.cuh"
+
+// ---- The C interface (mirrored in src/sort/ffi.rs) ---------------------------------------------
+
+// Strategy flags. Each field's 0 lets the library choose by size.
+enum : uint32_t {
+    // Who launches stages 1.. : the device (tail launches) or the host.
+    CUDA_RT_SORT_DRIVER_MASK = 0x3,
+    CUDA_RT_SORT_DRIVER_DEVICE = 0x1,
+    CUDA_RT_SORT_DRIVER_HOST = 0x2,
+    // How merge passes find their cuts: a partition kernel, or each merge block itself.
+    CUDA_RT_SORT_CUTS_MASK = 0xc,
+    CUDA_RT_SORT_CUTS_KERNEL = 0x4,
+    CUDA_RT_SORT_CUTS_FUSED = 0x8,
+    // Threads of a tile-sort block (tile = threads * items per thread).
+    CUDA_RT_SORT_TILE_MASK = 0x30,
+    CUDA_RT_SORT_TILE_NARROW = 0x10,
+    CUDA_RT_SORT_TILE_WIDE = 0x20,
+    // Tests only: 1 + the stage whose device-side launch is given an invalid configuration.
+    CUDA_RT_SORT_FAIL_STAGE_SHIFT = 8,
+    CUDA_RT_SORT_FAIL_STAGE_MASK = 0xff00,
+    CUDA_RT_SORT_FLAGS_KNOWN = 0xff3f,
+};
+
+// What a sort of n elements needs and does, for the given key and value sizes and flags.
+struct CudaRtSortLayout {
+    unsigned long long keys_scratch_bytes;    // 0 when no merge pass is needed
+    unsigned long long values_scratch_bytes;  // 0 when keys only or no merge pass
+    unsigned long long cuts_bytes;            // 0 when fused or no merge pass
+    uint32_t passes;                          // merge passes after the tile sort
+    uint32_t kernels;                         // kernel launches per sort (1 from the host)
+    uint32_t sort_tile;                       // keys per sorted tile
+    uint32_t merge_tile;                      // outputs per merge block
+    uint32_t flags;                           // the resolved strategy (no zero fields)
+    uint32_t reserved;
+};
+
+struct CudaRtSortArgs {
+    const void* keys_in;    // the input keys; null or == keys: sort in place
+    const void* values_in;  // the input values; null or == values: in place
+    void* keys;             // the output keys
+    void* keys_scratch;
+    void* values;           // the output values (null: keys only)
+    void* values_scratch;
+    unsigned long long* cuts;
+    uint32_t* status;
+    unsigned long long n;
+    uint32_t key_bytes;    // 1, 2, 4 or 8
+    uint32_t value_bytes;  // 0 (keys only), 4, 8 or 16
+    uint32_t key_mode;     // KeyKind | kKeyDescending
+    uint32_t flags;
+};
+
+namespace cuda_rt_sort {
+namespace {
+
+// Sizes at and below which the merge blocks find their own cuts: the partition kernel's extra
+// launch (a tail launch costs ~10 us on an H100) outweighs the searches there.
+constexpr unsigned long long kFusedCutsMaxN = 1ull << 62;
+
+template <class K, class V>
+uint32_t resolve_flags(unsigned long long n, uint32_t flags) {
+    (void)n;
+    if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0) flags |= CUDA_RT_SORT_DRIVER_DEVICE;
+    if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0)
+        flags |= n <= kFusedCutsMaxN ? CUDA_RT_SORT_CUTS_FUSED : CUDA_RT_SORT_CUTS_KERNEL;
+    if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) flags |= CUDA_RT_SORT_TILE_WIDE;
+    return flags;
+}
+
+template <class K, class V>
+void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
+    using P = Policy<K, V>;
+    flags = resolve_flags<K, V>(n, flags);
+    const int threads = (flags & CUDA_RT_SORT_TILE_MASK) == CUDA_RT_SORT_TILE_WIDE
+                            ? P::SORT_THREADS_WIDE
+                            : P::SORT_THREADS_NARROW;
+    const unsigned long long tile = (unsigned long long)threads * P::ITEMS;
+    uint32_t passes = 0;
+    for (unsigned long long run = tile; run < n; run *= 2) ++passes;
+    const bool fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
+    *out = CudaRtSortLayout{};
+    if (passes > 0) {
+        out->keys_scratch_bytes = n * sizeof(K);
+        out->values_scratch_bytes = kHasValues<V> ? n * sizeof(V) : 0;
+        out->cuts_bytes =
+            fused ? 0 : ceil_div<unsigned long long>(n, P::MERGE_TILE) * sizeof(unsigned long long);
+    }
+    out->passes = passes;
+    out->kernels = 1 + (fused ? passes : 2 * passes);
+    out->sort_tile = uint32_t(tile);
+    out->merge_tile = uint32_t(P::MERGE_TILE);
+    out->flags = flags;
+}
+
+// Raises the dynamic shared memory limit of a kernel, once per device. Device-side launches use
+// the limit the host set for the function.
+template <class Tag>
+cudaError_t allow_shared_memory(const void* kernel, size_t bytes) {
+    static std::atomic<unsigned long long> done_devices{0};
+    int device = 0;
+    cudaError_t error = cudaGetDevice(&device);
+    if (error != cudaSuccess) return error;
+    const unsigned long long bit = device < 64 ? 1ull << device : 0;
+    if (bit != 0 && (done_devices.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    if (error == cudaSuccess && bit != 0) done_devices.fetch_or(bit, std::memory_order_relaxed);
+    return error;
+}
+
+template <class K, class V, int THREADS>
+struct BlockSortTag {};
+template <class K, class V>
+struct MergeTag {};
+
+template <class K, class V>
+cudaError_t prepare_kernels(const SortPlan& plan) {
+    using P = Policy<K, V>;
+    cudaError_t error;
+    if (plan.sort_threads == P::SORT_THREADS_WIDE) {
+        constexpr int T = P::SORT_THREADS_WIDE;
+        error = allow_shared_memory<BlockSortTag<K, V, T>>(
+            reinterpret_cast<const void*>(&block_sort_kernel<K, V, T>),
+            tile_smem_bytes<K, V>(T * P::ITEMS));
+    } else {
+        constexpr int T = P::SORT_THREADS_NARROW;
+        error = allow_shared_memory<BlockSortTag<K, V, T>>(
+            reinterpret_cast<const void*>(&block_sort_kernel<K, V, T>),
+            tile_smem_bytes<K, V>(T * P::ITEMS));
+    }
+    if (error != cudaSuccess || plan.passes == 0) return error;
+    return allow_shared_memory<MergeTag<K, V>>(
+        reinterpret_cast<const void*>(&merge_pass_kernel<K, V>),
+        tile_smem_bytes<K, V>(P::MERGE_TILE));
+}
+
+template <class K, class V>
+cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream) {
+    CudaRtSortLayout layout;
+    fill_layout<K, V>(args.n, args.flags, &layout);
+    const uint32_t flags = layout.flags;
+    SortPlan plan{};
+    plan.keys_in = args.keys_in != nullptr ? args.keys_in : args.keys;
+    plan.values_in = !kHasValues<V>             ? nullptr
+                     : args.values_in != nullptr ? args.values_in
+                                                 : args.values;
+    plan.keys[0] = args.keys;
+    plan.keys[1] = args.keys_scratch;
+    plan.values[0] = kHasValues<V> ? args.values : nullptr;
+    plan.values[1] = kHasValues<V> ? args.values_scratch : nullptr;
+    plan.cuts = args.cuts;
+    plan.status = args.status;
+    plan.n = args.n;
+    plan.key_mode = args.key_mode;
+    plan.passes = int(layout.passes);
+    plan.sort_tile = int(layout.sort_tile);
+    plan.sort_threads = int(layout.sort_tile / Policy<K, V>::ITEMS);
+    plan.fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
+    plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
+    plan.fail_stage =
+        int((flags & CUDA_RT_SORT_FAIL_STAGE_MASK) >> CUDA_RT_SORT_FAIL_STAGE_SHIFT) - 1;
+
+    cudaError_t error = prepare_kernels<K, V>(plan);
+    if (error != cudaSuccess) return error;
+    if (plan.device_driven) return launch_stage<K, V>(plan, 0, stream);
+    // Host-driven: the same kernels, queued on the stream one after another.
+    const int last = last_stage(plan);
+    for (int stage = 0; stage <= last; ++stage) {
+        error = launch_stage<K, V>(plan, stage, stream);
+        if (error != cudaSuccess) return error;
+    }
+    return cudaSuccess;
+}
+
+template <class K>
+cudaError_t run_sort_by_value(const CudaRtSortArgs& args, cudaStream_t stream) {
+    switch (args.value_bytes) {
+        case 0:
+            return run_sort<K, NoValue>(args, stream);
+        case 4:
+            return run_sort<K, uint32_t>(args, stream);
+        case 8:
+            return run_sort<K, uint64_t>(args, stream);
+        case 16:
+            return run_sort<K, Value16>(args, stream);
+        default:
+            return cudaErrorInvalidValue;
+    }
+}
+
+template <class K>
+cudaError_t layout_by_value(unsigned long long n, uint32_t value_bytes, uint32_t flags,
+                            CudaRtSortLayout* out) {
+    switch (value_bytes) {
+        case 0:
+            fill_layout<K, NoValue>(n, flags, out);
+            return cudaSuccess;
+        case 4:
+            fill_layout<K, uint32_t>(n, flags, out);
+            return cudaSuccess;
+        case 8:
+            fill_layout<K, uint64_t>(n, flags, out);
+            return cudaSuccess;
+        case 16:
+            fill_layout<K, Value16>(n, flags, out);
+            return cudaSuccess;
+        default:
+            return cudaErrorInvalidValue;
+    }
+}
+
+bool valid_mode(uint32_t key_bytes, uint32_t mode) {
+    if (mode & ~(kKeyKindMask | kKeyDescending)) return false;
+    const uint32_t kind = mode & kKeyKindMask;
+    if (kind == 3) return false;
+    return kind != kKeyFloat || key_bytes == 4 || key_bytes == 8;
+}
+
+}  // namespace
+}  // namespace cuda_rt_sort
+
+// Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)
+// needs: scratch sizes, passes, launches, tiles. Host only; launches nothing.
+extern "C" cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes,
+                                                   uint32_t value_bytes, uint32_t flags,
+                                                   CudaRtSortLayout* out) {
+    using namespace cuda_rt_sort;
+    if (out == nullptr || (flags & ~uint32_t(CUDA_RT_SORT_FLAGS_KNOWN)) != 0)
+        return cudaErrorInvalidValue;
+    switch (key_bytes) {
+        case 1:
+            return layout_by_value<uint8_t>(n, value_bytes, flags, out);
+        case 2:
+            return layout_by_value<uint16_t>(n, value_bytes, flags, out);
+        case 4:
+            return layout_by_value<uint32_t>(n, value_bytes, flags, out);
+        case 8:
+            return layout_by_value<uint64_t>(n, value_bytes, flags, out);
+        default:
+            return cudaErrorInvalidValue;
+    }
+}
+
+// Enqueues the sort described by *args on `stream` (one host launch; the device launches the
+// rest unless the flags ask for a host-driven chain). Out of place when keys_in (values_in) is
+// another buffer than keys (values): the input is then only read, by the tile sort. Returns the status of the host launch(es);
+// whether the device-side chain completed is in *args->status once the stream reaches this
+// point: kStatusDone (0) when it did. For n == 0 the status word is set to done and nothing else
+// is queued.
+extern "C" cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream) {
+    using namespace cuda_rt_sort;
+    if (args == nullptr || args->status == nullptr ||
+        (args->flags & ~uint32_t(CUDA_RT_SORT_FLAGS_KNOWN)) != 0 ||
+        !valid_mode(args->key_bytes, args->key_mode))
+        return cudaErrorInvalidValue;
+    if (args->n == 0) return cudaMemsetAsync(args->status, 0, sizeof(uint32_t), stream);
+    if (args->keys == nullptr || (args->value_bytes != 0 && args->values == nullptr))
+        return cudaErrorInvalidValue;
+    switch (args->key_bytes) {
+        case 1:
+            return run_sort_by_value<uint8_t>(*args, stream);
+        case 2:
+            return run_sort_by_value<uint16_t>(*args, stream);
+        case 4:
+            return run_sort_by_value<uint32_t>(*args, stream);
+        case 8:
+            return run_sort_by_value<uint64_t>(*args, stream);
+        default:
+            return cudaErrorInvalidValue;
+    }
+}

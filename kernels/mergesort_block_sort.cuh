@@ -1,0 +1,178 @@
+// Stage 0 of the merge sort: every block sorts one tile of SORT_THREADS * ITEMS keys, stably,
+// in registers and shared memory.
+//
+// Algorithm: each thread sorts its ITEMS keys with odd-even transposition sort (Habermann 1972;
+// stable because it only swaps adjacent keys that are strictly out of order), then log2(threads)
+// rounds merge pairs of sorted runs in shared memory, each thread producing ITEMS outputs of a
+// round from a merge-path cut (mergesort_merge_path.cuh). Values do not move during the sort:
+// the kernel carries each key's position in the tile and gathers the values once at the end.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "mergesort_chain.cuh"
+#include "mergesort_keys.cuh"
+#include "mergesort_merge_path.cuh"
+#include "mergesort_plan.cuh"
+
+namespace cuda_rt_sort {
+
+// Sorts the tile at `begin` (count keys; FULL: count == tile size, so no bounds checks).
+template <class K, class V, int THREADS, bool FULL>
+__device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long long begin,
+                                          int count) {
+    using P = Policy<K, V>;
+    constexpr int ITEMS = P::ITEMS;
+    constexpr int TILE = THREADS * ITEMS;
+    constexpr bool PAIRS = kHasValues<V>;
+    static_assert((THREADS & (THREADS - 1)) == 0, "merge rounds pair runs of 2^r threads");
+    static_assert(TILE <= 65536, "tile positions fit in uint16_t");
+
+    // Shared memory: values first (the largest alignment), then keys, then value positions.
+    extern __shared__ __align__(16) unsigned char smem[];
+    V* s_vals = reinterpret_cast<V*>(smem);
+    K* s_keys = reinterpret_cast<K*>(smem + (PAIRS ? TILE * sizeof(V) : 0));
+    uint16_t* s_pos = reinterpret_cast<uint16_t*>(reinterpret_cast<unsigned char*>(s_keys) +
+                                                  TILE * sizeof(K));
+
+    const int t = threadIdx.x;
+    const uint32_t mode = plan.key_mode;
+    const K* src = static_cast<const K*>(plan.keys_in) + begin;
+    K* dst = static_cast<K*>(plan.keys[plan.passes & 1]) + begin;
+
+    // Load striped (coalesced) and encode. A partial tile is padded with the greatest key,
+    // which sorts after every real key (padding occupies the tile's last positions).
+    {
+        K loaded[ITEMS];
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            const int x = k * THREADS + t;
+            loaded[k] = (FULL || x < count) ? encode_key(src[x], mode) : greatest_key<K>();
+        }
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) s_keys[k * THREADS + t] = loaded[k];
+    }
+    if constexpr (PAIRS) {
+        const V* vsrc = static_cast<const V*>(plan.values_in) + begin;
+        V loaded[ITEMS];
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            const int x = k * THREADS + t;
+            if (FULL || x < count) loaded[k] = vsrc[x];
+        }
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            const int x = k * THREADS + t;
+            if (FULL || x < count) s_vals[x] = loaded[k];
+        }
+    }
+    __syncthreads();
+
+    // Blocked: thread t owns tile positions t*ITEMS .. t*ITEMS+ITEMS-1.
+    K keys[ITEMS];
+    int pos[ITEMS];  // PAIRS: each key's position in the loaded tile (where its value is)
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        keys[k] = s_keys[t * ITEMS + k];
+        pos[k] = t * ITEMS + k;
+    }
+
+    // Odd-even transposition sort: ITEMS rounds of compare-exchange of adjacent pairs, even
+    // pairs in even rounds and odd pairs in odd rounds, sort any ITEMS keys.
+#pragma unroll
+    for (int round = 0; round < ITEMS; ++round) {
+#pragma unroll
+        for (int j = round & 1; j + 1 < ITEMS; j += 2) {
+            if (keys[j + 1] < keys[j]) {
+                const K k0 = keys[j];
+                keys[j] = keys[j + 1];
+                keys[j + 1] = k0;
+                if (PAIRS) {
+                    const int p0 = pos[j];
+                    pos[j] = pos[j + 1];
+                    pos[j + 1] = p0;
+                }
+            }
+        }
+    }
+
+    // Merge rounds. Invariant at the top of round r: the tile is made of sorted runs of
+    // width = 2^r threads (2^r * ITEMS keys), held blocked in registers.
+    for (int width = 1; width < THREADS; width *= 2) {
+        __syncthreads();  // every thread has finished reading the previous round's layout
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            s_keys[t * ITEMS + k] = keys[k];
+            if (PAIRS) s_pos[t * ITEMS + k] = uint16_t(pos[k]);
+        }
+        __syncthreads();
+        const int run = width * ITEMS;
+        const int first_thread = t & ~(2 * width - 1);  // first thread of this pair of runs
+        const int start = first_thread * ITEMS;
+        const int diag = (t - first_thread) * ITEMS;
+        const int cut = merge_path(s_keys + start, run, s_keys + start + run, run, diag);
+        int from[ITEMS];
+        serial_merge<ITEMS, PAIRS>(s_keys, start + cut, start + run, start + run + diag - cut,
+                                   start + 2 * run, TILE - 1, keys, from);
+        if (PAIRS) {
+#pragma unroll
+            for (int k = 0; k < ITEMS; ++k) pos[k] = s_pos[from[k]];
+        }
+    }
+
+    // Store: through shared memory back to the striped layout, so that stores coalesce.
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        s_keys[t * ITEMS + k] = keys[k];
+        if (PAIRS) s_pos[t * ITEMS + k] = uint16_t(pos[k]);
+    }
+    __syncthreads();
+    const bool decode = plan.passes == 0;  // the tile sort is the last stage
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int x = k * THREADS + t;
+        if (FULL || x < count) {
+            const K key = s_keys[x];
+            dst[x] = decode ? decode_key(key, mode) : key;
+        }
+    }
+    if constexpr (PAIRS) {
+        V* vdst = static_cast<V*>(plan.values[plan.passes & 1]) + begin;
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            const int x = k * THREADS + t;
+            if (FULL || x < count) vdst[x] = s_vals[s_pos[x]];
+        }
+    }
+}
+
+// Whether the plan has the buffers it needs. The same answer in every block, so either every
+// block works or none does.
+__device__ __forceinline__ bool has_scratch(const SortPlan& plan) {
+    if (plan.passes == 0) return true;
+    if (plan.keys[1] == nullptr) return false;
+    if (plan.values[0] != nullptr && plan.values[1] == nullptr) return false;
+    if (!plan.fused && plan.cuts == nullptr) return false;
+    return true;
+}
+
+// Stage 0: one block per tile; the full/partial choice is made once per block.
+template <class K, class V, int SORT_THREADS>
+__global__ void __launch_bounds__(SORT_THREADS) block_sort_kernel(SortPlan plan) {
+    if (!has_scratch(plan)) {
+        if (blockIdx.x == 0 && threadIdx.x == 0) *plan.status = kStatusScratchMissing;
+        return;
+    }
+    chain_next<K, V>(plan, 0);
+    constexpr int TILE = SORT_THREADS * Policy<K, V>::ITEMS;
+    const unsigned long long begin = (unsigned long long)blockIdx.x * TILE;
+    const unsigned long long rest = plan.n - begin;
+    if (rest >= TILE) {
+        sort_tile<K, V, SORT_THREADS, true>(plan, begin, TILE);
+    } else {
+        sort_tile<K, V, SORT_THREADS, false>(plan, begin, int(rest));
+    }
+}
+
+}  // namespace cuda_rt_sort

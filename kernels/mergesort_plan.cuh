@@ -1,0 +1,148 @@
+// The plan of one merge sort: buffers, sizes, the chain of stages, the status word, and the
+// tuning constants of its kernels.
+//
+// Stages: stage 0 sorts tiles (block_sort_kernel); then `passes` merge passes follow, each of
+// which doubles the length of the sorted runs. A pass is either one merge kernel that finds its
+// own merge-path cuts ("fused"), or a partition kernel followed by a merge kernel. The stages run
+// as a chain: each kernel's first thread launches the next stage into cudaStreamTailLaunch, so it
+// starts when the launching grid has finished, with no host round trip (CUDA dynamic
+// parallelism, CDP2). At most one launch per sort is pending at any time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace cuda_rt_sort {
+
+// ---- The status word --------------------------------------------------------------------------
+// Written by the device, read by the host after the sort's work has completed:
+// - the first stage writes kStatusRunning (or kStatusDone when it is also the last);
+// - only the last stage writes kStatusDone, so a sort whose chain broke anywhere never reads
+//   "done";
+// - a failed device-side launch writes kStatusLaunchFailed | (stage << 16) | cudaError_t.
+constexpr uint32_t kStatusDone = 0;
+constexpr uint32_t kStatusRunning = 1;
+// Merge passes are needed but a scratch buffer pointer is null; nothing was written.
+constexpr uint32_t kStatusScratchMissing = 2;
+constexpr uint32_t kStatusLaunchFailed = 0x80000000u;
+
+__host__ __device__ constexpr uint32_t launch_failure(int stage, int error) {
+    return kStatusLaunchFailed | (uint32_t(stage & 0x7fff) << 16) | (uint32_t(error) & 0xffff);
+}
+
+// ---- Values -----------------------------------------------------------------------------------
+// Values are moved as opaque blocks of 4, 8 or 16 bytes; keys-only sorts use NoValue.
+struct NoValue {};
+struct alignas(16) Value16 {
+    uint64_t lo, hi;
+};
+
+template <class V>
+constexpr bool kHasValues = !std::is_same<V, NoValue>::value;
+template <class V>
+constexpr int kValueBytes = kHasValues<V> ? int(sizeof(V)) : 0;
+
+// ---- Tuning -----------------------------------------------------------------------------------
+// Items per thread, by the bytes that travel per element (key + value). Odd, so that the
+// blocked layout (thread t owns elements t*ITEMS .. t*ITEMS+ITEMS-1) puts the k-th element of the
+// 32 threads of a warp on 32 distinct shared-memory banks. Larger items per thread mean larger
+// tiles (fewer merge passes) at the price of registers.
+template <class K, class V>
+struct Policy {
+    static constexpr int kItemBytes = int(sizeof(K)) + kValueBytes<V>;
+    static constexpr int ITEMS = kItemBytes <= 4    ? 17
+                                 : kItemBytes <= 8  ? 11
+                                 : kItemBytes <= 12 ? 9
+                                 : kItemBytes <= 16 ? 7
+                                                    : 5;
+    static_assert(ITEMS % 2 == 1, "odd items per thread keep blocked accesses conflict-free");
+    // Threads of a merge block; a merge block writes MERGE_TILE consecutive outputs.
+    static constexpr int MERGE_THREADS = 256;
+    static constexpr int MERGE_TILE = MERGE_THREADS * ITEMS;
+    // Threads of a tile-sort block: either width sorts tiles of SORT_THREADS * ITEMS keys.
+    static constexpr int SORT_THREADS_NARROW = 512;
+    static constexpr int SORT_THREADS_WIDE = 1024;
+    static_assert((MERGE_THREADS & (MERGE_THREADS - 1)) == 0, "power-of-two merge blocks");
+    static_assert(SORT_THREADS_NARROW % MERGE_THREADS == 0 &&
+                      SORT_THREADS_WIDE % MERGE_THREADS == 0,
+                  "a sorted tile must be a whole number of merge tiles, so that no merge block "
+                  "straddles two pairs of runs");
+    // Shared-memory indices of a tile are stored in 16 bits.
+    static_assert(SORT_THREADS_WIDE * ITEMS <= 65536, "tile positions fit in uint16_t");
+};
+
+// Dynamic shared memory of a tile of `tile` elements: values (if any), keys, and (if values)
+// the 16-bit position of each element's value.
+template <class K, class V>
+__host__ __device__ constexpr size_t tile_smem_bytes(int tile) {
+    return size_t(tile) * (sizeof(K) + (kHasValues<V> ? sizeof(V) + sizeof(uint16_t) : 0));
+}
+
+// ---- The plan ---------------------------------------------------------------------------------
+// Passed by value to every kernel of the chain. Buffers: keys[0] / values[0] are the caller's
+// (input and final output), keys[1] / values[1] the scratch. Merge pass p (1-based) reads
+// buffer (passes - p + 1) % 2 and writes buffer (passes - p) % 2, and the tile sort writes
+// buffer passes % 2, so the last stage always writes the caller's buffer and no copy-back is
+// ever needed. The tile sort reads keys_in / values_in: the caller's buffers for an in-place
+// sort, or a separate input that no stage writes.
+struct SortPlan {
+    const void* keys_in;
+    const void* values_in;      // null when sorting keys only
+    void* keys[2];
+    void* values[2];            // null when sorting keys only
+    unsigned long long* cuts;   // merge-path cuts, one per merge block (null when fused)
+    uint32_t* status;           // the status word (see above)
+    unsigned long long n;       // number of keys
+    uint32_t key_mode;          // KeyKind | kKeyDescending
+    int passes;                 // merge passes after the tile sort
+    int sort_tile;              // keys per sorted tile
+    int sort_threads;           // threads of a tile-sort block
+    int fused;                  // 1: merge blocks find their own cuts (no partition kernels)
+    int device_driven;          // 1: each stage launches the next from the device
+    int fail_stage;             // tests only: launch this stage with an invalid configuration
+};
+
+// The index of the last stage of the chain.
+__host__ __device__ inline int last_stage(const SortPlan& plan) {
+    return plan.fused ? plan.passes : 2 * plan.passes;
+}
+
+// The merge pass a stage belongs to (0 for the tile sort).
+__host__ __device__ inline int pass_of_stage(const SortPlan& plan, int stage) {
+    return plan.fused ? stage : (stage + 1) / 2;
+}
+
+// Whether a stage is a partition kernel (odd stages of a plan that is not fused).
+__host__ __device__ inline bool is_partition_stage(const SortPlan& plan, int stage) {
+    return !plan.fused && stage > 0 && (stage & 1) == 1;
+}
+
+// The geometry of merge pass `pass` as seen from output position k: the pass merges pairs of
+// consecutive sorted runs of `run` keys into runs of 2 * run keys.
+struct PairOfRuns {
+    unsigned long long begin;  // first position of the pair
+    unsigned long long la, lb; // lengths of the first and second run (lb may be 0)
+};
+
+__host__ __device__ inline unsigned long long run_length(const SortPlan& plan, int pass) {
+    return (unsigned long long)plan.sort_tile << (pass - 1);
+}
+
+__host__ __device__ inline PairOfRuns pair_at(const SortPlan& plan, int pass,
+                                              unsigned long long k) {
+    const unsigned long long run = run_length(plan, pass);
+    PairOfRuns pair;
+    pair.begin = k / (2 * run) * (2 * run);
+    const unsigned long long rest = plan.n - pair.begin;
+    pair.la = rest < run ? rest : run;
+    pair.lb = rest - pair.la < run ? rest - pair.la : run;
+    return pair;
+}
+
+template <class T>
+__host__ __device__ constexpr T ceil_div(T a, T b) {
+    return (a + b - 1) / b;
+}
+
+}  // namespace cuda_rt_sort

@@ -1,0 +1,337 @@
+//! A stable GPU merge sort whose merge passes are launched by the GPU itself (CUDA dynamic
+//! parallelism), for keys `u8 u16 u32 u64 i8 i16 i32 i64 f32 f64` and key–value pairs with
+//! values of 4, 8 or 16 bytes, ascending or descending.
+//!
+//! # How it works
+//! One host launch per sort: a grid sorts tiles of a few thousand keys in shared memory (one
+//! block per tile), and its first thread launches the first merge pass into
+//! `cudaStreamTailLaunch`; every merge pass launches the next the same way, so the
+//! `ceil(log2(n / tile))` passes run back to back with no host round trip. Each pass merges
+//! pairs of sorted runs over the whole array, cut by merge path into equal tiles, one per block,
+//! so every pass keeps the whole GPU busy. Passes ping-pong between the caller's buffer and a
+//! scratch buffer of the same size, ordered so that the last one writes the caller's buffer.
+//! At most one device-side launch per sort is pending at any time, whatever `n`.
+//!
+//! Floats sort in IEEE 754 total order, as [`f32::total_cmp`]:
+//! `-NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN`. Every sort is stable: equal keys keep
+//! their input order (which is observable for pairs, and for floats only through NaN payloads
+//! and signed zeros, which total order tells apart anyway).
+//!
+//! # Errors from the device
+//! The chain of stages records its progress in a status word in the workspace: the first stage
+//! marks it running, a failed device-side launch writes the stage and the CUDA status, and only
+//! the last stage marks it done. The host reads it after the sort's work completed, so a chain
+//! that broke anywhere is reported ([`SortError`]), never a half-sorted buffer taken for sorted.
+//!
+//! # Layers
+//! - [`raw`]: `unsafe fn`s over device pointers and `cudaStream_t`, and [`raw::RawWorkspace`].
+//! - [`ffi`]: the C interface of `kernels/mergesort.cu`.
+
+pub mod ffi;
+pub mod raw;
+
+use cuda_rt_sys as sys;
+use std::fmt;
+
+/// The order of a sort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Order {
+    /// Smallest first.
+    #[default]
+    Ascending,
+    /// Largest first. Still stable: equal keys keep their input order.
+    Descending,
+}
+
+/// How the bits of a key are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// Unsigned integer.
+    Unsigned,
+    /// Two's complement integer.
+    Signed,
+    /// IEEE 754 float, in total order.
+    Float,
+}
+
+/// The format of a key type: its size and how its bits are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyFormat {
+    /// Size in bytes: 1, 2, 4 or 8.
+    pub bytes: u32,
+    /// How its bits are ordered.
+    pub kind: KeyKind,
+}
+
+impl KeyFormat {
+    /// The `key_mode` of the C interface for this format and `order`.
+    pub(crate) fn mode(self, order: Order) -> u32 {
+        let kind = match self.kind {
+            KeyKind::Unsigned => 0,
+            KeyKind::Signed => 1,
+            KeyKind::Float => 2,
+        };
+        kind | if order == Order::Descending { 4 } else { 0 }
+    }
+}
+
+mod private {
+    pub trait Sealed {}
+}
+
+/// A key type the GPU sort supports: `u8 u16 u32 u64 i8 i16 i32 i64 f32 f64`.
+///
+/// Sealed: the kernels know exactly these formats.
+pub trait SortKey: Copy + Send + Sync + 'static + private::Sealed {
+    /// Size and bit order of the type.
+    const FORMAT: KeyFormat;
+}
+
+macro_rules! sort_key {
+    ($($t:ty => $kind:ident),* $(,)?) => {$(
+        impl private::Sealed for $t {}
+        impl SortKey for $t {
+            const FORMAT: KeyFormat =
+                KeyFormat { bytes: std::mem::size_of::<$t>() as u32, kind: KeyKind::$kind };
+        }
+    )*};
+}
+sort_key!(
+    u8 => Unsigned, u16 => Unsigned, u32 => Unsigned, u64 => Unsigned,
+    i8 => Signed, i16 => Signed, i32 => Signed, i64 => Signed,
+    f32 => Float, f64 => Float,
+);
+
+/// Which kernel launches the stages after the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Driver {
+    /// Chosen by the library.
+    #[default]
+    Auto,
+    /// The device: every stage tail-launches the next (one host launch per sort).
+    Device,
+    /// The host: every stage is a host launch on the stream (for comparison).
+    Host,
+}
+
+/// How each merge pass finds where its blocks' inputs begin (merge-path cuts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Cuts {
+    /// Chosen by the library.
+    #[default]
+    Auto,
+    /// A partition kernel before each merge kernel (two launches per pass).
+    Kernel,
+    /// Every merge block searches its own (one launch per pass).
+    Fused,
+}
+
+/// Threads of a tile-sort block; tiles are threads × items per thread keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TileWidth {
+    /// Chosen by the library.
+    #[default]
+    Auto,
+    /// 512 threads.
+    Narrow,
+    /// 1024 threads (tiles twice as long: one merge pass fewer).
+    Wide,
+}
+
+/// Tuning of a sort. The default lets the library choose every part by size; the others exist
+/// to measure the alternatives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Strategy {
+    /// Who launches the stages after the first.
+    pub driver: Driver,
+    /// How merge passes find their cuts.
+    pub cuts: Cuts,
+    /// Tile-sort block width.
+    pub tile: TileWidth,
+}
+
+impl Strategy {
+    /// The flags of the C interface.
+    pub(crate) fn flags(self) -> u32 {
+        use ffi::flags::*;
+        let driver = match self.driver {
+            Driver::Auto => 0,
+            Driver::Device => DRIVER_DEVICE,
+            Driver::Host => DRIVER_HOST,
+        };
+        let cuts = match self.cuts {
+            Cuts::Auto => 0,
+            Cuts::Kernel => CUTS_KERNEL,
+            Cuts::Fused => CUTS_FUSED,
+        };
+        let tile = match self.tile {
+            TileWidth::Auto => 0,
+            TileWidth::Narrow => TILE_NARROW,
+            TileWidth::Wide => TILE_WIDE,
+        };
+        driver | cuts | tile
+    }
+}
+
+/// Why a sort failed.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SortError {
+    /// A CUDA call on the host returned this status.
+    Cuda {
+        /// The call.
+        call: &'static str,
+        /// Its status (never `cudaSuccess`).
+        status: sys::cudaError_t,
+    },
+    /// A device-side launch of the chain failed: stage `stage` (1 = the first merge-pass
+    /// kernel) was not launched, with this status, and the keys are not sorted.
+    DeviceLaunch {
+        /// The stage that could not be launched.
+        stage: u32,
+        /// The status the device runtime returned.
+        status: sys::cudaError_t,
+    },
+    /// Merge passes were needed but the workspace had no scratch memory; nothing was written.
+    ScratchMissing,
+    /// The chain of stages stopped before its last stage without recording why (the status
+    /// word still reads "running", or holds an unknown value); the keys are not sorted.
+    Incomplete {
+        /// The status word.
+        status_word: u32,
+    },
+    /// Keys and values have different lengths.
+    LengthMismatch {
+        /// Number of keys.
+        keys: usize,
+        /// Number of values.
+        values: usize,
+    },
+    /// The value type is not 4, 8 or 16 bytes, or a buffer is not aligned to its element size.
+    UnsupportedValue {
+        /// Size of the value type in bytes.
+        bytes: usize,
+    },
+    /// A size in bytes overflows.
+    SizeOverflow,
+}
+
+impl SortError {
+    /// The error for a host-side CUDA status, or `Ok` for `cudaSuccess`.
+    pub fn check(status: sys::cudaError_t, call: &'static str) -> Result<(), SortError> {
+        if status == sys::cudaSuccess {
+            Ok(())
+        } else {
+            Err(SortError::Cuda { call, status })
+        }
+    }
+
+    /// Decodes a status word read after the sort's work completed.
+    pub fn from_status_word(word: u32) -> Result<(), SortError> {
+        match word {
+            ffi::STATUS_DONE => Ok(()),
+            ffi::STATUS_SCRATCH_MISSING => Err(SortError::ScratchMissing),
+            w if w & ffi::STATUS_LAUNCH_FAILED != 0 => Err(SortError::DeviceLaunch {
+                stage: (w >> 16) & 0x7fff,
+                status: (w & 0xffff) as sys::cudaError_t,
+            }),
+            w => Err(SortError::Incomplete { status_word: w }),
+        }
+    }
+}
+
+fn status_name(status: sys::cudaError_t) -> String {
+    // SAFETY: cudaGetErrorName returns a pointer to a static NUL-terminated string for every
+    // value, known or not.
+    let name = unsafe { sys::cudaGetErrorName(status) };
+    if name.is_null() {
+        return format!("cudaError {status}");
+    }
+    // SAFETY: non-null, static and NUL-terminated (see above).
+    unsafe { std::ffi::CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+impl fmt::Display for SortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SortError::Cuda { call, status } => {
+                write!(f, "sort: {call}: {} (status {status})", status_name(status))
+            }
+            SortError::DeviceLaunch { stage, status } => write!(
+                f,
+                "sort: the device-side launch of stage {stage} failed: {} (status {status}); \
+                 the keys are not sorted",
+                status_name(status)
+            ),
+            SortError::ScratchMissing => {
+                write!(
+                    f,
+                    "sort: merge passes need scratch memory and none was given"
+                )
+            }
+            SortError::Incomplete { status_word } => write!(
+                f,
+                "sort: the chain of stages stopped before its last stage (status word \
+                 {status_word:#x}); the keys are not sorted"
+            ),
+            SortError::LengthMismatch { keys, values } => {
+                write!(f, "sort: {keys} keys but {values} values")
+            }
+            SortError::UnsupportedValue { bytes } => write!(
+                f,
+                "sort: values must be 4, 8 or 16 bytes and buffers aligned to them (got {bytes} \
+                 bytes)"
+            ),
+            SortError::SizeOverflow => write!(f, "sort: a size in bytes overflows"),
+        }
+    }
+}
+
+impl fmt::Debug for SortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::error::Error for SortError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_words_decode() {
+        assert_eq!(SortError::from_status_word(0), Ok(()));
+        assert_eq!(
+            SortError::from_status_word(2),
+            Err(SortError::ScratchMissing)
+        );
+        assert_eq!(
+            SortError::from_status_word(1),
+            Err(SortError::Incomplete { status_word: 1 })
+        );
+        assert_eq!(
+            SortError::from_status_word(0x8000_0000 | (3 << 16) | 2),
+            Err(SortError::DeviceLaunch {
+                stage: 3,
+                status: 2
+            })
+        );
+    }
+
+    #[test]
+    fn modes_and_flags() {
+        assert_eq!(f32::FORMAT.mode(Order::Descending), 6);
+        assert_eq!(i16::FORMAT.mode(Order::Ascending), 1);
+        assert_eq!(u8::FORMAT.bytes, 1);
+        assert_eq!(Strategy::default().flags(), 0);
+        let s = Strategy {
+            driver: Driver::Host,
+            cuts: Cuts::Kernel,
+            tile: TileWidth::Wide,
+        };
+        assert_eq!(s.flags(), 0x2 | 0x4 | 0x20);
+    }
+}

@@ -1,0 +1,430 @@
+//! The raw layer of the sort: device pointers, `cudaStream_t`, and a workspace that owns the
+//! scratch memory and the status word.
+//!
+//! Everything that takes a pointer or a stream is `unsafe`: the caller promises what CUDA
+//! would require (device memory of the right size, alive and untouched by other work until the
+//! sort's work has completed; a live stream).
+
+use super::ffi::{self, SortArgs, SortLayout};
+use super::{KeyFormat, Order, SortError, SortKey, Strategy};
+use cuda_rt_sys as sys;
+use std::ffi::c_void;
+use std::ptr;
+
+/// What a sort of `n` keys of `key` format with values of `value_bytes` (0 for keys only)
+/// needs and does: scratch sizes, merge passes, kernel launches, tile sizes.
+///
+/// Host only (`cuda_rt_kernels_sort_layout`); launches nothing.
+///
+/// # Errors
+/// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16.
+pub fn layout(
+    n: usize,
+    key: KeyFormat,
+    value_bytes: usize,
+    strategy: Strategy,
+) -> Result<SortLayout, SortError> {
+    if ![0, 4, 8, 16].contains(&value_bytes) {
+        return Err(SortError::UnsupportedValue { bytes: value_bytes });
+    }
+    let mut out = SortLayout::default();
+    // SAFETY: `out` is valid for a write; the call only computes sizes.
+    let status = unsafe {
+        ffi::cuda_rt_kernels_sort_layout(
+            n as u64,
+            key.bytes,
+            value_bytes as u32,
+            strategy.flags(),
+            &mut out,
+        )
+    };
+    SortError::check(status, "cuda_rt_kernels_sort_layout")?;
+    Ok(out)
+}
+
+/// The keys per sorted tile for keys of type `K` and values of `value_bytes` (0 for keys
+/// only) with the default strategy: sorts of at most this many keys are a single launch.
+///
+/// # Errors
+/// As [`layout`].
+pub fn sort_tile_len<K: SortKey>(value_bytes: usize) -> Result<usize, SortError> {
+    Ok(layout(1, K::FORMAT, value_bytes, Strategy::default())?.sort_tile as usize)
+}
+
+/// One device allocation (`cudaMalloc` / `cudaFree`), grown on demand, never shrunk.
+struct DeviceScratch {
+    ptr: *mut c_void,
+    bytes: usize,
+}
+
+impl DeviceScratch {
+    const fn empty() -> Self {
+        DeviceScratch {
+            ptr: ptr::null_mut(),
+            bytes: 0,
+        }
+    }
+
+    /// Makes the allocation at least `bytes` long (`cudaFree` + `cudaMalloc`). The old
+    /// contents are lost.
+    ///
+    /// # Safety
+    /// No queued work may still use the allocation.
+    unsafe fn reserve(&mut self, bytes: usize) -> Result<(), SortError> {
+        if bytes <= self.bytes {
+            return Ok(());
+        }
+        // SAFETY: the caller guarantees no queued work uses the old allocation.
+        unsafe { self.release() }?;
+        let mut ptr = ptr::null_mut();
+        // SAFETY: cudaMalloc writes one pointer through a valid reference.
+        SortError::check(unsafe { sys::cudaMalloc(&mut ptr, bytes) }, "cudaMalloc")?;
+        self.ptr = ptr;
+        self.bytes = bytes;
+        Ok(())
+    }
+
+    /// Frees the allocation (`cudaFree`).
+    ///
+    /// # Safety
+    /// No queued work may still use the allocation.
+    unsafe fn release(&mut self) -> Result<(), SortError> {
+        if self.ptr.is_null() {
+            return Ok(());
+        }
+        let ptr = std::mem::replace(&mut self.ptr, ptr::null_mut());
+        self.bytes = 0;
+        // SAFETY: `ptr` came from cudaMalloc and is freed once (the field was cleared).
+        SortError::check(unsafe { sys::cudaFree(ptr) }, "cudaFree")
+    }
+}
+
+/// Reusable memory of the sort: key and value scratch (as long as the keys and values), the
+/// merge-path cuts, and the status word (in device memory, plus a pinned host copy). It grows to
+/// the largest sort it has served, so repeated sorts of a size allocate nothing.
+///
+/// # Thread safety
+/// `Send` (it owns plain device and pinned allocations), not `Sync`: a sort borrows it mutably.
+pub struct RawWorkspace {
+    keys_scratch: DeviceScratch,
+    values_scratch: DeviceScratch,
+    cuts: DeviceScratch,
+    status: DeviceScratch,
+    status_host: *mut u32,
+}
+
+// SAFETY: the workspace owns its allocations exclusively; CUDA allocations may be used and
+// freed from any host thread.
+unsafe impl Send for RawWorkspace {}
+
+impl Default for RawWorkspace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RawWorkspace {
+    /// An empty workspace; it allocates on first use. Calls no CUDA function.
+    pub const fn new() -> Self {
+        RawWorkspace {
+            keys_scratch: DeviceScratch::empty(),
+            values_scratch: DeviceScratch::empty(),
+            cuts: DeviceScratch::empty(),
+            status: DeviceScratch::empty(),
+            status_host: ptr::null_mut(),
+        }
+    }
+
+    /// Bytes of device memory the workspace holds.
+    pub fn device_bytes(&self) -> usize {
+        self.keys_scratch.bytes + self.values_scratch.bytes + self.cuts.bytes + self.status.bytes
+    }
+
+    /// Grows the workspace for a sort of `layout` (`cudaMalloc`, and `cudaMallocHost` for the
+    /// status word the first time).
+    ///
+    /// # Errors
+    /// [`SortError::Cuda`] when an allocation fails.
+    ///
+    /// # Safety
+    /// No queued work may still use the workspace (a grown buffer is freed and reallocated).
+    pub unsafe fn reserve(&mut self, layout: &SortLayout) -> Result<(), SortError> {
+        let bytes = |b: u64| usize::try_from(b).map_err(|_| SortError::SizeOverflow);
+        // SAFETY: (all four) the caller guarantees no queued work uses the workspace.
+        unsafe {
+            self.keys_scratch
+                .reserve(bytes(layout.keys_scratch_bytes)?)?;
+            self.values_scratch
+                .reserve(bytes(layout.values_scratch_bytes)?)?;
+            self.cuts.reserve(bytes(layout.cuts_bytes)?)?;
+            self.status.reserve(std::mem::size_of::<u32>())?;
+        }
+        if self.status_host.is_null() {
+            let mut host = ptr::null_mut();
+            // SAFETY: cudaMallocHost writes one pointer through a valid reference.
+            let status = unsafe { sys::cudaMallocHost(&mut host, std::mem::size_of::<u32>()) };
+            SortError::check(status, "cudaMallocHost")?;
+            self.status_host = host.cast();
+        }
+        Ok(())
+    }
+
+    /// Enqueues the sort of `buffers` on `stream`, growing the workspace first if needed. One
+    /// host launch (`cuda_rt_kernels_sort`); the device launches the rest. Returns the layout
+    /// used when the work is queued: call [`finish`](Self::finish) to learn whether it
+    /// succeeded.
+    ///
+    /// # Errors
+    /// [`SortError::Cuda`] when an allocation or the host launch fails;
+    /// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16 or a misaligned
+    /// value buffer.
+    ///
+    /// # Safety
+    /// - the buffers are as [`RawSortBuffers`] describes, valid and used by nothing else until
+    ///   the sort's work on `stream` has completed;
+    /// - `stream` is a live stream of the current device;
+    /// - no queued work still uses this workspace, except earlier sorts on the same `stream`.
+    pub unsafe fn enqueue(
+        &mut self,
+        buffers: &RawSortBuffers,
+        order: Order,
+        strategy: Strategy,
+        stream: sys::cudaStream_t,
+    ) -> Result<SortLayout, SortError> {
+        let n = buffers.n;
+        let value_bytes = buffers.value_bytes;
+        let layout = layout(n, buffers.key, value_bytes, strategy)?;
+        let misaligned = |p: usize| value_bytes > 0 && p % value_bytes != 0;
+        if misaligned(buffers.values_out as usize) || misaligned(buffers.values_in as usize) {
+            return Err(SortError::UnsupportedValue { bytes: value_bytes });
+        }
+        // A grown buffer is freed while earlier sorts on this stream may still run: wait first.
+        if self.needs_growth(&layout) {
+            // SAFETY: the caller guarantees `stream` is live.
+            let status = unsafe { sys::cudaStreamSynchronize(stream) };
+            SortError::check(status, "cudaStreamSynchronize")?;
+        }
+        // SAFETY: the stream was drained above if anything is reallocated; the caller
+        // guarantees no other queued work uses the workspace.
+        unsafe { self.reserve(&layout) }?;
+        let pairs = value_bytes > 0;
+        let args = SortArgs {
+            keys_in: buffers.keys_in,
+            values_in: if pairs {
+                buffers.values_in
+            } else {
+                ptr::null()
+            },
+            keys: buffers.keys_out,
+            keys_scratch: self.keys_scratch.ptr,
+            values: if pairs {
+                buffers.values_out
+            } else {
+                ptr::null_mut()
+            },
+            values_scratch: self.values_scratch.ptr,
+            cuts: self.cuts.ptr.cast(),
+            status: self.status.ptr.cast(),
+            n: n as u64,
+            key_bytes: buffers.key.bytes,
+            value_bytes: value_bytes as u32,
+            key_mode: buffers.key.mode(order),
+            flags: strategy.flags() | buffers.test_flags,
+        };
+        // SAFETY: the buffers are as the caller guarantees; the scratch, cuts and status
+        // buffers were reserved for this layout above.
+        let status = unsafe { ffi::cuda_rt_kernels_sort(&args, stream) };
+        SortError::check(status, "cuda_rt_kernels_sort")?;
+        Ok(layout)
+    }
+
+    /// Fills the key and value scratch with `byte` on `stream` (`cudaMemsetAsync`), so that a
+    /// test sees any element a stage forgot to write.
+    ///
+    /// # Errors
+    /// [`SortError::Cuda`] when a memset fails.
+    ///
+    /// # Safety
+    /// `stream` is a live stream; no work on another stream uses the workspace.
+    #[doc(hidden)]
+    pub unsafe fn poison_scratch(
+        &mut self,
+        byte: u8,
+        stream: sys::cudaStream_t,
+    ) -> Result<(), SortError> {
+        for scratch in [&self.keys_scratch, &self.values_scratch] {
+            if !scratch.ptr.is_null() {
+                // SAFETY: the allocation holds `bytes` bytes; ordered on `stream`.
+                let status = unsafe {
+                    sys::cudaMemsetAsync(scratch.ptr, byte.into(), scratch.bytes, stream)
+                };
+                SortError::check(status, "cudaMemsetAsync")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn needs_growth(&self, layout: &SortLayout) -> bool {
+        layout.keys_scratch_bytes as usize > self.keys_scratch.bytes
+            || layout.values_scratch_bytes as usize > self.values_scratch.bytes
+            || layout.cuts_bytes as usize > self.cuts.bytes
+            || self.status.ptr.is_null()
+            || self.status_host.is_null()
+    }
+
+    /// Waits for the last sort enqueued on `stream` and reports whether its chain of stages
+    /// completed: copies the status word to pinned host memory (`cudaMemcpyAsync`), waits for
+    /// the stream (`cudaStreamSynchronize`) and decodes the word.
+    ///
+    /// # Errors
+    /// [`SortError::Cuda`] when the copy or the wait fails (including errors of earlier work
+    /// on the stream); the device-side errors of [`SortError::from_status_word`].
+    ///
+    /// # Safety
+    /// `stream` is a live stream, and the last sort enqueued with this workspace was enqueued
+    /// on it.
+    pub unsafe fn finish(&mut self, stream: sys::cudaStream_t) -> Result<(), SortError> {
+        if self.status_host.is_null() || self.status.ptr.is_null() {
+            return Ok(()); // nothing was ever enqueued
+        }
+        // SAFETY: both buffers hold one u32; the pinned host word is only read after the
+        // stream (and so the copy) completed.
+        unsafe {
+            let status = sys::cudaMemcpyAsync(
+                self.status_host.cast(),
+                self.status.ptr,
+                std::mem::size_of::<u32>(),
+                sys::cudaMemcpyDeviceToHost,
+                stream,
+            );
+            SortError::check(status, "cudaMemcpyAsync")?;
+            SortError::check(sys::cudaStreamSynchronize(stream), "cudaStreamSynchronize")?;
+            SortError::from_status_word(ptr::read_volatile(self.status_host))
+        }
+    }
+
+    /// Frees everything now, reporting the first failure (`cudaFree`, `cudaFreeHost`).
+    ///
+    /// # Errors
+    /// [`SortError::Cuda`] when a free fails.
+    ///
+    /// # Safety
+    /// No queued work may still use the workspace.
+    pub unsafe fn close(mut self) -> Result<(), SortError> {
+        // SAFETY: the caller guarantees no queued work uses the workspace.
+        unsafe { self.release_all() }
+    }
+
+    /// # Safety
+    /// No queued work may still use the workspace.
+    unsafe fn release_all(&mut self) -> Result<(), SortError> {
+        // SAFETY: the caller guarantees no queued work uses the workspace; every buffer is
+        // released once (release clears it).
+        let results = unsafe {
+            [
+                self.keys_scratch.release(),
+                self.values_scratch.release(),
+                self.cuts.release(),
+                self.status.release(),
+            ]
+        };
+        let mut first = results.into_iter().find(|r| r.is_err()).unwrap_or(Ok(()));
+        if !self.status_host.is_null() {
+            let host = std::mem::replace(&mut self.status_host, ptr::null_mut());
+            // SAFETY: `host` came from cudaMallocHost and is freed once (the field was cleared).
+            let status = unsafe { sys::cudaFreeHost(host.cast()) };
+            if first.is_ok() {
+                first = SortError::check(status, "cudaFreeHost");
+            }
+        }
+        first
+    }
+}
+
+impl Drop for RawWorkspace {
+    /// Frees the allocations. `cudaFree` waits for the device to be idle, so work still queued
+    /// finishes first. A failure here cannot be returned: it means the context is already
+    /// broken (sticky error), which the next CUDA call of the program reports; call
+    /// [`close`](RawWorkspace::close) to see it directly.
+    fn drop(&mut self) {
+        // SAFETY: cudaFree synchronizes the device before freeing, so no queued work is left
+        // using the buffers when they are freed.
+        let _ = unsafe { self.release_all() };
+    }
+}
+
+/// The device buffers of one sort.
+///
+/// In place when `keys_in == keys_out` (and `values_in == values_out`); otherwise the inputs
+/// are only read and must not overlap the outputs.
+#[derive(Debug, Clone, Copy)]
+pub struct RawSortBuffers {
+    /// `n` input keys (device memory).
+    pub keys_in: *const c_void,
+    /// `n` output keys (device memory).
+    pub keys_out: *mut c_void,
+    /// `n` input values of `value_bytes` each, aligned to `value_bytes` (ignored for keys only).
+    pub values_in: *const c_void,
+    /// `n` output values, aligned to `value_bytes` (ignored for keys only).
+    pub values_out: *mut c_void,
+    /// Number of keys.
+    pub n: usize,
+    /// The key format.
+    pub key: KeyFormat,
+    /// Bytes per value: 0 (keys only), 4, 8 or 16.
+    pub value_bytes: usize,
+    /// Tests only: extra flags (fault injection). 0 otherwise.
+    #[doc(hidden)]
+    pub test_flags: u32,
+}
+
+impl RawSortBuffers {
+    /// In-place keys only.
+    pub fn keys<K: SortKey>(keys: *mut K, n: usize) -> Self {
+        RawSortBuffers {
+            keys_in: keys.cast_const().cast(),
+            keys_out: keys.cast(),
+            values_in: ptr::null(),
+            values_out: ptr::null_mut(),
+            n,
+            key: K::FORMAT,
+            value_bytes: 0,
+            test_flags: 0,
+        }
+    }
+
+    /// In-place keys and values.
+    pub fn pairs<K: SortKey, V>(keys: *mut K, values: *mut V, n: usize) -> Self {
+        RawSortBuffers {
+            values_in: values.cast_const().cast(),
+            values_out: values.cast(),
+            value_bytes: std::mem::size_of::<V>(),
+            ..Self::keys(keys, n)
+        }
+    }
+}
+
+/// Sorts `n` keys at `keys` in place on `stream` and waits for the result:
+/// [`RawWorkspace::enqueue`] then [`RawWorkspace::finish`] with a workspace of its own
+/// (allocated and freed here).
+///
+/// # Errors
+/// As [`RawWorkspace::enqueue`] and [`RawWorkspace::finish`].
+///
+/// # Safety
+/// As [`RawWorkspace::enqueue`], for [`RawSortBuffers::keys`]`(keys, n)`.
+pub unsafe fn sort_keys<K: SortKey>(
+    keys: *mut K,
+    n: usize,
+    order: Order,
+    stream: sys::cudaStream_t,
+) -> Result<(), SortError> {
+    let mut workspace = RawWorkspace::new();
+    let buffers = RawSortBuffers::keys(keys, n);
+    // SAFETY: forwarded from the caller; the workspace is new, so nothing else uses it.
+    unsafe {
+        workspace.enqueue(&buffers, order, Strategy::default(), stream)?;
+        workspace.finish(stream)?;
+        workspace.close()
+    }
+}

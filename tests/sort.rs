@@ -1,0 +1,440 @@
+//! The GPU merge sort against the CPU's stable sort: every key type, both orders, pairs,
+//! edge lengths around the tile size, several distributions, every strategy, and the error path
+//! of the device-side chain. Outputs and scratch are poisoned before each sort.
+
+mod sort_common;
+
+use cuda_rt_kernels::sort::raw::{sort_tile_len, RawSortBuffers};
+use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortError, Strategy, TileWidth};
+use proptest::prelude::*;
+use sort_common::*;
+
+const ORDERS: [Order; 2] = [Order::Ascending, Order::Descending];
+
+fn strategies() -> Vec<Strategy> {
+    let mut all = Vec::new();
+    for driver in [Driver::Device, Driver::Host] {
+        for cuts in [Cuts::Fused, Cuts::Kernel] {
+            for tile in [TileWidth::Narrow, TileWidth::Wide] {
+                all.push(Strategy { driver, cuts, tile });
+            }
+        }
+    }
+    all
+}
+
+/// Lengths around the tile size of `K` (and of twice and thrice it, so that merge passes with
+/// an odd number of runs and a partial last tile occur).
+fn edge_lengths<K: TestKey>() -> Vec<usize> {
+    let tile = sort_tile_len::<K>(0).unwrap();
+    let mut lengths = vec![
+        0,
+        1,
+        2,
+        3,
+        17,
+        1000,
+        tile - 1,
+        tile,
+        tile + 1,
+        2 * tile - 1,
+        2 * tile + 1,
+        3 * tile + 7,
+    ];
+    if !quick() {
+        lengths.extend([5 * tile + 333, 40_009]);
+    }
+    lengths
+}
+
+fn check_type<K: TestKey>(seed: u64) {
+    let mut sorter = Sorter::new();
+    for n in edge_lengths::<K>() {
+        for (d, dist) in DISTS.iter().enumerate() {
+            for order in ORDERS {
+                let input: Vec<K> = make(*dist, n, seed ^ (n as u64) << 8 ^ d as u64);
+                let want = cpu_sorted(&input, order);
+                let in_place = (n + d) % 2 == 0;
+                let got = sorter.keys(&input, order, Strategy::default(), in_place);
+                assert_same_keys(
+                    &got,
+                    &want,
+                    &format!("{} n={n} {dist:?} {order:?}", std::any::type_name::<K>()),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_key_type_edge_lengths_and_distributions() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    check_type::<u8>(1);
+    check_type::<u16>(2);
+    check_type::<u32>(3);
+    check_type::<u64>(4);
+    check_type::<i8>(5);
+    check_type::<i16>(6);
+    check_type::<i32>(7);
+    check_type::<i64>(8);
+    check_type::<f32>(9);
+    check_type::<f64>(10);
+}
+
+#[test]
+fn every_strategy_gives_the_same_result() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut sorter = Sorter::new();
+    let tile = sort_tile_len::<u32>(0).unwrap();
+    for n in [tile + 1, 4 * tile - 5, 9 * tile + 77] {
+        for dist in [Dist::Uniform, Dist::FewDistinct, Dist::Sawtooth] {
+            let input: Vec<u32> = make(dist, n, n as u64);
+            let want = cpu_sorted(&input, Order::Ascending);
+            for strategy in strategies() {
+                let got = sorter.keys(&input, Order::Ascending, strategy, false);
+                assert_same_keys(&got, &want, &format!("n={n} {dist:?} {strategy:?}"));
+            }
+        }
+    }
+}
+
+/// Pairs with values that record their input index, so the exact permutation is checked,
+/// equal keys keeping input order included.
+fn check_pairs<K: TestKey, V: Copy + PartialEq + std::fmt::Debug>(
+    sorter: &mut Sorter,
+    keys: &[K],
+    make_value: impl Fn(usize) -> V,
+    order: Order,
+    strategy: Strategy,
+    in_place: bool,
+) {
+    let values: Vec<V> = (0..keys.len()).map(&make_value).collect();
+    let perm = cpu_permutation(keys, order);
+    let want_keys: Vec<K> = perm.iter().map(|&i| keys[i]).collect();
+    let want_values: Vec<V> = perm.iter().map(|&i| make_value(i)).collect();
+    let (got_keys, got_values) = sorter.pairs(keys, &values, order, strategy, in_place);
+    let what = format!(
+        "pairs {} -> {} bytes, n={} {order:?} {strategy:?}",
+        std::any::type_name::<K>(),
+        size_of::<V>(),
+        keys.len()
+    );
+    assert_same_keys(&got_keys, &want_keys, &what);
+    if let Some(i) = (0..got_values.len()).find(|&i| got_values[i] != want_values[i]) {
+        panic!(
+            "{what}: value {i} is {:?}, want {:?}",
+            got_values[i], want_values[i]
+        );
+    }
+}
+
+#[test]
+fn pairs_are_stable_for_every_value_size() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut sorter = Sorter::new();
+    for order in ORDERS {
+        for (i, n) in [0usize, 1, 2, 4095, 4096, 4097, 11_264, 11_265, 35_000]
+            .into_iter()
+            .enumerate()
+        {
+            for dist in [
+                Dist::FewDistinct,
+                Dist::AllEqual,
+                Dist::Uniform,
+                Dist::Sawtooth,
+            ] {
+                let keys: Vec<u32> = make(dist, n, 77 + n as u64);
+                let s = strategies()[i % 8];
+                check_pairs(&mut sorter, &keys, |i| i as u32, order, s, i % 2 == 0);
+                check_pairs(&mut sorter, &keys, |i| i as u64 * 3, order, s, i % 2 == 1);
+                check_pairs(
+                    &mut sorter,
+                    &keys,
+                    |i| [i as u32, 7, !(i as u32), 9],
+                    order,
+                    s,
+                    false,
+                );
+                let keys: Vec<f64> = make(Dist::Specials, n, 5 + n as u64);
+                check_pairs(&mut sorter, &keys, |i| i as u32, order, s, true);
+                let keys: Vec<i8> = make(dist, n, 9 + n as u64);
+                check_pairs(&mut sorter, &keys, |i| [i as u64, 1], order, s, false);
+                let keys: Vec<u16> = make(dist, n, 11 + n as u64);
+                check_pairs(&mut sorter, &keys, |i| i as u64, order, s, true);
+            }
+        }
+    }
+}
+
+#[test]
+fn same_input_twice_gives_identical_output() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut sorter = Sorter::new();
+    let n = if quick() { 20_000 } else { 300_001 };
+    let keys: Vec<f32> = make(Dist::Specials, n, 99);
+    let values: Vec<u32> = (0..n as u32).collect();
+    let first = sorter.pairs(
+        &keys,
+        &values,
+        Order::Descending,
+        Strategy::default(),
+        false,
+    );
+    let second = sorter.pairs(
+        &keys,
+        &values,
+        Order::Descending,
+        Strategy::default(),
+        false,
+    );
+    assert!(first
+        .0
+        .iter()
+        .zip(&second.0)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert_eq!(first.1, second.1);
+}
+
+#[test]
+fn millions_of_keys() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    if quick() {
+        return;
+    }
+    let mut sorter = Sorter::new();
+    let input: Vec<u32> = make(Dist::Uniform, 3_000_017, 1);
+    let want = cpu_sorted(&input, Order::Ascending);
+    for strategy in strategies() {
+        let got = sorter.keys(&input, Order::Ascending, strategy, false);
+        assert_same_keys(&got, &want, &format!("u32 3M {strategy:?}"));
+    }
+    let input: Vec<f64> = make(Dist::Specials, (1 << 22) + 1, 2);
+    assert_same_keys(
+        &sorter.keys(&input, Order::Descending, Strategy::default(), true),
+        &cpu_sorted(&input, Order::Descending),
+        "f64 4M descending",
+    );
+    let input: Vec<i16> = make(Dist::FewDistinct, 5_000_000, 3);
+    assert_same_keys(
+        &sorter.keys(&input, Order::Ascending, Strategy::default(), false),
+        &cpu_sorted(&input, Order::Ascending),
+        "i16 5M",
+    );
+    let keys: Vec<u64> = make(Dist::FewDistinct, 2_000_003, 4);
+    check_pairs(
+        &mut sorter,
+        &keys,
+        |i| [i as u64, !(i as u64)],
+        Order::Ascending,
+        Strategy::default(),
+        false,
+    );
+    let keys: Vec<u32> = make(Dist::Uniform, 1 << 21, 5);
+    check_pairs(
+        &mut sorter,
+        &keys,
+        |i| i as u32,
+        Order::Descending,
+        Strategy::default(),
+        true,
+    );
+}
+
+#[test]
+fn a_failed_device_side_launch_is_reported() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut sorter = Sorter::new();
+    let tile = sort_tile_len::<u32>(0).unwrap();
+    let n = 5 * tile;
+    let input: Vec<u32> = make(Dist::Uniform, n, 8);
+    let d = DeviceVec::from_slice(&input);
+    for (stage, cuts) in [
+        (1u32, Cuts::Fused),
+        (2, Cuts::Fused),
+        (1, Cuts::Kernel),
+        (4, Cuts::Kernel),
+    ] {
+        let buffers = RawSortBuffers {
+            test_flags: (stage + 1) << cuda_rt_kernels::sort::ffi::flags::FAIL_STAGE_SHIFT,
+            ..RawSortBuffers::keys(d.ptr(), n)
+        };
+        let strategy = Strategy {
+            driver: Driver::Device,
+            cuts,
+            ..Strategy::default()
+        };
+        match sorter.run(&buffers, Order::Ascending, strategy) {
+            Err(SortError::DeviceLaunch { stage: s, status }) => {
+                assert_eq!(s, stage);
+                // A block of 0 threads: the device runtime reports an invalid configuration.
+                assert_ne!(status, cuda_rt_sys::cudaSuccess);
+                eprintln!("stage {stage} {cuts:?}: {}", gpu_test::error_name(status));
+            }
+            other => {
+                panic!("stage {stage} {cuts:?}: expected a device launch error, got {other:?}")
+            }
+        }
+    }
+    // The context is still usable, and a good sort afterwards succeeds.
+    let got = sorter.keys(&input, Order::Ascending, Strategy::default(), true);
+    assert_same_keys(
+        &got,
+        &cpu_sorted(&input, Order::Ascending),
+        "after failures",
+    );
+}
+
+#[test]
+fn missing_scratch_is_reported_and_nothing_is_written() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    use cuda_rt_kernels::sort::ffi;
+    let tile = sort_tile_len::<u32>(0).unwrap();
+    let n = 3 * tile;
+    let input: Vec<u32> = make(Dist::Uniform, n, 9);
+    let d = DeviceVec::from_slice(&input);
+    let status = DeviceVec::<u32>::new(1);
+    let stream = TestStream::new();
+    let args = ffi::SortArgs {
+        keys_in: std::ptr::null(),
+        values_in: std::ptr::null(),
+        keys: d.ptr().cast(),
+        keys_scratch: std::ptr::null_mut(),
+        values: std::ptr::null_mut(),
+        values_scratch: std::ptr::null_mut(),
+        cuts: std::ptr::null_mut(),
+        status: status.ptr(),
+        n: n as u64,
+        key_bytes: 4,
+        value_bytes: 0,
+        key_mode: 0,
+        flags: 0,
+    };
+    // SAFETY: the key buffer and the status word are live device allocations; the stream is
+    // synchronized before they are read or freed.
+    unsafe {
+        check(
+            ffi::cuda_rt_kernels_sort(&args, stream.0),
+            "cuda_rt_kernels_sort",
+        );
+        check(
+            cuda_rt_sys::cudaStreamSynchronize(stream.0),
+            "cudaStreamSynchronize",
+        );
+    }
+    let word = status.to_vec()[0];
+    assert_eq!(
+        SortError::from_status_word(word),
+        Err(SortError::ScratchMissing)
+    );
+    assert_eq!(d.to_vec(), input, "nothing may be written");
+}
+
+// ---- Property tests --------------------------------------------------------------------------
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: if quick() { 8 } else { 48 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+fn dist() -> impl proptest::strategy::Strategy<Value = Dist> {
+    proptest::sample::select(DISTS.to_vec())
+}
+
+fn order() -> impl proptest::strategy::Strategy<Value = Order> {
+    proptest::sample::select(ORDERS.to_vec())
+}
+
+fn sort_strategy() -> impl proptest::strategy::Strategy<Value = Strategy> {
+    proptest::sample::select(strategies())
+}
+
+/// Runs a property over generated cases with proptest's runner (which shrinks a failing case).
+fn check_property<S: proptest::strategy::Strategy>(cases: S, property: impl Fn(S::Value))
+where
+    S::Value: std::fmt::Debug,
+{
+    let mut runner = proptest::test_runner::TestRunner::new(config());
+    let result = runner.run(&cases, |case| {
+        property(case);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+fn prop_keys<K: TestKey>(
+    (n, dist, seed, order, strategy, in_place): (usize, Dist, u64, Order, Strategy, bool),
+) {
+    let input: Vec<K> = make(dist, n, seed);
+    let got = Sorter::new().keys(&input, order, strategy, in_place);
+    assert_same_keys(
+        &got,
+        &cpu_sorted(&input, order),
+        &format!("n={n} {dist:?} {order:?} {strategy:?}"),
+    );
+}
+
+fn cases(
+    max_len: usize,
+) -> impl proptest::strategy::Strategy<Value = (usize, Dist, u64, Order, Strategy, bool)> {
+    (
+        0..max_len,
+        dist(),
+        any::<u64>(),
+        order(),
+        sort_strategy(),
+        any::<bool>(),
+    )
+}
+
+#[test]
+fn prop_u32() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    check_property(cases(60_000), prop_keys::<u32>);
+}
+
+#[test]
+fn prop_i64() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    check_property(cases(40_000), prop_keys::<i64>);
+}
+
+#[test]
+fn prop_f32() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    check_property(cases(60_000), prop_keys::<f32>);
+}
+
+#[test]
+fn prop_f64() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    check_property(cases(40_000), prop_keys::<f64>);
+}
+
+#[test]
+fn prop_u8_i16_u16() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    check_property(cases(70_000), |case| {
+        prop_keys::<u8>(case);
+        prop_keys::<i16>((case.0, case.1, case.2 ^ 1, case.3, case.4, !case.5));
+        prop_keys::<u16>(case);
+    });
+}
+
+#[test]
+fn prop_pairs() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    check_property(cases(40_000), |(n, dist, seed, order, s, in_place)| {
+        let mut sorter = Sorter::new();
+        let keys: Vec<i32> = make(dist, n, seed);
+        check_pairs(&mut sorter, &keys, |i| i as u32, order, s, in_place);
+        let keys: Vec<f32> = make(dist, n, seed);
+        check_pairs(&mut sorter, &keys, |i| [i as u64, 3], order, s, !in_place);
+        let keys: Vec<u64> = make(dist, n, seed);
+        check_pairs(&mut sorter, &keys, |i| i as u64, order, s, in_place);
+    });
+}
