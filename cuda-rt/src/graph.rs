@@ -396,6 +396,26 @@ pub struct Graph<'a> {
 unsafe impl Send for Graph<'_> {}
 
 impl<'a> Graph<'a> {
+    /// Takes ownership of a foreign graph (built by C++ code, say).
+    ///
+    /// # Safety
+    /// `raw` must be a live graph owned by nobody else (it is destroyed on drop), and all memory
+    /// its nodes use must stay valid, and unused by anything not ordered with the graph's
+    /// launches, for `'a` and until every launch of an executable made from it has finished.
+    pub unsafe fn from_raw(raw: RawGraph) -> Graph<'a> {
+        Graph {
+            raw,
+            _memory: PhantomData,
+        }
+    }
+
+    /// Gives up ownership: returns the handle without destroying it.
+    pub fn into_raw(self) -> RawGraph {
+        let raw = self.raw;
+        std::mem::forget(self);
+        raw
+    }
+
     /// The raw handle (still owned by `self`).
     pub fn as_raw(&self) -> RawGraph {
         self.raw
@@ -459,6 +479,37 @@ unsafe impl Send for GraphExec<'_> {}
 unsafe impl Sync for GraphExec<'_> {}
 
 impl<'a> GraphExec<'a> {
+    /// Takes ownership of a foreign executable graph.
+    ///
+    /// # Safety
+    /// `raw` must be a live executable graph owned by nobody else (it is destroyed on drop, after
+    /// its launches through this value have finished), and all memory its nodes use must stay
+    /// valid, and unused by anything not ordered with its launches, for `'a` and until every
+    /// launch has finished. With `'a = 'static`, [`GraphExec::launch`] may launch it anywhere.
+    pub unsafe fn from_raw(raw: RawGraphExec) -> GraphExec<'a> {
+        GraphExec {
+            raw,
+            marker: Tracker::new(),
+            _memory: PhantomData,
+        }
+    }
+
+    /// Gives up ownership after waiting for the launches made through this value; returns the
+    /// handle without destroying it.
+    ///
+    /// # Errors
+    /// An error of the launched work; the handle is then leaked (neither destroyed nor
+    /// returned), as the launches' state is unknown.
+    pub fn into_raw(self) -> Result<RawGraphExec> {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.marker
+            .wait_host()
+            .map_err(|e| e.context("GraphExec::into_raw"))?;
+        // SAFETY: `this` is never used or dropped again; the marker is moved out once.
+        drop(unsafe { std::ptr::read(&this.marker) });
+        Ok(this.raw)
+    }
+
     /// The raw handle (still owned by `self`).
     pub fn as_raw(&self) -> RawGraphExec {
         self.raw

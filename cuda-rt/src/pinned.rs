@@ -159,6 +159,12 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         let Some(ptr) = NonNull::new(ptr.cast::<T>()) else {
             return Err(Error::cuda(raw::status::MEMORY_ALLOCATION, WHAT));
         };
+        if !ptr.as_ptr().is_aligned() {
+            // CUDA aligns host allocations to at least 256 bytes; refuse rather than assume.
+            // SAFETY: our fresh allocation, never used.
+            defer_result(unsafe { raw::free_host(ptr.as_ptr().cast()) });
+            return Err(Error::new(crate::ErrorKind::OutOfRange, WHAT));
+        }
         // SAFETY: `bytes` bytes at `ptr` were just allocated (page-aligned, so aligned for T);
         // zeroing them makes every element a valid T (DeviceCopy), as `Deref` requires.
         unsafe { std::ptr::write_bytes(ptr.as_ptr().cast::<u8>(), 0, bytes) };

@@ -216,6 +216,9 @@ pub fn peek_at_last_error() -> RawStatus {
 
 /// `cudaGetDeviceCount`.
 ///
+/// # Errors
+/// The status of `cudaGetDeviceCount` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's: it is `unsafe` only for uniformity with the rest of this module.
 pub unsafe fn get_device_count() -> Result<c_int> {
@@ -230,6 +233,9 @@ pub unsafe fn get_device_count() -> Result<c_int> {
 
 /// `cudaGetDevice`: the calling host thread's current device.
 ///
+/// # Errors
+/// The status of `cudaGetDevice` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn get_device() -> Result<c_int> {
@@ -241,6 +247,9 @@ pub unsafe fn get_device() -> Result<c_int> {
 
 /// `cudaSetDevice`: sets the calling host thread's current device.
 ///
+/// # Errors
+/// The status of `cudaSetDevice` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's (an invalid ordinal is an error, not undefined behaviour).
 pub unsafe fn set_device(device: c_int) -> Result<()> {
@@ -249,6 +258,9 @@ pub unsafe fn set_device(device: c_int) -> Result<()> {
 }
 
 /// `cudaDeviceSynchronize` on the current device.
+///
+/// # Errors
+/// The status of `cudaDeviceSynchronize` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// None beyond CUDA's.
@@ -261,6 +273,9 @@ pub unsafe fn device_synchronize() -> Result<()> {
 }
 
 /// `cudaDeviceGetAttribute`.
+///
+/// # Errors
+/// The status of `cudaDeviceGetAttribute` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `attribute` must be a `cudaDeviceAttr` value (unknown values are reported as errors).
@@ -332,6 +347,9 @@ pub struct RawDeviceProperties {
 
 /// `cudaGetDeviceProperties`.
 ///
+/// # Errors
+/// The status of `cudaGetDeviceProperties` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn get_device_properties(device: c_int) -> Result<RawDeviceProperties> {
@@ -372,6 +390,9 @@ pub unsafe fn get_device_properties(device: c_int) -> Result<RawDeviceProperties
 
 /// `cudaDeviceGetStreamPriorityRange` for the current device: `(least, greatest)`.
 ///
+/// # Errors
+/// The status of `cudaDeviceGetStreamPriorityRange` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn device_get_stream_priority_range() -> Result<(c_int, c_int)> {
@@ -386,6 +407,9 @@ pub unsafe fn device_get_stream_priority_range() -> Result<(c_int, c_int)> {
 
 /// `cudaDeviceSetLimit` on the current device.
 ///
+/// # Errors
+/// The status of `cudaDeviceSetLimit` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `limit` must be a `cudaLimit` value (unknown ones are reported as errors).
 pub unsafe fn device_set_limit(limit: u32, value: usize) -> Result<()> {
@@ -397,6 +421,9 @@ pub unsafe fn device_set_limit(limit: u32, value: usize) -> Result<()> {
 }
 
 /// `cudaDeviceGetLimit` on the current device.
+///
+/// # Errors
+/// The status of `cudaDeviceGetLimit` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// As for [`device_set_limit`].
@@ -412,6 +439,9 @@ pub unsafe fn device_get_limit(limit: u32) -> Result<usize> {
 
 /// `cudaMemGetInfo` for the current device: `(free, total)` bytes.
 ///
+/// # Errors
+/// The status of `cudaMemGetInfo` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn mem_get_info() -> Result<(usize, usize)> {
@@ -426,6 +456,9 @@ pub unsafe fn mem_get_info() -> Result<(usize, usize)> {
 
 /// `cudaDeviceCanAccessPeer`.
 ///
+/// # Errors
+/// The status of `cudaDeviceCanAccessPeer` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn device_can_access_peer(device: c_int, peer: c_int) -> Result<bool> {
@@ -439,6 +472,9 @@ pub unsafe fn device_can_access_peer(device: c_int, peer: c_int) -> Result<bool>
 }
 
 /// `cudaDeviceEnablePeerAccess` from the current device to `peer`.
+///
+/// # Errors
+/// The status of `cudaDeviceEnablePeerAccess` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// None beyond CUDA's.
@@ -455,6 +491,9 @@ pub unsafe fn device_enable_peer_access(peer: c_int) -> Result<()> {
 
 /// `cudaStreamCreateWithPriority` (on the current device).
 ///
+/// # Errors
+/// The status of `cudaStreamCreateWithPriority` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's: the handle returned must be destroyed once, with [`stream_destroy`].
 pub unsafe fn stream_create_with_priority(flags: c_uint, priority: c_int) -> Result<RawStream> {
@@ -469,6 +508,9 @@ pub unsafe fn stream_create_with_priority(flags: c_uint, priority: c_int) -> Res
 
 /// `cudaStreamDestroy`. Work already queued still runs; the handle is invalid afterwards.
 ///
+/// # Errors
+/// The status of `cudaStreamDestroy` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `stream` must be a live stream created by the caller, not used after this call.
 pub unsafe fn stream_destroy(stream: RawStream) -> Result<()> {
@@ -480,6 +522,9 @@ pub unsafe fn stream_destroy(stream: RawStream) -> Result<()> {
 }
 
 /// `cudaStreamSynchronize`.
+///
+/// # Errors
+/// The status of `cudaStreamSynchronize` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `stream` must be a live stream handle or a special handle.
@@ -494,6 +539,9 @@ pub unsafe fn stream_synchronize(stream: RawStream) -> Result<()> {
 /// `cudaStreamQuery`: `Ok(true)` when all queued work has finished, `Ok(false)` on
 /// `cudaErrorNotReady`.
 ///
+/// # Errors
+/// The status of `cudaStreamQuery` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// As for [`stream_synchronize`].
 pub unsafe fn stream_query(stream: RawStream) -> Result<bool> {
@@ -507,6 +555,9 @@ pub unsafe fn stream_query(stream: RawStream) -> Result<bool> {
 
 /// `cudaStreamWaitEvent` (flags 0): later work of `stream` waits for the event's last record.
 ///
+/// # Errors
+/// The status of `cudaStreamWaitEvent` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// Both handles must be live (the event may be destroyed right after this call).
 pub unsafe fn stream_wait_event(stream: RawStream, event: RawEvent) -> Result<()> {
@@ -518,6 +569,9 @@ pub unsafe fn stream_wait_event(stream: RawStream, event: RawEvent) -> Result<()
 }
 
 /// `cudaStreamGetFlags`.
+///
+/// # Errors
+/// The status of `cudaStreamGetFlags` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// As for [`stream_synchronize`].
@@ -533,6 +587,9 @@ pub unsafe fn stream_get_flags(stream: RawStream) -> Result<c_uint> {
 
 /// `cudaStreamGetPriority`.
 ///
+/// # Errors
+/// The status of `cudaStreamGetPriority` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// As for [`stream_synchronize`].
 pub unsafe fn stream_get_priority(stream: RawStream) -> Result<c_int> {
@@ -547,6 +604,9 @@ pub unsafe fn stream_get_priority(stream: RawStream) -> Result<c_int> {
 
 /// `cudaStreamGetDevice`.
 ///
+/// # Errors
+/// The status of `cudaStreamGetDevice` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// As for [`stream_synchronize`].
 pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
@@ -560,6 +620,9 @@ pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
 }
 
 /// `cudaLaunchHostFunc`: queues `func(user_data)` on `stream`.
+///
+/// # Errors
+/// The status of `cudaLaunchHostFunc` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `stream` must be live; `func` must be sound to call once with `user_data` on a runtime
@@ -577,6 +640,9 @@ pub unsafe fn launch_host_func(
 }
 
 /// `cudaStreamAddCallback` (flags 0): queues `func(stream, status, user_data)` on `stream`.
+///
+/// # Errors
+/// The status of `cudaStreamAddCallback` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// As for [`launch_host_func`].
@@ -597,6 +663,9 @@ pub unsafe fn stream_add_callback(
 
 /// `cudaEventCreateWithFlags` (on the current device).
 ///
+/// # Errors
+/// The status of `cudaEventCreateWithFlags` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's: the handle must be destroyed once, with [`event_destroy`].
 pub unsafe fn event_create_with_flags(flags: c_uint) -> Result<RawEvent> {
@@ -611,6 +680,9 @@ pub unsafe fn event_create_with_flags(flags: c_uint) -> Result<RawEvent> {
 
 /// `cudaEventDestroy`. Waits queued against the event stay valid.
 ///
+/// # Errors
+/// The status of `cudaEventDestroy` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `event` must be live and not used afterwards.
 pub unsafe fn event_destroy(event: RawEvent) -> Result<()> {
@@ -619,6 +691,9 @@ pub unsafe fn event_destroy(event: RawEvent) -> Result<()> {
 }
 
 /// `cudaEventRecord`.
+///
+/// # Errors
+/// The status of `cudaEventRecord` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// Both handles must be live and of the same device.
@@ -633,6 +708,9 @@ pub unsafe fn event_record(event: RawEvent, stream: RawStream) -> Result<()> {
 /// `cudaEventQuery`: `Ok(true)` when the work before the last record has finished (or the event
 /// was never recorded), `Ok(false)` on `cudaErrorNotReady`.
 ///
+/// # Errors
+/// The status of `cudaEventQuery` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `event` must be live.
 pub unsafe fn event_query(event: RawEvent) -> Result<bool> {
@@ -646,6 +724,9 @@ pub unsafe fn event_query(event: RawEvent) -> Result<bool> {
 
 /// `cudaEventSynchronize`.
 ///
+/// # Errors
+/// The status of `cudaEventSynchronize` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `event` must be live.
 pub unsafe fn event_synchronize(event: RawEvent) -> Result<()> {
@@ -657,6 +738,9 @@ pub unsafe fn event_synchronize(event: RawEvent) -> Result<()> {
 }
 
 /// `cudaEventElapsedTime`: milliseconds between two recorded timing events.
+///
+/// # Errors
+/// The status of `cudaEventElapsedTime` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// Both events must be live.
@@ -675,6 +759,9 @@ pub unsafe fn event_elapsed_time(start: RawEvent, end: RawEvent) -> Result<f32> 
 
 /// `cudaMalloc` of `bytes` bytes on the current device.
 ///
+/// # Errors
+/// The status of `cudaMalloc` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// None beyond CUDA's: the pointer must be freed once, with [`free`].
 pub unsafe fn malloc(bytes: usize) -> Result<*mut c_void> {
@@ -686,6 +773,9 @@ pub unsafe fn malloc(bytes: usize) -> Result<*mut c_void> {
 
 /// `cudaFree`.
 ///
+/// # Errors
+/// The status of `cudaFree` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `ptr` must come from [`malloc`] (or [`malloc_async`]) and no queued work may still use it.
 pub unsafe fn free(ptr: *mut c_void) -> Result<()> {
@@ -695,6 +785,9 @@ pub unsafe fn free(ptr: *mut c_void) -> Result<()> {
 
 /// `cudaMallocAsync`: stream-ordered allocation, usable by work ordered after this point of
 /// `stream`.
+///
+/// # Errors
+/// The status of `cudaMallocAsync` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `stream` must be live; the pointer must be freed once, with [`free_async`] or [`free`].
@@ -710,6 +803,9 @@ pub unsafe fn malloc_async(bytes: usize, stream: RawStream) -> Result<*mut c_voi
 
 /// `cudaFreeAsync`: frees when `stream` reaches this point.
 ///
+/// # Errors
+/// The status of `cudaFreeAsync` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `ptr` must come from an allocation not yet freed; no work that is not ordered before this
 /// point of `stream` may use it.
@@ -723,6 +819,9 @@ pub unsafe fn free_async(ptr: *mut c_void, stream: RawStream) -> Result<()> {
 
 /// `cudaHostAlloc` of `bytes` page-locked bytes with `flags` (`cudaMallocHost` is the same with
 /// flags 0).
+///
+/// # Errors
+/// The status of `cudaHostAlloc` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// None beyond CUDA's: the pointer must be freed once, with [`free_host`].
@@ -738,6 +837,9 @@ pub unsafe fn host_alloc(bytes: usize, flags: c_uint) -> Result<*mut c_void> {
 
 /// `cudaMallocHost`: page-locked host memory with default flags.
 ///
+/// # Errors
+/// The status of `cudaMallocHost` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// As for [`host_alloc`].
 pub unsafe fn malloc_host(bytes: usize) -> Result<*mut c_void> {
@@ -752,6 +854,9 @@ pub unsafe fn malloc_host(bytes: usize) -> Result<*mut c_void> {
 
 /// `cudaFreeHost`.
 ///
+/// # Errors
+/// The status of `cudaFreeHost` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `ptr` must come from [`host_alloc`]/[`malloc_host`], and no queued work may still use it.
 pub unsafe fn free_host(ptr: *mut c_void) -> Result<()> {
@@ -760,6 +865,9 @@ pub unsafe fn free_host(ptr: *mut c_void) -> Result<()> {
 }
 
 /// `cudaHostRegister`: page-locks an existing host range.
+///
+/// # Errors
+/// The status of `cudaHostRegister` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `ptr` must be valid for `bytes` bytes until [`host_unregister`].
@@ -773,6 +881,9 @@ pub unsafe fn host_register(ptr: *mut c_void, bytes: usize, flags: c_uint) -> Re
 
 /// `cudaHostUnregister`.
 ///
+/// # Errors
+/// The status of `cudaHostUnregister` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `ptr` must have been registered with [`host_register`], and no queued work may still use it.
 pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
@@ -784,6 +895,9 @@ pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
 }
 
 /// `cudaHostGetDevicePointer` (flags 0): the device address of mapped page-locked memory.
+///
+/// # Errors
+/// The status of `cudaHostGetDevicePointer` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `host` must point into memory allocated or registered with the mapped flag.
@@ -798,6 +912,9 @@ pub unsafe fn host_get_device_pointer(host: *mut c_void) -> Result<*mut c_void> 
 }
 
 /// `cudaMemcpyAsync` of `bytes` bytes with direction `kind` (see [`flags`]).
+///
+/// # Errors
+/// The status of `cudaMemcpyAsync` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `dst`/`src` must be valid for `bytes` bytes of the kinds `kind` names, and stay so (and
@@ -818,6 +935,9 @@ pub unsafe fn memcpy_async(
 
 /// `cudaMemcpyPeerAsync`.
 ///
+/// # Errors
+/// The status of `cudaMemcpyPeerAsync` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// As for [`memcpy_async`], with `dst` on `dst_device` and `src` on `src_device`.
 pub unsafe fn memcpy_peer_async(
@@ -836,6 +956,9 @@ pub unsafe fn memcpy_peer_async(
 }
 
 /// `cudaMemsetAsync`: sets `bytes` bytes of device memory to `value`.
+///
+/// # Errors
+/// The status of `cudaMemsetAsync` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `dst` must be device memory valid for `bytes` bytes until the stream executes the set.
@@ -857,6 +980,9 @@ pub unsafe fn memset_async(
 
 /// `cudaStreamBeginCapture`.
 ///
+/// # Errors
+/// The status of `cudaStreamBeginCapture` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `stream` must be live; `mode` a `cudaStreamCaptureMode`. The capture must be ended with
 /// [`stream_end_capture`] on the same thread (for non-relaxed modes).
@@ -869,6 +995,9 @@ pub unsafe fn stream_begin_capture(stream: RawStream, mode: u32) -> Result<()> {
 }
 
 /// `cudaStreamEndCapture`: ends the capture and returns the graph (which the caller owns).
+///
+/// # Errors
+/// The status of `cudaStreamEndCapture` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `stream` must be capturing.
@@ -884,6 +1013,9 @@ pub unsafe fn stream_end_capture(stream: RawStream) -> Result<RawGraph> {
 
 /// `cudaStreamIsCapturing`: the capture status (see [`flags`]`::CAPTURE_STATUS_*`).
 ///
+/// # Errors
+/// The status of `cudaStreamIsCapturing` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `stream` must be live.
 pub unsafe fn stream_is_capturing(stream: RawStream) -> Result<u32> {
@@ -898,6 +1030,9 @@ pub unsafe fn stream_is_capturing(stream: RawStream) -> Result<u32> {
 
 /// `cudaGraphDestroy`.
 ///
+/// # Errors
+/// The status of `cudaGraphDestroy` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `graph` must be live, owned by the caller, and not used afterwards.
 pub unsafe fn graph_destroy(graph: RawGraph) -> Result<()> {
@@ -906,6 +1041,9 @@ pub unsafe fn graph_destroy(graph: RawGraph) -> Result<()> {
 }
 
 /// `cudaGraphGetNodes` with a null node array: the number of nodes.
+///
+/// # Errors
+/// The status of `cudaGraphGetNodes` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `graph` must be live.
@@ -921,6 +1059,9 @@ pub unsafe fn graph_node_count(graph: RawGraph) -> Result<usize> {
 
 /// `cudaGraphInstantiate` (flags 0).
 ///
+/// # Errors
+/// The status of `cudaGraphInstantiate` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// `graph` must be live. The executable graph must be destroyed with [`graph_exec_destroy`].
 pub unsafe fn graph_instantiate(graph: RawGraph) -> Result<RawGraphExec> {
@@ -935,6 +1076,9 @@ pub unsafe fn graph_instantiate(graph: RawGraph) -> Result<RawGraphExec> {
 
 /// `cudaGraphUpload`: prepares the executable graph's resources on `stream` ahead of a launch.
 ///
+/// # Errors
+/// The status of `cudaGraphUpload` when it is not `cudaSuccess`.
+///
 /// # Safety
 /// Both handles must be live.
 pub unsafe fn graph_upload(exec: RawGraphExec, stream: RawStream) -> Result<()> {
@@ -946,6 +1090,9 @@ pub unsafe fn graph_upload(exec: RawGraphExec, stream: RawStream) -> Result<()> 
 }
 
 /// `cudaGraphLaunch`.
+///
+/// # Errors
+/// The status of `cudaGraphLaunch` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// Both handles must be live; all memory the graph's nodes use must stay valid until the
@@ -959,6 +1106,9 @@ pub unsafe fn graph_launch(exec: RawGraphExec, stream: RawStream) -> Result<()> 
 }
 
 /// `cudaGraphExecDestroy`.
+///
+/// # Errors
+/// The status of `cudaGraphExecDestroy` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `exec` must be live, owned by the caller, and not used afterwards.
@@ -974,6 +1124,9 @@ pub unsafe fn graph_exec_destroy(exec: RawGraphExec) -> Result<()> {
 // Kernels
 
 /// `cudaLaunchKernel`.
+///
+/// # Errors
+/// The status of `cudaLaunchKernel` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// `func` must be a `__global__` function registered with this runtime (a kernel symbol of

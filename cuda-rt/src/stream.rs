@@ -143,6 +143,10 @@ impl Stream {
     /// `raw` must be a live stream created with `cudaStreamCreate*` on the calling thread's
     /// current device, owned by nobody else (it is destroyed when the `Stream` drops), and not a
     /// special handle (null, `cudaStreamLegacy`, `cudaStreamPerThread`).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle` from `cudaStreamGetDevice` (the handle is then not
+    /// taken: the caller still owns it).
     pub unsafe fn from_raw(raw: RawStream) -> Result<Stream> {
         // SAFETY: the caller's contract.
         let device = unsafe { raw::stream_get_device(raw) }?;
