@@ -242,7 +242,7 @@ impl<'c, 'a> Capture<'c, 'a> {
     /// the driver; page-locked memory always can.
     ///
     /// # Errors
-    /// [`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch); CUDA errors (which
+    /// [`ErrorKind::LengthMismatch`]; CUDA errors (which
     /// invalidate the capture).
     pub fn copy_to_device<T: DeviceCopy>(
         &self,
