@@ -401,3 +401,31 @@ fn enqueue_orders_foreign_work_and_reports_idleness() {
     buffer.synchronize().unwrap();
     assert!(buffer.is_idle().unwrap());
 }
+
+#[test]
+fn executable_graphs_can_be_released_and_adopted() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let leaked: &'static mut DeviceBuffer<u32> =
+        Box::leak(Box::new(DeviceBuffer::zeroed(1000).unwrap()));
+    let exec = stream
+        .capture(CaptureMode::ThreadLocal, |c| {
+            c.set_bytes(&c.bind_mut(leaked), 0x42)
+        })
+        .unwrap()
+        .instantiate()
+        .unwrap();
+    exec.launch(&stream).unwrap();
+    let raw = exec.into_raw().unwrap();
+    // SAFETY: `raw` was just released by its owner; the memory it sets is leaked ('static).
+    let adopted: cuda_rt::GraphExec<'static> = unsafe { cuda_rt::GraphExec::from_raw(raw) };
+    adopted.launch(&stream).unwrap();
+    drop(adopted);
+    stream.synchronize().unwrap();
+    // The event handles of this crate round-trip too.
+    let event = Event::new().unwrap();
+    // SAFETY: released just before, owned by nobody else.
+    let event = unsafe { Event::from_raw(event.into_raw()) };
+    event.record(&stream).unwrap();
+    event.synchronize().unwrap();
+}
