@@ -24,8 +24,13 @@ unsafe extern "C" {
     fn cuda_rt_interop_cpp_host_main(argc: c_int, argv: *const *const c_char) -> c_int;
 }
 
-/// Runs the C++ program's `main` with `args` (argv[0] is supplied) in this process.
+/// Runs the C++ program's `main` with `args` (argv[0] is supplied) in this process, one run at a
+/// time (the program counts its failures in a global).
 fn run_cpp_host(args: &[&str]) -> c_int {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let owned: Vec<CString> = std::iter::once("host_program")
         .chain(args.iter().copied())
         .map(|a| CString::new(a).expect("no NUL"))
@@ -77,8 +82,15 @@ fn sticky_error_raised_by_cuda_rt_is_seen_by_cpp() {
 
 // ---- Checks that need no GPU -------------------------------------------------------------------
 
-fn interop_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+/// This package's folder: where it was built, or `interop/` of the current directory (binaries
+/// staged for another machine run from the checkout's root there).
+fn interop_dir() -> Option<PathBuf> {
+    [
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        PathBuf::from("interop"),
+    ]
+    .into_iter()
+    .find(|dir| dir.join("include/cuda_rt.h").is_file())
 }
 
 /// The function names `cuda_rt.h` declares: identifiers `cuda_rt_*` followed by `(`, outside
@@ -112,7 +124,13 @@ fn declared_functions(header: &str) -> Vec<String> {
 
 #[test]
 fn header_declares_exactly_the_exported_functions() {
-    let header = std::fs::read_to_string(interop_dir().join("include/cuda_rt.h")).unwrap();
+    let Some(dir) = interop_dir() else {
+        return skip(
+            "header_declares_exactly_the_exported_functions",
+            "include/cuda_rt.h not found here",
+        );
+    };
+    let header = std::fs::read_to_string(dir.join("include/cuda_rt.h")).unwrap();
     let mut exported: Vec<String> = cuda_rt_interop::EXPORTED_FUNCTIONS
         .iter()
         .map(|s| s.to_string())
@@ -169,13 +187,13 @@ fn compile_ok(command: &mut Command) {
 #[test]
 fn header_compiles_as_c_cpp_and_cuda() {
     const TEST: &str = "header_compiles_as_c_cpp_and_cuda";
-    let Some(include) = toolkit_include() else {
+    let (Some(include), Some(dir)) = (toolkit_include(), interop_dir()) else {
         return skip(
             TEST,
             "the CUDA headers of the build are not on this machine",
         );
     };
-    let header = interop_dir().join("include/cuda_rt.h");
+    let header = dir.join("include/cuda_rt.h");
     let mut compilers = 0;
     for (compiler, language, standard) in [("g++", "c++", "-std=c++17"), ("gcc", "c", "-std=c11")] {
         let Some(cc) = tool(compiler) else {
@@ -192,8 +210,8 @@ fn header_compiles_as_c_cpp_and_cuda() {
         compilers += 1;
     }
     if let Some(nvcc) = tool(env!("CUDA_RT_INTEROP_NVCC")) {
-        let dir = scratch_dir("header_nvcc");
-        let source = dir.join("uses_header.cu");
+        let scratch = scratch_dir("header_nvcc");
+        let source = scratch.join("uses_header.cu");
         std::fs::write(
             &source,
             "#include \"cuda_rt.h\"\n\
@@ -204,10 +222,10 @@ fn header_compiles_as_c_cpp_and_cuda() {
         compile_ok(
             Command::new(nvcc)
                 .args(["-std=c++17", "-c", "-Werror", "all-warnings", "-I"])
-                .arg(interop_dir().join("include"))
+                .arg(dir.join("include"))
                 .arg(&source)
                 .arg("-o")
-                .arg(dir.join("uses_header.o")),
+                .arg(scratch.join("uses_header.o")),
         );
         compilers += 1;
     }
@@ -239,6 +257,9 @@ fn standalone_cpp_program_links_the_static_library() {
     let Some(nvcc) = tool(env!("CUDA_RT_INTEROP_NVCC")) else {
         return skip(TEST, "the build's nvcc is not on this machine");
     };
+    let Some(dir) = interop_dir() else {
+        return skip(TEST, "interop/ sources not found here");
+    };
     let Some(lib) = staticlib() else {
         return skip(
             TEST,
@@ -248,8 +269,8 @@ fn standalone_cpp_program_links_the_static_library() {
     let exe = scratch_dir("standalone").join("cpp_host");
     let mut link = Command::new(nvcc);
     link.args(["-std=c++17", "-O2", "-I"])
-        .arg(interop_dir().join("include"))
-        .arg(interop_dir().join("cpp/host_program.cu"))
+        .arg(dir.join("include"))
+        .arg(dir.join("cpp/host_program.cu"))
         .arg(&lib)
         .arg("-o")
         .arg(&exe)

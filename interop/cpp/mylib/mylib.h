@@ -51,8 +51,8 @@ cudaError_t mylib_probe_launch_saxpy_shaped(const void* kernel, float a, const f
                                             float* y, size_t n, cudaStream_t stream);
 
 // Launches mylib's saxpy kernel with 4096 threads per block, which no device supports: the
-// launch fails with cudaErrorInvalidConfiguration (not sticky), recorded as the "last error" of
-// this library's runtime for the calling thread. Returns the status cudaGetLastError gave.
+// launch is refused on the host (CUDA 13: cudaErrorInvalidValue; not sticky), recorded as the
+// "last error" of this library's runtime for the calling thread. Returns that status (peeked).
 cudaError_t mylib_probe_bad_launch(void);
 
 // cudaGetLastError / cudaPeekAtLastError of this library's runtime.

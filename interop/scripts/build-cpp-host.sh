@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the standalone C++ program cpp/host_program.cu against the Rust static library
+# libcuda_rt_interop.a, the way a C++ CUDA project would link cuda-rt.
+#
+#   interop/scripts/build-cpp-host.sh [static|dynamic] [OUTPUT]
+#
+# static (default): libcuda_rt_interop.a carries the CUDA runtime (libcudart_static.a), so the
+#   program is linked with `-cudart none`: one runtime in the process.
+# dynamic: the library is built with `--features dynamic` and the program links libcudart.so
+#   (`-lcudart`), the same shared runtime the Rust code calls.
+#
+# nvcc: $NVCC, else $CUDA_PATH/bin/nvcc, else nvcc on PATH, else /usr/local/cuda/bin/nvcc, else
+# the toolkit provisioned in this checkout (.cuda-toolkit/). GPU architectures: $CUDA_RT_ARCHS
+# (compute capabilities, comma-separated; default 90), as for the Rust build.
+set -euo pipefail
+
+mode=${1:-static}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+target=${CARGO_TARGET_DIR:-$root/target}
+out=${2:-$target/release/cuda_rt_cpp_host_$mode}
+
+case $mode in
+    static) features=() ;;
+    dynamic) features=(--no-default-features --features dynamic) ;;
+    *) echo "usage: $0 [static|dynamic] [OUTPUT]" >&2; exit 2 ;;
+esac
+
+find_nvcc() {
+    local candidate
+    for candidate in "${NVCC:-}" "${CUDA_PATH:+$CUDA_PATH/bin/nvcc}" "$(command -v nvcc || true)" \
+        /usr/local/cuda/bin/nvcc "$root"/.cuda-toolkit/*/nvidia/cu13/bin/nvcc; do
+        if [ -n "$candidate" ] && [ -x "$candidate" ]; then echo "$candidate"; return; fi
+    done
+    echo "error: no nvcc found; set NVCC or CUDA_PATH" >&2
+    exit 1
+}
+nvcc=$(find_nvcc)
+cuda_lib=$(dirname "$nvcc")/../lib64
+[ -d "$cuda_lib" ] || cuda_lib=$(dirname "$nvcc")/../lib
+cuda_lib=$(cd "$cuda_lib" && pwd)
+
+(cd "$root" && cargo build -p cuda-rt-interop --release "${features[@]}")
+lib=$target/release/libcuda_rt_interop.a
+
+gencode=()
+IFS=',' read -ra archs <<<"${CUDA_RT_ARCHS:-90}"
+for arch in "${archs[@]}"; do gencode+=("-gencode=arch=compute_${arch},code=[sm_${arch},compute_${arch}]"); done
+
+if [ "$mode" = static ]; then
+    runtime=(-cudart none)
+else
+    # PyPI wheels ship only libcudart.so.13: give the linker an unversioned name.
+    link_dir=$cuda_lib
+    if [ ! -e "$cuda_lib/libcudart.so" ]; then
+        link_dir=$target/cudart-link
+        mkdir -p "$link_dir"
+        ln -sf "$cuda_lib/libcudart.so.13" "$link_dir/libcudart.so"
+    fi
+    runtime=(-cudart none "-L$link_dir" -lcudart "-Xlinker" "-rpath=$cuda_lib")
+fi
+
+set -x
+"$nvcc" -std=c++17 -O2 "${gencode[@]}" -I "$root/interop/include" \
+    "$root/interop/cpp/host_program.cu" "$lib" -o "$out" \
+    "${runtime[@]}" -ldl -lpthread -lrt -lm
