@@ -24,6 +24,8 @@ use std::io::Write;
 pub enum TourError {
     /// A CUDA call failed.
     Cuda(cuda_rt::Error),
+    /// The sort step failed.
+    Sort(sort_step::SortStepError),
     /// Writing the report, the trace or the picture failed.
     Io(String, std::io::Error),
 }
@@ -32,6 +34,7 @@ impl std::fmt::Display for TourError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TourError::Cuda(e) => write!(f, "CUDA error: {e}"),
+            TourError::Sort(e) => write!(f, "{e}"),
             TourError::Io(what, e) => write!(f, "cannot write {what}: {e}"),
         }
     }
@@ -102,7 +105,8 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<TourReport, TourError> {
         report.overlap = Some(outcome.report);
     }
     if cli.runs(Step::Sort) {
-        let sort = sort_step::run(cli.sort_keys, cli.repeat, !cli.no_progress)?;
+        let sort =
+            sort_step::run(cli.sort_keys, cli.repeat, !cli.no_progress).map_err(TourError::Sort)?;
         say(&sort.text(), out)?;
         report.sort = Some(sort);
     }

@@ -3,7 +3,7 @@
 //! staged (pageable) runs; u32 and f32.
 
 use cuda_rt::PinnedBuffer;
-use cuda_rt_kernels::pipeline::{Pipeline, Plan};
+use cuda_rt_kernels::pipeline::{Pipeline, Plan, Timing};
 use cuda_rt_kernels::scale_add::{scale_add, scale_add_on_cpu};
 use cuda_rt_kernels::timeline::Stage;
 use proptest::prelude::*;
@@ -49,16 +49,16 @@ fn check_u32(len: usize, chunks: usize, streams: usize, seed: u32, staged: bool)
     };
     // The timeline has three spans per chunk, each within the run.
     let chunk_count = plan.chunk_count(len);
-    assert_eq!(run.timeline.spans.len(), 3 * chunk_count);
-    for span in &run.timeline.spans {
+    let timeline = run.timeline.expect("stage timing is the default");
+    assert_eq!(timeline.spans.len(), 3 * chunk_count);
+    for span in &timeline.spans {
         assert!(
             span.start <= span.end && span.end <= run.elapsed,
             "{span:?}"
         );
         assert!(span.stream < streams);
     }
-    let h2d_bytes: u64 = run
-        .timeline
+    let h2d_bytes: u64 = timeline
         .spans
         .iter()
         .filter(|s| s.stage == Stage::HostToDevice)
@@ -140,5 +140,36 @@ fn empty_job_does_nothing() {
     let run = pipeline
         .run(&[], &mut [], |s, i, o| scale_add(s, i, o, 1, 1), || {})
         .unwrap();
-    assert!(run.timeline.spans.is_empty());
+    assert!(run.timeline.unwrap().spans.is_empty());
+}
+
+#[test]
+fn total_timing_has_no_timeline_and_same_output() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let len = 1_000_003;
+    let input = PinnedBuffer::from_slice(&vec![7u32; len]).unwrap();
+    for streams in [1, 3, 5] {
+        for staged in [false, true] {
+            let mut pipeline =
+                Pipeline::<u32, u32>::new(Plan::with_chunks(len, 7, streams)).unwrap();
+            pipeline.set_timing(Timing::Total);
+            let mut out = PinnedBuffer::<u32>::new(len).unwrap();
+            out.fill(0);
+            let kernel =
+                |s: &cuda_rt::Stream,
+                 i: &cuda_rt::DeviceBuffer<u32>,
+                 o: &mut cuda_rt::DeviceBuffer<u32>| scale_add(s, i, o, 2, 1);
+            let run = if staged {
+                pipeline.run_staged(&input, &mut out, kernel).unwrap()
+            } else {
+                pipeline.run(&input, &mut out, kernel, || {}).unwrap()
+            };
+            assert!(run.timeline.is_none());
+            assert!(run.elapsed > std::time::Duration::ZERO);
+            assert!(
+                out.iter().all(|&x| x == 15),
+                "streams {streams} staged {staged}"
+            );
+        }
+    }
 }

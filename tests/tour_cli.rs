@@ -5,7 +5,7 @@ use cuda_rt_kernels::tour::cli::{Cli, Step};
 use std::process::Command;
 
 fn tour(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_cuda-rt-tour"))
+    Command::new(tour_binary())
         .args(args)
         .output()
         .expect("the built cuda-rt-tour runs")
@@ -124,4 +124,12 @@ fn a_missing_device_index_exits_2() {
     let out = tour(&["--device", "4096"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+}
+
+/// The built `cuda-rt-tour`, or `CUDA_RT_TOUR_BIN` when the tests run on another machine than
+/// the one that built them (the GPU machine gets the binaries copied, not the target folder).
+fn tour_binary() -> std::path::PathBuf {
+    std::env::var_os("CUDA_RT_TOUR_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_cuda-rt-tour").into())
 }

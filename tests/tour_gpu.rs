@@ -29,7 +29,7 @@ fn tour_json_is_consistent() {
     let dir = std::env::temp_dir().join(format!("tour-gpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (svg, trace) = (dir.join("timeline.svg"), dir.join("trace.json"));
-    let out = Command::new(env!("CARGO_BIN_EXE_cuda-rt-tour"))
+    let out = Command::new(tour_binary())
         .args([
             "--json",
             "--repeat",
@@ -107,4 +107,12 @@ fn tour_json_is_consistent() {
     let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     assert!(trace["traceEvents"].as_array().unwrap().len() > 3 * 8 * 2);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The built `cuda-rt-tour`, or `CUDA_RT_TOUR_BIN` when the tests run on another machine than
+/// the one that built them (the GPU machine gets the binaries copied, not the target folder).
+fn tour_binary() -> std::path::PathBuf {
+    std::env::var_os("CUDA_RT_TOUR_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_cuda-rt-tour").into())
 }

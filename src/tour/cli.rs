@@ -55,8 +55,8 @@ pub struct Cli {
     #[arg(long, default_value = "2^24", value_parser = parse_count)]
     pub sort_keys: u64,
 
-    /// Timed repetitions of each measurement; the best is reported.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    /// Timed repetitions of each measurement (after an untimed warm-up); the median is reported.
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
 
     /// Print the results as one JSON document on stdout instead of the text report.

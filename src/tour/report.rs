@@ -88,9 +88,9 @@ impl HostMemory {
 pub struct TransferRow {
     /// The host memory used.
     pub memory: HostMemory,
-    /// Host to device, best of the repetitions.
+    /// Host to device, median of the repetitions.
     pub host_to_device: Bandwidth,
-    /// Device to host, best of the repetitions.
+    /// Device to host, median of the repetitions.
     pub device_to_host: Bandwidth,
 }
 
@@ -99,7 +99,7 @@ pub struct TransferRow {
 pub struct TransferReport {
     /// Bytes per copy.
     pub bytes: u64,
-    /// Repetitions, of which the best is reported.
+    /// Repetitions, of which the median is reported.
     pub repeat: u32,
     /// One row per kind of host memory.
     pub rows: Vec<TransferRow>,
@@ -119,11 +119,16 @@ pub struct OverlapReport {
     pub streams: usize,
     /// What the kernel step computes.
     pub kernel: String,
-    /// Best time with one stream (nothing overlaps but what one stream allows: nothing).
+    /// Timed runs of each kind, of which the median is reported.
+    pub repeat: u32,
+    /// Median time with one stream (nothing overlaps but what one stream allows: nothing).
     pub serial: Duration,
-    /// Best time of the pipeline over `streams` streams.
+    /// Median time of the pipeline over `streams` streams.
     pub pipelined: Duration,
-    /// Best time of the same pipeline on pageable host memory, through its page-locked staging
+    /// The time of the pictured pipelined run, which has events around every operation (they
+    /// cost a little).
+    pub pipelined_with_stage_events: Duration,
+    /// Median time of the same pipeline on pageable host memory, through its page-locked staging
     /// buffers (the host's copies in and out of them are part of it).
     pub staged: Duration,
     /// The time set by the bidirectional PCIe bandwidth: all input and output bytes over the
@@ -131,9 +136,13 @@ pub struct OverlapReport {
     pub bound: Duration,
     /// The bidirectional bandwidth the bound comes from.
     pub bidirectional: Bandwidth,
+    /// The pipeline's fill in its pictured run: from its start until the first chunk's kernel
+    /// finished. Until then nothing can be copied out, so a chunked pipeline takes at least
+    /// about `bound + fill`.
+    pub fill: Duration,
     /// Whether both runs' outputs equal the CPU's.
     pub verified: bool,
-    /// What the host thread did while the pipeline ran (the last timed pipelined run).
+    /// What the host thread did while the pipeline ran (the median pipelined run).
     pub host: HostWhileWaiting,
     /// Time from the start of the pipelined run until its stream callback ran.
     pub callback_after: Duration,
@@ -178,7 +187,7 @@ pub enum SortReport {
     Sorted {
         /// Keys sorted.
         keys: u64,
-        /// Best GPU time (events around the sort, data already on the device).
+        /// Median GPU time (events around the sort, data already on the device).
         time: Duration,
         /// Whether the result equals the CPU's sort of the same keys.
         verified: bool,
@@ -278,7 +287,7 @@ impl TransferReport {
     /// The text of step 2.
     pub fn text(&self) -> String {
         let mut text = format!(
-            "2. Transfers: {} per copy, best of {}\n\
+            "2. Transfers: {} per copy, median of {}\n\
              \x20  host memory       H2D          D2H\n",
             gib(self.bytes),
             self.repeat
@@ -320,16 +329,20 @@ impl OverlapReport {
     pub fn text(&self) -> String {
         let within = self.over_bound();
         format!(
-            "3. Overlap: {size} in {chunks} chunks, H2D -> kernel ({kernel}) -> D2H, pinned host memory\n\
+            "3. Overlap: {size} in {chunks} chunks, H2D -> kernel ({kernel}) -> D2H, pinned host memory, median of {repeat}\n\
              \x20  1 stream   {serial:>10}\n\
              \x20  {streams} streams  {pipelined:>10}   {speedup:.2}x faster\n\
              \x20  bound      {bound:>10}   (in + out bytes at {bidir:.1} GB/s both ways); pipeline {rel}\n\
+             \x20  of which fill {fill}: the first chunk in and through the kernel, while nothing can go out yet\n\
+             \x20  with events around every operation (the picture): {pictured}\n\
              \x20  pageable host memory through pinned staging, {streams} streams: {staged}\n\
              \x20  host thread meanwhile: {units} units of CPU work, {busy:.0}% of its {waited} wait, \
              polling has_occurred() {polls} times\n\
              \x20  completion: stream callback ran {callback} after the first copy was issued\n\
              \x20  output {verified}\n",
             size = gib(self.bytes),
+            repeat = self.repeat,
+            pictured = ms(self.pipelined_with_stage_events),
             chunks = self.chunks,
             kernel = self.kernel,
             serial = ms(self.serial),
@@ -338,6 +351,7 @@ impl OverlapReport {
             speedup = self.speedup(),
             bound = ms(self.bound),
             staged = ms(self.staged),
+            fill = ms(self.fill),
             bidir = self.bidirectional.gb_per_s(),
             rel = if within >= 0.0 {
                 format!("{:.1}% above it", within * 100.0)
@@ -365,12 +379,15 @@ impl OverlapReport {
             "streams": self.streams,
             "kernel": self.kernel,
             "serial_seconds": self.serial.as_secs_f64(),
+            "repeat": self.repeat,
             "pipelined_seconds": self.pipelined.as_secs_f64(),
+            "pipelined_with_stage_events_seconds": self.pipelined_with_stage_events.as_secs_f64(),
             "staged_seconds": self.staged.as_secs_f64(),
             "speedup": self.speedup(),
             "bound_seconds": self.bound.as_secs_f64(),
             "over_bound": self.over_bound(),
             "bidirectional": self.bidirectional.to_json(),
+            "fill_seconds": self.fill.as_secs_f64(),
             "verified": self.verified,
             "host": {
                 "work_units": self.host.work_units,
@@ -393,7 +410,7 @@ impl SortReport {
                 time,
                 verified,
             } => format!(
-                "4. Sort: {keys} random u32 keys, dynamic-parallelism mergesort on the GPU\n\
+                "4. Sort: {keys} random u32 keys, dynamic-parallelism mergesort on the GPU, median\n\
                  \x20  {time}, {rate:.2} Gkeys/s; result {verified}\n",
                 keys = count(*keys),
                 time = ms(*time),
@@ -546,13 +563,16 @@ mod tests {
             streams: 4,
             kernel: "out = in * 3 + 1".into(),
             serial: Duration::from_micros(10_290),
+            repeat: 9,
             pipelined: Duration::from_micros(5_800),
+            pipelined_with_stage_events: Duration::from_micros(5_950),
             staged: Duration::from_micros(30_000),
             bound: Duration::from_micros(5_760),
             bidirectional: Bandwidth {
                 bytes: 512 << 20,
                 time: Duration::from_micros(5_760),
             },
+            fill: Duration::from_micros(370),
             verified: true,
             host: HostWhileWaiting {
                 work_units: 1000,

@@ -9,24 +9,25 @@ use cuda_rt::{
 };
 use std::time::Duration;
 
-/// Best of `repeat` timings (after one untimed warm-up) of `op`, which records the `start`
-/// and `end` events it is given around its work (`cudaEventElapsedTime` between them).
-fn best_of(
+/// The median of `repeat` timings (after one untimed warm-up) of `op`, which records the
+/// `start` and `end` events it is given around its work (`cudaEventElapsedTime` between them).
+fn median_of(
     repeat: u32,
     progress: &mut Progress,
     mut op: impl FnMut(&Event, &Event) -> Result<()>,
 ) -> Result<Duration> {
     let (start, end) = (Event::new()?, Event::new()?);
-    let mut best = Duration::MAX;
+    let mut samples = Vec::with_capacity(repeat as usize);
     for round in 0..=repeat {
         op(&start, &end)?;
         end.synchronize()?;
         if round > 0 {
-            best = best.min(cuda_rt::elapsed_time_between(&start, &end)?);
+            samples.push(cuda_rt::elapsed_time_between(&start, &end)?);
         }
         progress.advance(1);
     }
-    Ok(best)
+    samples.sort();
+    Ok(samples.get(samples.len() / 2).copied().unwrap_or_default())
 }
 
 /// Times an upload of `host` into `device` and a download back, on `stream`. (From pageable
@@ -38,14 +39,14 @@ fn time_both_ways(
     device: &mut DeviceBuffer<u32>,
     progress: &mut Progress,
 ) -> Result<(Duration, Duration)> {
-    let up = best_of(repeat, progress, |start, end| {
+    let up = median_of(repeat, progress, |start, end| {
         cuda_rt::scope(|s| {
             start.record(stream)?;
             s.copy_to_device(stream, &*host, &mut *device)?;
             end.record(stream)
         })
     })?;
-    let down = best_of(repeat, progress, |start, end| {
+    let down = median_of(repeat, progress, |start, end| {
         cuda_rt::scope(|s| {
             start.record(stream)?;
             s.copy_to_host(stream, &*device, &mut *host)?;
@@ -56,7 +57,7 @@ fn time_both_ways(
 }
 
 /// The time to copy `upload` into `up` and `down` into `download` at the same time, on two
-/// streams: from an event before both to an event after both (best of `repeat`).
+/// streams: from an event before both to an event after both (median of `repeat`).
 ///
 /// # Errors
 /// CUDA errors of the copies or events.
@@ -76,7 +77,7 @@ pub fn bidirectional(
         Stream::with_flags(StreamFlags::NON_BLOCKING)?,
     );
     let b_done = Event::new()?;
-    best_of(repeat, progress, |start, end| {
+    median_of(repeat, progress, |start, end| {
         cuda_rt::scope(|s| {
             start.record(&a)?;
             b.wait(start)?;
@@ -89,7 +90,7 @@ pub fn bidirectional(
     })
 }
 
-/// Runs step 2 with copies of `bytes` bytes (rounded down to whole `u32`s), best of `repeat`.
+/// Runs step 2 with copies of `bytes` bytes (rounded down to whole `u32`s), median of `repeat`.
 ///
 /// # Errors
 /// CUDA errors of allocation (`cudaMalloc`, `cudaHostAlloc`, `cudaHostRegister`), copies and
