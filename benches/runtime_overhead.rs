@@ -1,0 +1,1584 @@
+//! Runtime overhead of the safe layer (issue 3): every operation measured through the raw
+//! bindings (`cuda_rt_sys`) and through `cuda_rt`, side by side in one run, and printed as one
+//! Markdown table with the GPU's name.
+//!
+//! ```text
+//! cargo bench --bench runtime_overhead
+//! # or, for a GPU machine without cargo:
+//! ../shared/gpu/bundle.sh            # then, there: .gpu/bin/bench-runtime_overhead --bench
+//! ```
+//!
+//! Without `--bench` (as `cargo test --all-targets` runs it) it makes a short smoke run with small
+//! sizes; without a CUDA device it says so and exits successfully (or fails under
+//! `CUDA_RT_REQUIRE_GPU=1`).
+//!
+//! # Method
+//! - **Trials are interleaved**: raw, cuda-rt, raw, cuda-rt, ... after warm-up rounds of both,
+//!   so that drift (clocks, other tenants) hits both sides alike. Every value is the median over
+//!   the trials, with the 10th–90th percentile range in parentheses.
+//! - **Bandwidth**: CUDA events recorded around each copy of 256 MiB between page-locked host
+//!   memory and device memory, on an otherwise idle non-blocking stream; GB/s = 1e9 bytes/s.
+//!   Bidirectional: an upload and a download of 256 MiB each on two streams, started together
+//!   and timed from the common start to the later end (512 MiB moved).
+//! - **Per-operation cost**: host clock (`Instant`) around a loop of N operations, divided by N;
+//!   the stream is synchronized after the loop, untimed. The overhead is the median of the
+//!   per-pair differences (cuda-rt trial minus the raw trial just before it), with its p10–p90.
+//! - **Every CUDA status is checked**, on both sides and inside the timed loops (the raw side
+//!   compares each status with `cudaSuccess`; the safe side propagates its `Result`).
+//! - The safe side is the idiomatic API (what a user writes); where the safe layer offers two
+//!   idiomatic forms (owned `Pending` copies and scoped borrows; `'static` and scoped host
+//!   callbacks) both are measured.
+
+use cuda_rt::{
+    elapsed_time_between, launch_kernel, scope, CaptureMode, DeviceBuffer, DeviceMemory, Event,
+    EventFlags, HostRegisterFlags, LaunchConfig, PinnedBuffer, RegisteredHost, Stream, StreamFlags,
+};
+use cuda_rt_sys as sys;
+// Links the kernels that build.rs compiled (kernels/bench_empty.cu among them).
+extern crate cuda_rt_kernels as _;
+use std::ffi::{c_void, CStr};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+unsafe extern "C" {
+    /// The address of `empty_kernel` (kernels/bench_empty.cu), for `cudaLaunchKernel`.
+    fn cuda_rt_bench_empty_kernel() -> *const c_void;
+    /// Launches `empty_kernel<<<1, 1, 0, stream>>>` and returns the launch status.
+    fn cuda_rt_bench_empty_launch(stream: sys::cudaStream_t) -> sys::cudaError_t;
+}
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+// ---------------------------------------------------------------------------------------------
+// Raw status checks
+
+/// A raw CUDA call that did not return `cudaSuccess`.
+#[derive(Debug)]
+struct RawError {
+    call: &'static str,
+    status: sys::cudaError_t,
+}
+
+impl fmt::Display for RawError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.call, error_name(self.status))
+    }
+}
+
+impl std::error::Error for RawError {}
+
+/// Turns a raw status into a result (inlined into the timed loops: one compare and a branch).
+#[inline(always)]
+fn check(status: sys::cudaError_t, call: &'static str) -> BenchResult<()> {
+    if status == sys::cudaSuccess {
+        Ok(())
+    } else {
+        Err(raw_error(status, call))
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn raw_error(status: sys::cudaError_t, call: &'static str) -> Box<dyn std::error::Error> {
+    Box::new(RawError { call, status })
+}
+
+fn error_name(status: sys::cudaError_t) -> String {
+    // SAFETY: cudaGetErrorName returns a static NUL-terminated string for every value (or null).
+    let name = unsafe { sys::cudaGetErrorName(status) };
+    if name.is_null() {
+        return format!("cudaError {status}");
+    }
+    // SAFETY: non-null, static and NUL-terminated.
+    unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw resources (freed explicitly, with their statuses checked)
+
+fn raw_stream() -> BenchResult<sys::cudaStream_t> {
+    let mut stream = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one handle through a valid pointer.
+        unsafe { sys::cudaStreamCreateWithFlags(&mut stream, sys::cudaStreamNonBlocking) },
+        "cudaStreamCreateWithFlags",
+    )?;
+    Ok(stream)
+}
+
+fn raw_event() -> BenchResult<sys::cudaEvent_t> {
+    raw_event_with(sys::cudaEventDefault)
+}
+
+fn raw_event_with(flags: u32) -> BenchResult<sys::cudaEvent_t> {
+    let mut event = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one handle through a valid pointer.
+        unsafe { sys::cudaEventCreateWithFlags(&mut event, flags) },
+        "cudaEventCreateWithFlags",
+    )?;
+    Ok(event)
+}
+
+fn raw_malloc(bytes: usize) -> BenchResult<*mut c_void> {
+    let mut ptr = std::ptr::null_mut();
+    // SAFETY: writes one pointer through a valid pointer.
+    check(unsafe { sys::cudaMalloc(&mut ptr, bytes) }, "cudaMalloc")?;
+    Ok(ptr)
+}
+
+/// `cudaMallocHost`, every byte written once (as `PinnedBuffer::new` does on the safe side).
+fn raw_malloc_host(bytes: usize) -> BenchResult<*mut c_void> {
+    let mut ptr = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one pointer through a valid pointer.
+        unsafe { sys::cudaMallocHost(&mut ptr, bytes) },
+        "cudaMallocHost",
+    )?;
+    // SAFETY: `bytes` bytes were just allocated at `ptr`.
+    unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
+    Ok(ptr)
+}
+
+fn raw_stream_synchronize(stream: sys::cudaStream_t) -> BenchResult<()> {
+    // SAFETY: a live stream handle.
+    check(
+        unsafe { sys::cudaStreamSynchronize(stream) },
+        "cudaStreamSynchronize",
+    )
+}
+
+/// Raw handles to release at the end of a section, each with its status checked.
+enum RawHandle {
+    Stream(sys::cudaStream_t),
+    Event(sys::cudaEvent_t),
+    Device(*mut c_void),
+    Host(*mut c_void),
+    GraphExec(sys::cudaGraphExec_t),
+}
+
+fn release(handles: Vec<RawHandle>) -> BenchResult<()> {
+    for handle in handles {
+        // SAFETY: each handle is live, owned by the section that made it, and unused after this
+        // (its work was synchronized by the section).
+        let (status, call) = unsafe {
+            match handle {
+                RawHandle::Stream(s) => (sys::cudaStreamDestroy(s), "cudaStreamDestroy"),
+                RawHandle::Event(e) => (sys::cudaEventDestroy(e), "cudaEventDestroy"),
+                RawHandle::Device(p) => (sys::cudaFree(p), "cudaFree"),
+                RawHandle::Host(p) => (sys::cudaFreeHost(p), "cudaFreeHost"),
+                RawHandle::GraphExec(g) => (sys::cudaGraphExecDestroy(g), "cudaGraphExecDestroy"),
+            }
+        };
+        check(status, call)?;
+    }
+    Ok(())
+}
+
+/// The raw side's small graph: a 4 KiB memset and two empty kernels, captured on a stream of
+/// its own, instantiated and uploaded to `stream`. Returns the executable graph and the handles
+/// to release after it (the executable first).
+fn raw_graph(stream: sys::cudaStream_t) -> BenchResult<(sys::cudaGraphExec_t, Vec<RawHandle>)> {
+    const BYTES: usize = 4096;
+    let target = raw_malloc(BYTES)?;
+    let capture_stream = raw_stream()?;
+    let mut graph = std::ptr::null_mut();
+    let mut exec = std::ptr::null_mut();
+    // SAFETY: a live stream, captured and ended here; the memset writes `BYTES` bytes of our
+    // allocation, which outlives the executable graph (released after it); the launcher queues
+    // the empty kernel on the capturing stream.
+    unsafe {
+        check(
+            sys::cudaStreamBeginCapture(capture_stream, sys::cudaStreamCaptureModeThreadLocal),
+            "cudaStreamBeginCapture",
+        )?;
+        check(
+            sys::cudaMemsetAsync(target, 0, BYTES, capture_stream),
+            "cudaMemsetAsync",
+        )?;
+        for _ in 0..2 {
+            check(
+                cuda_rt_bench_empty_launch(capture_stream),
+                "cuda_rt_bench_empty_launch",
+            )?;
+        }
+        check(
+            sys::cudaStreamEndCapture(capture_stream, &mut graph),
+            "cudaStreamEndCapture",
+        )?;
+        check(
+            sys::cudaGraphInstantiate(&mut exec, graph, 0),
+            "cudaGraphInstantiate",
+        )?;
+        check(sys::cudaGraphDestroy(graph), "cudaGraphDestroy")?;
+        check(sys::cudaGraphUpload(exec, stream), "cudaGraphUpload")?;
+    }
+    Ok((
+        exec,
+        vec![
+            RawHandle::GraphExec(exec),
+            RawHandle::Device(target),
+            RawHandle::Stream(capture_stream),
+        ],
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurement
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Raw,
+    Safe,
+}
+
+/// Sizes and repetitions of one run.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    copy_bytes: usize,
+    warmup: usize,
+    bandwidth_trials: usize,
+    register_trials: usize,
+    op_trials: usize,
+    /// Host-func round trips vary more (the runtime's callback thread must wake up): more trials.
+    callback_trials: usize,
+    records: usize,
+    queries: usize,
+    launches: usize,
+    graph_launches: usize,
+    callbacks: usize,
+    small_copies: usize,
+}
+
+impl Settings {
+    fn bench() -> Settings {
+        Settings {
+            copy_bytes: 256 << 20,
+            warmup: 2,
+            bandwidth_trials: 15,
+            register_trials: 9,
+            op_trials: 21,
+            callback_trials: 41,
+            records: 10_000,
+            queries: 10_000,
+            // Few enough that the launch queue never fills (the GPU runs an empty kernel faster
+            // than the host enqueues one, a graph in a few µs): the loop then times the host's
+            // enqueue, not the GPU.
+            launches: 2_000,
+            graph_launches: 200,
+            callbacks: 1_000,
+            small_copies: 1_000,
+        }
+    }
+
+    fn smoke() -> Settings {
+        Settings {
+            copy_bytes: 4 << 20,
+            warmup: 1,
+            bandwidth_trials: 3,
+            register_trials: 3,
+            op_trials: 3,
+            callback_trials: 3,
+            records: 100,
+            queries: 100,
+            launches: 100,
+            graph_launches: 20,
+            callbacks: 20,
+            small_copies: 20,
+        }
+    }
+}
+
+/// Runs `trial` for the raw side and the safe side alternately (ABAB), `warmup` rounds unrecorded
+/// and then `trials` rounds; returns the samples of each side, pairwise aligned.
+fn interleave(
+    warmup: usize,
+    trials: usize,
+    mut trial: impl FnMut(Side) -> BenchResult<f64>,
+) -> BenchResult<(Vec<f64>, Vec<f64>)> {
+    for _ in 0..warmup {
+        trial(Side::Raw)?;
+        trial(Side::Safe)?;
+    }
+    let (mut raw, mut safe) = (Vec::with_capacity(trials), Vec::with_capacity(trials));
+    for _ in 0..trials {
+        raw.push(trial(Side::Raw)?);
+        safe.push(trial(Side::Safe)?);
+    }
+    Ok((raw, safe))
+}
+
+/// Nanoseconds per operation of a loop of `n` operations (host clock).
+#[inline(always)]
+fn per_op<E>(n: usize, mut op: impl FnMut() -> Result<(), E>) -> Result<f64, E> {
+    let start = Instant::now();
+    for _ in 0..n {
+        op()?;
+    }
+    Ok(start.elapsed().as_nanos() as f64 / n as f64)
+}
+
+fn nanos(duration: Duration) -> f64 {
+    duration.as_nanos() as f64
+}
+
+fn gigabytes_per_second(bytes: usize, elapsed: Duration) -> BenchResult<f64> {
+    let seconds = elapsed.as_secs_f64();
+    if seconds <= 0.0 {
+        return Err("a copy took no measurable time".into());
+    }
+    Ok(bytes as f64 / seconds / 1e9)
+}
+
+fn raw_elapsed(start: sys::cudaEvent_t, end: sys::cudaEvent_t) -> BenchResult<Duration> {
+    let mut ms = 0.0f32;
+    check(
+        // SAFETY: both events are live and recorded; writes one float.
+        unsafe { sys::cudaEventElapsedTime(&mut ms, start, end) },
+        "cudaEventElapsedTime",
+    )?;
+    Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
+}
+
+/// Spins until a host callback has set `flag`; fails after 10 s (a callback that never runs).
+#[inline(always)]
+fn spin_until_set(flag: &AtomicBool) -> BenchResult<()> {
+    let mut spins = 0u32;
+    let mut since: Option<Instant> = None;
+    while !flag.load(Ordering::Acquire) {
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins % (1 << 20) == 0 {
+            let started = *since.get_or_insert_with(Instant::now);
+            if started.elapsed() > Duration::from_secs(10) {
+                return Err("a host callback did not run within 10 s".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `cudaLaunchHostFunc` function of the raw side: sets the `AtomicBool` at `user_data`.
+///
+/// # Safety
+/// `user_data` must point to an `AtomicBool` that outlives the call.
+unsafe extern "C" fn raw_set_flag(user_data: *mut c_void) {
+    // SAFETY: the function's contract.
+    let flag = unsafe { &*user_data.cast_const().cast::<AtomicBool>() };
+    flag.store(true, Ordering::Release);
+}
+
+/// `n` raw host-function round trips on `stream` (see [`raw_set_flag`]), in ns per round trip.
+fn raw_host_func_trial(stream: sys::cudaStream_t, n: usize, flag: &AtomicBool) -> BenchResult<f64> {
+    let flag_ptr = std::ptr::from_ref(flag).cast_mut().cast::<c_void>();
+    per_op(n, || {
+        flag.store(false, Ordering::Relaxed);
+        check(
+            // SAFETY: a live stream; `flag_ptr` points to an AtomicBool that outlives this
+            // function, and the host waits for the function before going on.
+            unsafe { sys::cudaLaunchHostFunc(stream, Some(raw_set_flag), flag_ptr) },
+            "cudaLaunchHostFunc",
+        )?;
+        spin_until_set(flag)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prototypes of cheaper host callbacks (for the diagnosis table)
+//
+// Both keep what cuda-rt's trampolines do for soundness (a thread-local "inside a callback" mark,
+// and `catch_unwind` so that no panic unwinds into C) and change only how the closure reaches
+// the trampoline: cuda-rt boxes a `Box<dyn FnOnce>` (two allocations, a vtable call).
+
+thread_local! {
+    static PROTOTYPE_IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Set if a prototype callback panicked (checked at the end of the run).
+static PROTOTYPE_PANICKED: AtomicBool = AtomicBool::new(false);
+
+fn run_prototype_guarded(f: impl FnOnce()) {
+    let previous = PROTOTYPE_IN_CALLBACK.with(|c| c.replace(true));
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+        PROTOTYPE_PANICKED.store(true, Ordering::Relaxed);
+    }
+    PROTOTYPE_IN_CALLBACK.with(|c| c.set(previous));
+}
+
+/// Trampoline monomorphized for the closure type: the closure is read from its one allocation.
+///
+/// # Safety
+/// `user_data` is `Box::into_raw` of a `Box<F>`, handed to CUDA once.
+unsafe extern "C" fn boxed_trampoline<F: FnOnce() + Send + 'static>(user_data: *mut c_void) {
+    // SAFETY: the function's contract: we own the box from here on.
+    let f = unsafe { Box::from_raw(user_data.cast::<F>()) };
+    run_prototype_guarded(f);
+}
+
+/// `cudaLaunchHostFunc` of `f` in one allocation with a statically dispatched trampoline.
+fn launch_boxed<F: FnOnce() + Send + 'static>(stream: sys::cudaStream_t, f: F) -> BenchResult<()> {
+    let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
+    // SAFETY: a live stream; the trampoline takes ownership of `user_data` exactly once, and `f`
+    // is 'static + Send so it may run at any time on any thread.
+    let status = unsafe { sys::cudaLaunchHostFunc(stream, Some(boxed_trampoline::<F>), user_data) };
+    if status != sys::cudaSuccess {
+        // SAFETY: CUDA refused the call and never calls the trampoline: the box is ours.
+        drop(unsafe { Box::from_raw(user_data.cast::<F>()) });
+    }
+    check(status, "cudaLaunchHostFunc")
+}
+
+/// Trampoline for a closure passed by value in the `user_data` pointer itself.
+///
+/// # Safety
+/// `user_data` holds the bytes of an `F` written by [`launch_packed`], handed to CUDA once.
+unsafe extern "C" fn packed_trampoline<F: FnOnce() + Send + 'static>(user_data: *mut c_void) {
+    // SAFETY: the function's contract: the pointer's bytes are an F we now own (F fits in them).
+    let f = unsafe { std::mem::transmute_copy::<*mut c_void, F>(&user_data) };
+    run_prototype_guarded(f);
+}
+
+/// `cudaLaunchHostFunc` of a closure that fits in a pointer (one `Arc` or one reference), passed
+/// in `user_data` itself: no allocation at all.
+fn launch_packed<F: FnOnce() + Send + 'static>(stream: sys::cudaStream_t, f: F) -> BenchResult<()> {
+    const {
+        assert!(
+            std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()
+                && std::mem::align_of::<F>() <= std::mem::align_of::<*mut c_void>()
+        )
+    };
+    let f = std::mem::ManuallyDrop::new(f);
+    // SAFETY: F has exactly the size of a pointer (asserted above) and the closures used here hold
+    // one pointer (no padding), so every byte read is initialized; ownership moves to CUDA.
+    let user_data = unsafe { std::mem::transmute_copy::<F, *mut c_void>(&f) };
+    // SAFETY: a live stream; the trampoline takes ownership of the closure exactly once; it is
+    // 'static + Send.
+    let status =
+        unsafe { sys::cudaLaunchHostFunc(stream, Some(packed_trampoline::<F>), user_data) };
+    if status != sys::cudaSuccess {
+        // SAFETY: CUDA refused the call and never calls the trampoline: the closure is ours.
+        drop(std::mem::ManuallyDrop::into_inner(f));
+    }
+    check(status, "cudaLaunchHostFunc")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and the table
+
+#[derive(Debug, Clone, Copy)]
+struct Spread {
+    median: f64,
+    p10: f64,
+    p90: f64,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let position = p * (sorted.len() - 1) as f64;
+    let (low, high) = (position.floor() as usize, position.ceil() as usize);
+    sorted[low] + (sorted[high] - sorted[low]) * (position - low as f64)
+}
+
+fn spread(samples: &[f64]) -> Spread {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Spread {
+        median: percentile(&sorted, 0.5),
+        p10: percentile(&sorted, 0.1),
+        p90: percentile(&sorted, 0.9),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Goal {
+    /// Bandwidth: cuda-rt at least this fraction of raw.
+    MinRatio(f64),
+    /// Per-operation cost: cuda-rt at most this many nanoseconds above raw.
+    MaxOverheadNs(f64),
+    /// Shown for information; the issue sets no goal.
+    None,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Measured {
+        operation: String,
+        raw: Vec<f64>,
+        safe: Vec<f64>,
+        goal: Goal,
+    },
+    Failed {
+        operation: String,
+        error: String,
+    },
+}
+
+fn outcome(operation: &str, goal: Goal, measured: BenchResult<(Vec<f64>, Vec<f64>)>) -> Outcome {
+    match measured {
+        Ok((raw, safe)) => Outcome::Measured {
+            operation: operation.into(),
+            raw,
+            safe,
+            goal,
+        },
+        Err(e) => Outcome::Failed {
+            operation: operation.into(),
+            error: e.to_string(),
+        },
+    }
+}
+
+/// A time in ns as text, in the unit that suits `scale` (ns, µs or ms).
+fn time_text(ns: f64, scale: f64, signed: bool) -> String {
+    let (value, unit, decimals) = if scale.abs() < 1e3 {
+        (ns, "ns", 0)
+    } else if scale.abs() < 1e6 {
+        (ns / 1e3, "µs", 2)
+    } else {
+        (ns / 1e6, "ms", 2)
+    };
+    if signed {
+        let sign = if value < 0.0 { "−" } else { "+" };
+        format!("{sign}{:.*} {unit}", decimals, value.abs())
+    } else {
+        format!("{value:.decimals$} {unit}")
+    }
+}
+
+fn time_spread_text(s: Spread) -> String {
+    let number = |ns: f64| {
+        let text = time_text(ns, s.median, false);
+        text.split(' ').next().unwrap_or("").to_owned()
+    };
+    format!(
+        "{} ({}–{})",
+        time_text(s.median, s.median, false),
+        number(s.p10),
+        number(s.p90)
+    )
+}
+
+/// One table row: operation | raw | cuda-rt | ratio / overhead | goal | met?
+fn row(outcome: &Outcome) -> [String; 6] {
+    match outcome {
+        Outcome::Failed { operation, error } => [
+            operation.clone(),
+            format!("failed: {error}"),
+            String::new(),
+            String::new(),
+            String::new(),
+            "**no** (not measured)".into(),
+        ],
+        Outcome::Measured {
+            operation,
+            raw,
+            safe,
+            goal: Goal::MinRatio(goal),
+        } => {
+            let (r, s) = (spread(raw), spread(safe));
+            let ratio = s.median / r.median;
+            let met = if ratio >= *goal { "yes" } else { "**no**" };
+            [
+                operation.clone(),
+                format!("{:.1} GB/s ({:.1}–{:.1})", r.median, r.p10, r.p90),
+                format!("{:.1} GB/s ({:.1}–{:.1})", s.median, s.p10, s.p90),
+                format!("×{ratio:.3}"),
+                format!("≥ {goal:.2}×"),
+                met.into(),
+            ]
+        }
+        Outcome::Measured {
+            operation,
+            raw,
+            safe,
+            goal,
+        } => {
+            let (r, s) = (spread(raw), spread(safe));
+            let differences: Vec<f64> = safe.iter().zip(raw).map(|(s, r)| s - r).collect();
+            let d = spread(&differences);
+            let scale = d.median.abs().max(d.p10.abs()).max(d.p90.abs());
+            let overhead = format!(
+                "{} ({} … {}), ×{:.2}",
+                time_text(d.median, scale, true),
+                time_text(d.p10, scale, true),
+                time_text(d.p90, scale, true),
+                s.median / r.median
+            );
+            let (goal_text, met) = match *goal {
+                Goal::MaxOverheadNs(limit) => (
+                    format!("≤ {}", time_text(limit, limit, true)),
+                    if d.median <= limit {
+                        "yes".to_owned()
+                    } else if d.p10 <= 0.0 && d.p90 >= 0.0 {
+                        // The paired differences straddle zero: no overhead is measurable.
+                        "within noise".to_owned()
+                    } else {
+                        "**no**".to_owned()
+                    },
+                ),
+                _ => ("— (info)".to_owned(), "—".to_owned()),
+            };
+            [
+                operation.clone(),
+                time_spread_text(r),
+                time_spread_text(s),
+                overhead,
+                goal_text,
+                met,
+            ]
+        }
+    }
+}
+
+fn print_table(outcomes: &[Outcome]) {
+    println!("| operation | raw (`cuda-rt-sys`) | cuda-rt | ratio / overhead | goal | met? |");
+    println!("|---|---|---|---|---|---|");
+    for outcome in outcomes {
+        println!("| {} |", row(outcome).join(" | "));
+    }
+}
+
+/// The experiments that locate the overhead: baseline and variant, both on the raw bindings.
+fn print_diagnosis(outcomes: &[Outcome]) {
+    println!("| experiment (raw bindings) | baseline | variant | overhead |");
+    println!("|---|---|---|---|");
+    for outcome in outcomes {
+        println!("| {} |", row(outcome)[..4].join(" | "));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The benchmark
+
+/// Streams and settings shared by the sections. Each side has its own non-blocking stream.
+struct Bench {
+    settings: Settings,
+    raw_stream: sys::cudaStream_t,
+    stream: Stream,
+}
+
+impl Bench {
+    fn interleave(
+        &self,
+        trials: usize,
+        trial: impl FnMut(Side) -> BenchResult<f64>,
+    ) -> BenchResult<(Vec<f64>, Vec<f64>)> {
+        interleave(self.settings.warmup, trials, trial)
+    }
+
+    /// Pinned H2D, D2H and bidirectional bandwidth.
+    fn bandwidth(&self) -> Vec<Outcome> {
+        const NAMES: [&str; 3] = [
+            "pinned H2D, 256 MiB (Pending)",
+            "pinned D2H, 256 MiB (Pending)",
+            "bidirectional, 2 streams, 2 × 256 MiB (scope)",
+        ];
+        let names = NAMES.map(|n| {
+            if self.settings.copy_bytes == 256 << 20 {
+                n.to_owned()
+            } else {
+                n.replace(
+                    "256 MiB",
+                    &format!("{} MiB", self.settings.copy_bytes >> 20),
+                )
+            }
+        });
+        match self.bandwidth_rows() {
+            Ok(rows) => names
+                .iter()
+                .zip(rows)
+                .map(|(name, measured)| outcome(name, Goal::MinRatio(0.98), measured))
+                .collect(),
+            Err(e) => names
+                .iter()
+                .map(|name| outcome(name, Goal::MinRatio(0.98), Err(e.to_string().into())))
+                .collect(),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn bandwidth_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
+        let bytes = self.settings.copy_bytes;
+        let trials = self.settings.bandwidth_trials;
+        let rs = self.raw_stream;
+        let stream = &self.stream;
+
+        // Raw side: two device buffers, two pinned host buffers, a second stream, three events.
+        let (raw_dev_a, raw_dev_b) = (raw_malloc(bytes)?, raw_malloc(bytes)?);
+        let (raw_host_a, raw_host_b) = (raw_malloc_host(bytes)?, raw_malloc_host(bytes)?);
+        let rs2 = raw_stream()?;
+        let (raw_start, raw_joined, raw_end) = (raw_event()?, raw_event()?, raw_event()?);
+        // Safe side: the same.
+        let mut dev_a = DeviceBuffer::<u8>::new(bytes)?;
+        let dev_b = DeviceBuffer::<u8>::new(bytes)?;
+        let mut pin_a = Some(PinnedBuffer::<u8>::new(bytes)?);
+        let mut pin_b = Some(PinnedBuffer::<u8>::new(bytes)?);
+        let stream2 = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
+        let (start, joined, end) = (Event::new()?, Event::new()?, Event::new()?);
+
+        let raw_copy = |dst: *mut c_void, src: *const c_void, kind| -> BenchResult<f64> {
+            // SAFETY: live events and stream; `dst` and `src` are allocations of `bytes` bytes
+            // (device and page-locked host memory) used by nothing else, and the copy is waited
+            // for before returning.
+            unsafe {
+                check(sys::cudaEventRecord(raw_start, rs), "cudaEventRecord")?;
+                check(
+                    sys::cudaMemcpyAsync(dst, src, bytes, kind, rs),
+                    "cudaMemcpyAsync",
+                )?;
+                check(sys::cudaEventRecord(raw_end, rs), "cudaEventRecord")?;
+                check(sys::cudaEventSynchronize(raw_end), "cudaEventSynchronize")?;
+            }
+            gigabytes_per_second(bytes, raw_elapsed(raw_start, raw_end)?)
+        };
+
+        let h2d = self.interleave(trials, |side| match side {
+            Side::Raw => raw_copy(raw_dev_a, raw_host_a, sys::cudaMemcpyHostToDevice),
+            Side::Safe => {
+                let buffer = pin_a.take().ok_or("pinned buffer lost")?;
+                start.record(stream)?;
+                let upload = dev_a.copy_from_pinned_async(stream, buffer)?;
+                end.record(stream)?;
+                pin_a = Some(upload.wait()?);
+                end.synchronize()?;
+                gigabytes_per_second(bytes, elapsed_time_between(&start, &end)?)
+            }
+        });
+
+        let d2h = self.interleave(trials, |side| match side {
+            Side::Raw => raw_copy(raw_host_b, raw_dev_b, sys::cudaMemcpyDeviceToHost),
+            Side::Safe => {
+                let buffer = pin_b.take().ok_or("pinned buffer lost")?;
+                start.record(stream)?;
+                let download = dev_b.copy_to_pinned_async(stream, buffer)?;
+                end.record(stream)?;
+                pin_b = Some(download.wait()?);
+                end.synchronize()?;
+                gigabytes_per_second(bytes, elapsed_time_between(&start, &end)?)
+            }
+        });
+
+        // Both directions at once: the second stream waits for a common start, the first for
+        // the second's end, so start..end spans both copies.
+        let bidirectional = self.interleave(trials, |side| match side {
+            Side::Raw => {
+                // SAFETY: as in `raw_copy`, with two streams and two pairs of buffers; both copies
+                // are waited for (through `raw_end`, which follows both) before returning.
+                unsafe {
+                    check(sys::cudaEventRecord(raw_start, rs), "cudaEventRecord")?;
+                    check(
+                        sys::cudaStreamWaitEvent(rs2, raw_start, 0),
+                        "cudaStreamWaitEvent",
+                    )?;
+                    check(
+                        sys::cudaMemcpyAsync(
+                            raw_dev_a,
+                            raw_host_a,
+                            bytes,
+                            sys::cudaMemcpyHostToDevice,
+                            rs,
+                        ),
+                        "cudaMemcpyAsync",
+                    )?;
+                    check(
+                        sys::cudaMemcpyAsync(
+                            raw_host_b,
+                            raw_dev_b,
+                            bytes,
+                            sys::cudaMemcpyDeviceToHost,
+                            rs2,
+                        ),
+                        "cudaMemcpyAsync",
+                    )?;
+                    check(sys::cudaEventRecord(raw_joined, rs2), "cudaEventRecord")?;
+                    check(
+                        sys::cudaStreamWaitEvent(rs, raw_joined, 0),
+                        "cudaStreamWaitEvent",
+                    )?;
+                    check(sys::cudaEventRecord(raw_end, rs), "cudaEventRecord")?;
+                    check(sys::cudaEventSynchronize(raw_end), "cudaEventSynchronize")?;
+                }
+                gigabytes_per_second(2 * bytes, raw_elapsed(raw_start, raw_end)?)
+            }
+            Side::Safe => {
+                let upload_from = pin_a.as_deref().ok_or("pinned buffer lost")?;
+                let download_to = pin_b.as_deref_mut().ok_or("pinned buffer lost")?;
+                scope(|s| {
+                    start.record(stream)?;
+                    stream2.wait(&start)?;
+                    s.copy_to_device(stream, upload_from, &mut dev_a)?;
+                    s.copy_to_host(&stream2, &dev_b, download_to)?;
+                    joined.record(&stream2)?;
+                    stream.wait(&joined)?;
+                    end.record(stream)
+                })?;
+                end.synchronize()?;
+                gigabytes_per_second(2 * bytes, elapsed_time_between(&start, &end)?)
+            }
+        });
+
+        raw_stream_synchronize(rs)?;
+        raw_stream_synchronize(rs2)?;
+        release(vec![
+            RawHandle::Event(raw_start),
+            RawHandle::Event(raw_joined),
+            RawHandle::Event(raw_end),
+            RawHandle::Stream(rs2),
+            RawHandle::Device(raw_dev_a),
+            RawHandle::Device(raw_dev_b),
+            RawHandle::Host(raw_host_a),
+            RawHandle::Host(raw_host_b),
+        ])?;
+        if let Some(buffer) = pin_a {
+            buffer.close()?;
+        }
+        if let Some(buffer) = pin_b {
+            buffer.close()?;
+        }
+        dev_a.close()?;
+        dev_b.close()?;
+        stream2.synchronize()?;
+        stream2.close()?;
+        Ok(vec![h2d, d2h, bidirectional])
+    }
+
+    /// `cudaHostRegister` and `cudaHostUnregister` of 256 MiB of pageable memory (touched
+    /// beforehand), timed separately; the same memory for both sides.
+    fn host_register(&self) -> Vec<Outcome> {
+        let bytes = self.settings.copy_bytes;
+        let trials = self.settings.register_trials;
+        let mut host = vec![1u8; bytes];
+        let mib = bytes >> 20;
+        let goal = Goal::MaxOverheadNs(50.0);
+        let register = self.interleave(trials, |side| match side {
+            Side::Raw => {
+                let ptr = host.as_mut_ptr().cast::<c_void>();
+                let started = Instant::now();
+                check(
+                    // SAFETY: `bytes` bytes of our allocation, registered once and unregistered
+                    // below.
+                    unsafe { sys::cudaHostRegister(ptr, bytes, sys::cudaHostRegisterDefault) },
+                    "cudaHostRegister",
+                )?;
+                let took = nanos(started.elapsed());
+                check(
+                    // SAFETY: registered just above; no copy uses it.
+                    unsafe { sys::cudaHostUnregister(ptr) },
+                    "cudaHostUnregister",
+                )?;
+                Ok(took)
+            }
+            Side::Safe => {
+                let started = Instant::now();
+                let registered = RegisteredHost::new(&mut host[..], HostRegisterFlags::DEFAULT)?;
+                let took = nanos(started.elapsed());
+                registered.close()?;
+                Ok(took)
+            }
+        });
+        let unregister = self.interleave(trials, |side| match side {
+            Side::Raw => {
+                let ptr = host.as_mut_ptr().cast::<c_void>();
+                check(
+                    // SAFETY: as above.
+                    unsafe { sys::cudaHostRegister(ptr, bytes, sys::cudaHostRegisterDefault) },
+                    "cudaHostRegister",
+                )?;
+                let started = Instant::now();
+                check(
+                    // SAFETY: as above.
+                    unsafe { sys::cudaHostUnregister(ptr) },
+                    "cudaHostUnregister",
+                )?;
+                Ok(nanos(started.elapsed()))
+            }
+            Side::Safe => {
+                let registered = RegisteredHost::new(&mut host[..], HostRegisterFlags::DEFAULT)?;
+                let started = Instant::now();
+                registered.close()?;
+                Ok(nanos(started.elapsed()))
+            }
+        });
+        vec![
+            outcome(
+                &format!("cudaHostRegister, {mib} MiB (RegisteredHost::new)"),
+                goal,
+                register,
+            ),
+            outcome(
+                &format!("cudaHostUnregister, {mib} MiB (RegisteredHost::close)"),
+                goal,
+                unregister,
+            ),
+        ]
+    }
+
+    /// `cudaEventRecord` (of a timing event, and of a timing-disabled one) and `cudaEventQuery`
+    /// (of an event that has occurred).
+    fn events(&self) -> Vec<Outcome> {
+        let goal = Goal::MaxOverheadNs(50.0);
+        let names = [
+            "event record (timing event)",
+            "event record (DISABLE_TIMING)",
+            "event query (has_occurred)",
+        ];
+        match self.event_rows() {
+            Ok(rows) => names
+                .iter()
+                .zip(rows)
+                .map(|(name, measured)| outcome(name, goal, measured))
+                .collect(),
+            Err(e) => names
+                .iter()
+                .map(|name| outcome(name, goal, Err(e.to_string().into())))
+                .collect(),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn event_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
+        let Settings {
+            records,
+            queries,
+            op_trials,
+            ..
+        } = self.settings;
+        let rs = self.raw_stream;
+        let stream = &self.stream;
+        let (raw_timing, timing) = (raw_event()?, Event::new()?);
+        let (raw_untimed, untimed) = (
+            raw_event_with(sys::cudaEventDisableTiming)?,
+            Event::with_flags(EventFlags::DISABLE_TIMING)?,
+        );
+        let record = |raw_ev: sys::cudaEvent_t, event: &Event| {
+            self.interleave(op_trials, |side| match side {
+                Side::Raw => {
+                    let ns = per_op(records, || {
+                        check(
+                            // SAFETY: live event and stream of the current device.
+                            unsafe { sys::cudaEventRecord(raw_ev, rs) },
+                            "cudaEventRecord",
+                        )
+                    })?;
+                    raw_stream_synchronize(rs)?;
+                    Ok(ns)
+                }
+                Side::Safe => {
+                    let ns = per_op(records, || event.record(stream))?;
+                    stream.synchronize()?;
+                    Ok(ns)
+                }
+            })
+        };
+        let record_timing = record(raw_timing, &timing);
+        let record_untimed = record(raw_untimed, &untimed);
+        let query = self.interleave(op_trials, |side| match side {
+            Side::Raw => per_op(queries, || {
+                // SAFETY: a live event, recorded and synchronized by the record trials.
+                check(unsafe { sys::cudaEventQuery(raw_timing) }, "cudaEventQuery")
+            }),
+            Side::Safe => per_op(queries, || -> BenchResult<()> {
+                if timing.has_occurred()? {
+                    Ok(())
+                } else {
+                    Err("a synchronized event has not occurred".into())
+                }
+            }),
+        });
+        release(vec![
+            RawHandle::Event(raw_timing),
+            RawHandle::Event(raw_untimed),
+        ])?;
+        timing.close()?;
+        untimed.close()?;
+        Ok(vec![record_timing, record_untimed, query])
+    }
+
+    /// Empty-kernel launches: `cudaLaunchKernel` against `cuda_rt::launch_kernel`, and against
+    /// the launch inside `DeviceMemory::enqueue_mut` (what a library that writes a buffer does).
+    fn launches(&self) -> Vec<Outcome> {
+        let Settings {
+            launches,
+            op_trials,
+            ..
+        } = self.settings;
+        let rs = self.raw_stream;
+        let stream = &self.stream;
+        // SAFETY: returns the address of a kernel compiled into this program.
+        let kernel = unsafe { cuda_rt_bench_empty_kernel() };
+        let one = sys::dim3 { x: 1, y: 1, z: 1 };
+        let config = LaunchConfig {
+            grid: 1.into(),
+            block: 1.into(),
+            shared_memory_bytes: 0,
+        };
+        let mut no_args: [*mut c_void; 0] = [];
+        let raw_trial = |no_args: &mut [*mut c_void; 0]| -> BenchResult<f64> {
+            let ns = per_op(launches, || {
+                // SAFETY: `kernel` is a `__global__` function of this program taking no
+                // parameters (so no argument pointers) and touching no memory.
+                check(
+                    unsafe { sys::cudaLaunchKernel(kernel, one, one, no_args.as_mut_ptr(), 0, rs) },
+                    "cudaLaunchKernel",
+                )
+            })?;
+            raw_stream_synchronize(rs)?;
+            Ok(ns)
+        };
+        let plain = self.interleave(op_trials, |side| match side {
+            Side::Raw => raw_trial(&mut no_args),
+            Side::Safe => {
+                let ns = per_op(launches, || {
+                    // SAFETY: as for the raw launch.
+                    unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
+                })?;
+                stream.synchronize()?;
+                Ok(ns)
+            }
+        });
+        let marked = match DeviceBuffer::<u8>::new(256) {
+            Err(e) => Err(e.into()),
+            Ok(mut buffer) => {
+                let measured = self.interleave(op_trials, |side| match side {
+                    Side::Raw => raw_trial(&mut no_args),
+                    Side::Safe => {
+                        let ns = per_op(launches, || -> BenchResult<()> {
+                            buffer.enqueue_mut(stream, |_| {
+                                // SAFETY: as for the raw launch; queued on the stream given to
+                                // enqueue_mut, as it requires.
+                                unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
+                            })??;
+                            Ok(())
+                        })?;
+                        stream.synchronize()?;
+                        Ok(ns)
+                    }
+                });
+                match buffer.close() {
+                    Ok(()) => measured,
+                    Err(e) => Err(e.into()),
+                }
+            }
+        };
+        vec![
+            outcome(
+                "empty-kernel launch (launch_kernel)",
+                Goal::MaxOverheadNs(50.0),
+                plain,
+            ),
+            outcome(
+                "empty-kernel launch inside DeviceBuffer::enqueue_mut",
+                Goal::None,
+                marked,
+            ),
+        ]
+    }
+
+    /// Host-function round trip: queue a function that sets a flag, spin on the host until it is
+    /// set. Raw `cudaLaunchHostFunc` against `Stream::launch_host_fn` ('static closure) and
+    /// `Scope::launch_host_fn` (borrowing closure, one scope around the loop).
+    fn callbacks(&self) -> Vec<Outcome> {
+        let Settings {
+            callbacks,
+            callback_trials: op_trials,
+            ..
+        } = self.settings;
+        let goal = Goal::MaxOverheadNs(1_000.0);
+        let rs = self.raw_stream;
+        let stream = &self.stream;
+        let flag = Arc::new(AtomicBool::new(false));
+        let raw_trial = || raw_host_func_trial(rs, callbacks, &flag);
+        let owned = self.interleave(op_trials, |side| match side {
+            Side::Raw => raw_trial(),
+            Side::Safe => per_op(callbacks, || {
+                flag.store(false, Ordering::Relaxed);
+                let signal = Arc::clone(&flag);
+                stream.launch_host_fn(move || signal.store(true, Ordering::Release))?;
+                spin_until_set(&flag)
+            }),
+        });
+        let scoped = self.interleave(op_trials, |side| match side {
+            Side::Raw => raw_trial(),
+            Side::Safe => {
+                let flag: &AtomicBool = &flag;
+                scope(|s| {
+                    Ok(per_op(callbacks, || {
+                        flag.store(false, Ordering::Relaxed);
+                        s.launch_host_fn(stream, || flag.store(true, Ordering::Release))?;
+                        spin_until_set(flag)
+                    }))
+                })?
+            }
+        });
+        let synchronized = raw_stream_synchronize(rs).and_then(|()| Ok(stream.synchronize()?));
+        let cleanup = |measured: BenchResult<(Vec<f64>, Vec<f64>)>| match &synchronized {
+            Err(e) => Err(e.to_string().into()),
+            Ok(()) => measured,
+        };
+        vec![
+            outcome(
+                "host-func round trip (Stream::launch_host_fn, 'static)",
+                goal,
+                cleanup(owned),
+            ),
+            outcome(
+                "host-func round trip (Scope::launch_host_fn, borrowing)",
+                goal,
+                cleanup(scoped),
+            ),
+        ]
+    }
+
+    /// Graph launch: a captured graph of a 4 KiB memset and two empty kernels, instantiated and
+    /// uploaded; the loop times `cudaGraphLaunch` against `Scope::launch_graph`.
+    fn graphs(&self) -> Vec<Outcome> {
+        const NAME: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
+        let goal = Goal::MaxOverheadNs(50.0);
+        match self.graph_row() {
+            Ok(measured) => vec![outcome(NAME, goal, measured)],
+            Err(e) => vec![outcome(NAME, goal, Err(e))],
+        }
+    }
+
+    fn graph_row(&self) -> BenchResult<BenchResult<(Vec<f64>, Vec<f64>)>> {
+        const BYTES: usize = 4096;
+        let Settings {
+            graph_launches,
+            op_trials,
+            ..
+        } = self.settings;
+        let rs = self.raw_stream;
+        let stream = &self.stream;
+
+        // Raw: capture on a stream of its own, launch on the raw stream.
+        let (raw_exec, raw_graph_handles) = raw_graph(rs)?;
+
+        // Safe: the same graph, through Stream::capture.
+        let mut target = DeviceBuffer::<u8>::new(BYTES)?;
+        let mut capture_stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
+        let graph = capture_stream.capture(CaptureMode::ThreadLocal, |c| {
+            let target = c.bind_mut(&mut target);
+            c.set_bytes(&target, 0)?;
+            for _ in 0..2 {
+                // SAFETY: the launcher queues the empty kernel, which touches no memory, on the
+                // capturing stream.
+                let status = unsafe { cuda_rt_bench_empty_launch(c.as_raw_stream()) };
+                if let Some(e) = cuda_rt::Error::from_status(status, "cuda_rt_bench_empty_launch") {
+                    return Err(e);
+                }
+            }
+            Ok(())
+        })?;
+        let exec = graph.instantiate()?;
+        exec.upload(stream)?;
+
+        let measured = self.interleave(op_trials, |side| match side {
+            Side::Raw => {
+                let ns = per_op(graph_launches, || {
+                    // SAFETY: a live executable graph whose memory outlives it; live stream.
+                    check(
+                        unsafe { sys::cudaGraphLaunch(raw_exec, rs) },
+                        "cudaGraphLaunch",
+                    )
+                })?;
+                raw_stream_synchronize(rs)?;
+                Ok(ns)
+            }
+            Side::Safe => Ok(scope(|s| {
+                per_op(graph_launches, || s.launch_graph(stream, &exec))
+            })?),
+        });
+
+        raw_stream_synchronize(rs)?;
+        release(raw_graph_handles)?;
+        exec.synchronize()?;
+        drop(exec);
+        target.close()?;
+        capture_stream.close()?;
+        Ok(measured)
+    }
+
+    /// A 4 KiB upload from page-locked memory and the wait for it: `cudaMemcpyAsync` +
+    /// `cudaStreamSynchronize` against `copy_from_pinned_async` + `Pending::wait`.
+    fn small_copies(&self) -> Vec<Outcome> {
+        const NAME: &str = "4 KiB pinned H2D, enqueue + wait (Pending)";
+        let measured = (|| -> BenchResult<BenchResult<(Vec<f64>, Vec<f64>)>> {
+            const BYTES: usize = 4096;
+            let Settings {
+                small_copies,
+                op_trials,
+                ..
+            } = self.settings;
+            let rs = self.raw_stream;
+            let stream = &self.stream;
+            let (raw_dev, raw_host) = (raw_malloc(BYTES)?, raw_malloc_host(BYTES)?);
+            let mut dev = DeviceBuffer::<u8>::new(BYTES)?;
+            let mut pinned = Some(PinnedBuffer::<u8>::new(BYTES)?);
+            let measured = self.interleave(op_trials, |side| match side {
+                Side::Raw => per_op(small_copies, || {
+                    // SAFETY: live stream; `BYTES`-byte device and page-locked allocations,
+                    // waited for before the next copy.
+                    unsafe {
+                        check(
+                            sys::cudaMemcpyAsync(
+                                raw_dev,
+                                raw_host,
+                                BYTES,
+                                sys::cudaMemcpyHostToDevice,
+                                rs,
+                            ),
+                            "cudaMemcpyAsync",
+                        )?;
+                    }
+                    raw_stream_synchronize(rs)
+                }),
+                Side::Safe => per_op(small_copies, || -> BenchResult<()> {
+                    let buffer = pinned.take().ok_or("pinned buffer lost")?;
+                    pinned = Some(dev.copy_from_pinned_async(stream, buffer)?.wait()?);
+                    Ok(())
+                }),
+            });
+            raw_stream_synchronize(rs)?;
+            release(vec![RawHandle::Device(raw_dev), RawHandle::Host(raw_host)])?;
+            if let Some(buffer) = pinned {
+                buffer.close()?;
+            }
+            dev.close()?;
+            Ok(measured)
+        })();
+        vec![match measured {
+            Ok(measured) => outcome(NAME, Goal::None, measured),
+            Err(e) => outcome(NAME, Goal::None, Err(e)),
+        }]
+    }
+
+    /// Experiments on the raw bindings that locate the overheads of the main table: each compares
+    /// the raw baseline with the baseline plus what cuda-rt adds, or with a cheaper design.
+    fn diagnosis(&self) -> Vec<Outcome> {
+        let mut outcomes = self.diagnose_callbacks();
+        outcomes.extend(self.diagnose_graph());
+        outcomes.extend(self.diagnose_pending());
+        outcomes
+    }
+
+    fn diagnose_callbacks(&self) -> Vec<Outcome> {
+        let Settings {
+            callbacks,
+            callback_trials: op_trials,
+            ..
+        } = self.settings;
+        let rs = self.raw_stream;
+        let flag = Arc::new(AtomicBool::new(false));
+        let boxed = self.interleave(op_trials, |side| match side {
+            Side::Raw => raw_host_func_trial(rs, callbacks, &flag),
+            Side::Safe => per_op(callbacks, || {
+                flag.store(false, Ordering::Relaxed);
+                let signal = Arc::clone(&flag);
+                launch_boxed(rs, move || signal.store(true, Ordering::Release))?;
+                spin_until_set(&flag)
+            }),
+        });
+        let packed = self.interleave(op_trials, |side| match side {
+            Side::Raw => raw_host_func_trial(rs, callbacks, &flag),
+            Side::Safe => per_op(callbacks, || {
+                flag.store(false, Ordering::Relaxed);
+                let signal = Arc::clone(&flag);
+                launch_packed(rs, move || signal.store(true, Ordering::Release))?;
+                spin_until_set(&flag)
+            }),
+        });
+        let synchronized = raw_stream_synchronize(rs);
+        let cleanup = |measured: BenchResult<(Vec<f64>, Vec<f64>)>| match &synchronized {
+            Err(e) => Err(e.to_string().into()),
+            Ok(()) => measured,
+        };
+        vec![
+            outcome(
+                "host-func round trip, 'static closure in one allocation, static dispatch \
+                 (prototype)",
+                Goal::None,
+                cleanup(boxed),
+            ),
+            outcome(
+                "host-func round trip, 'static closure passed in the user_data pointer, no \
+                 allocation (prototype)",
+                Goal::None,
+                cleanup(packed),
+            ),
+        ]
+    }
+
+    fn diagnose_graph(&self) -> Vec<Outcome> {
+        const NAME: &str =
+            "graph launch, then cudaEventRecord of a DISABLE_TIMING marker (what GraphExec adds)";
+        let measured = (|| -> BenchResult<BenchResult<(Vec<f64>, Vec<f64>)>> {
+            let Settings {
+                graph_launches,
+                op_trials,
+                ..
+            } = self.settings;
+            let rs = self.raw_stream;
+            let (exec, handles) = raw_graph(rs)?;
+            let marker = raw_event_with(sys::cudaEventDisableTiming)?;
+            let launch = || {
+                check(
+                    // SAFETY: a live executable graph whose memory outlives it; live stream.
+                    unsafe { sys::cudaGraphLaunch(exec, rs) },
+                    "cudaGraphLaunch",
+                )
+            };
+            let measured = self.interleave(op_trials, |side| {
+                let ns = match side {
+                    Side::Raw => per_op(graph_launches, launch)?,
+                    Side::Safe => per_op(graph_launches, || {
+                        launch()?;
+                        check(
+                            // SAFETY: live event and stream of the current device.
+                            unsafe { sys::cudaEventRecord(marker, rs) },
+                            "cudaEventRecord",
+                        )
+                    })?,
+                };
+                raw_stream_synchronize(rs)?;
+                Ok(ns)
+            });
+            raw_stream_synchronize(rs)?;
+            release(handles)?;
+            release(vec![RawHandle::Event(marker)])?;
+            Ok(measured)
+        })();
+        vec![match measured {
+            Ok(measured) => outcome(NAME, Goal::None, measured),
+            Err(e) => outcome(NAME, Goal::None, Err(e)),
+        }]
+    }
+
+    fn diagnose_pending(&self) -> Vec<Outcome> {
+        const NAMES: [&str; 3] = [
+            "4 KiB copy + wait on a BLOCKING_SYNC event created and destroyed per copy (what \
+             Pending does) vs + cudaStreamSynchronize",
+            "4 KiB copy + wait on a reused BLOCKING_SYNC event vs + cudaStreamSynchronize",
+            "4 KiB copy + wait on a reused spinning event (DISABLE_TIMING) vs + \
+             cudaStreamSynchronize",
+        ];
+        match self.pending_rows() {
+            Ok(rows) => NAMES
+                .iter()
+                .zip(rows)
+                .map(|(name, measured)| outcome(name, Goal::None, measured))
+                .collect(),
+            Err(e) => NAMES
+                .iter()
+                .map(|name| outcome(name, Goal::None, Err(e.to_string().into())))
+                .collect(),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn pending_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
+        const BYTES: usize = 4096;
+        const BLOCKING: u32 = sys::cudaEventBlockingSync | sys::cudaEventDisableTiming;
+        let Settings {
+            small_copies,
+            op_trials,
+            ..
+        } = self.settings;
+        let rs = self.raw_stream;
+        let (raw_dev, raw_host) = (raw_malloc(BYTES)?, raw_malloc_host(BYTES)?);
+        let blocking = raw_event_with(BLOCKING)?;
+        let spinning = raw_event_with(sys::cudaEventDisableTiming)?;
+        let copy = || {
+            check(
+                // SAFETY: live stream; `BYTES`-byte device and page-locked allocations, waited
+                // for before the next copy.
+                unsafe {
+                    sys::cudaMemcpyAsync(raw_dev, raw_host, BYTES, sys::cudaMemcpyHostToDevice, rs)
+                },
+                "cudaMemcpyAsync",
+            )
+        };
+        let wait_on = |event: sys::cudaEvent_t| -> BenchResult<()> {
+            check(
+                // SAFETY: a live event and stream of the current device.
+                unsafe { sys::cudaEventRecord(event, rs) },
+                "cudaEventRecord",
+            )?;
+            check(
+                // SAFETY: a live event.
+                unsafe { sys::cudaEventSynchronize(event) },
+                "cudaEventSynchronize",
+            )
+        };
+        let baseline = || {
+            per_op(small_copies, || {
+                copy()?;
+                raw_stream_synchronize(rs)
+            })
+        };
+        let fresh = self.interleave(op_trials, |side| match side {
+            Side::Raw => baseline(),
+            Side::Safe => per_op(small_copies, || {
+                let event = raw_event_with(BLOCKING)?;
+                copy()?;
+                wait_on(event)?;
+                release(vec![RawHandle::Event(event)])
+            }),
+        });
+        let reused = |event: sys::cudaEvent_t| {
+            self.interleave(op_trials, |side| match side {
+                Side::Raw => baseline(),
+                Side::Safe => per_op(small_copies, || {
+                    copy()?;
+                    wait_on(event)
+                }),
+            })
+        };
+        let reused_blocking = reused(blocking);
+        let reused_spinning = reused(spinning);
+        raw_stream_synchronize(rs)?;
+        release(vec![
+            RawHandle::Event(blocking),
+            RawHandle::Event(spinning),
+            RawHandle::Device(raw_dev),
+            RawHandle::Host(raw_host),
+        ])?;
+        Ok(vec![fresh, reused_blocking, reused_spinning])
+    }
+}
+
+fn gpu_description() -> BenchResult<String> {
+    // SAFETY: cudaDeviceProp is plain data (all-zero is a valid value); the call fills it.
+    let mut prop: sys::cudaDeviceProp = unsafe { std::mem::zeroed() };
+    check(
+        // SAFETY: writes one cudaDeviceProp for device 0 through a valid pointer.
+        unsafe { sys::cudaGetDeviceProperties(&mut prop, 0) },
+        "cudaGetDeviceProperties",
+    )?;
+    // SAFETY: `name` is a NUL-terminated array filled by the call above.
+    let name = unsafe { CStr::from_ptr(prop.name.as_ptr()) }.to_string_lossy();
+    let (mut driver, mut runtime) = (0, 0);
+    // SAFETY: each writes one int through a valid pointer.
+    unsafe {
+        check(
+            sys::cudaDriverGetVersion(&mut driver),
+            "cudaDriverGetVersion",
+        )?;
+        check(
+            sys::cudaRuntimeGetVersion(&mut runtime),
+            "cudaRuntimeGetVersion",
+        )?;
+    }
+    let version = |v: i32| format!("{}.{}", v / 1000, (v % 1000) / 10);
+    Ok(format!(
+        "{name} (compute capability {}.{}, {} copy engines); driver API {}, runtime {}",
+        prop.major,
+        prop.minor,
+        prop.asyncEngineCount,
+        version(driver),
+        version(runtime)
+    ))
+}
+
+fn cpu_description() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    if let Some(why) = gpu_test::why_no_device() {
+        if gpu_test::gpu_required() {
+            eprintln!("runtime_overhead: no CUDA device ({why}) and CUDA_RT_REQUIRE_GPU=1");
+            std::process::exit(1);
+        }
+        println!("runtime_overhead: no CUDA device ({why}); nothing measured");
+        return;
+    }
+    if let Err(e) = run(if full {
+        Settings::bench()
+    } else {
+        Settings::smoke()
+    }) {
+        eprintln!("runtime_overhead: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(settings: Settings) -> BenchResult<()> {
+    // SAFETY: no preconditions; device 0 exists (checked by the caller).
+    check(unsafe { sys::cudaSetDevice(0) }, "cudaSetDevice")?;
+    println!("GPU: {}", gpu_description()?);
+    println!("CPU: {}", cpu_description());
+    let bench = Bench {
+        settings,
+        raw_stream: raw_stream()?,
+        stream: Stream::with_flags(StreamFlags::NON_BLOCKING)?,
+    };
+    let started = Instant::now();
+    let mut outcomes = Vec::new();
+    outcomes.extend(bench.bandwidth());
+    outcomes.extend(bench.host_register());
+    outcomes.extend(bench.events());
+    outcomes.extend(bench.launches());
+    outcomes.extend(bench.callbacks());
+    outcomes.extend(bench.graphs());
+    outcomes.extend(bench.small_copies());
+    let diagnosis = bench.diagnosis();
+    println!();
+    print_table(&outcomes);
+    println!();
+    println!("Where the overhead goes:");
+    println!();
+    print_diagnosis(&diagnosis);
+    println!();
+    println!(
+        "Median (p10–p90) over {} interleaved trials per side ({} for bandwidth, {} for host \
+         registration, {} for host-func round trips) after {} warm-up rounds; per-operation \
+         loops of N = {} records, {} queries, {} launches, {} graph launches, {} host-func \
+         round trips, {} small copies. Overhead: median of the paired differences (cuda-rt \
+         minus raw), p10 … p90. Run took {:.1} s.",
+        settings.op_trials,
+        settings.bandwidth_trials,
+        settings.register_trials,
+        settings.callback_trials,
+        settings.warmup,
+        settings.records,
+        settings.queries,
+        settings.launches,
+        settings.graph_launches,
+        settings.callbacks,
+        settings.small_copies,
+        started.elapsed().as_secs_f64()
+    );
+    let Bench {
+        raw_stream, stream, ..
+    } = bench;
+    raw_stream_synchronize(raw_stream)?;
+    release(vec![RawHandle::Stream(raw_stream)])?;
+    stream.synchronize()?;
+    stream.close()?;
+    if let Some(e) = cuda_rt::take_deferred_error() {
+        return Err(format!("deferred error of the safe layer: {e}").into());
+    }
+    if PROTOTYPE_PANICKED.load(Ordering::Relaxed) {
+        return Err("a prototype host callback panicked".into());
+    }
+    if outcomes
+        .iter()
+        .chain(&diagnosis)
+        .any(|o| matches!(o, Outcome::Failed { .. }))
+    {
+        return Err("some operations could not be measured (see the table)".into());
+    }
+    Ok(())
+}
