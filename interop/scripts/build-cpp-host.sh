@@ -2,12 +2,15 @@
 # Builds the standalone C++ program cpp/host_program.cu against the Rust static library
 # libcuda_rt_interop.a, the way a C++ CUDA project would link cuda-rt.
 #
-#   interop/scripts/build-cpp-host.sh [static|dynamic] [OUTPUT]
+#   interop/scripts/build-cpp-host.sh [static|dynamic|static-nvcc-default] [OUTPUT]
 #
 # static (default): libcuda_rt_interop.a carries the CUDA runtime (libcudart_static.a), so the
 #   program is linked with `-cudart none`: one runtime in the process.
 # dynamic: the library is built with `--features dynamic` and the program links libcudart.so
 #   (`-lcudart`), the same shared runtime the Rust code calls.
+# static-nvcc-default: as static, but with nvcc's default `-cudart static`. It links, and still
+#   has one runtime: nvcc puts libcudart_static.a after the inputs, whose copy of the runtime
+#   (inside libcuda_rt_interop.a) already defines every symbol, so no member of it is loaded.
 #
 # nvcc: $NVCC, else $CUDA_PATH/bin/nvcc, else nvcc on PATH, else /usr/local/cuda/bin/nvcc, else
 # the toolkit provisioned in this checkout (.cuda-toolkit/). GPU architectures: $CUDA_RT_ARCHS
@@ -20,9 +23,9 @@ target=${CARGO_TARGET_DIR:-$root/target}
 out=${2:-$target/release/cuda_rt_cpp_host_$mode}
 
 case $mode in
-    static) features=() ;;
+    static | static-nvcc-default) features=() ;;
     dynamic) features=(--no-default-features --features dynamic) ;;
-    *) echo "usage: $0 [static|dynamic] [OUTPUT]" >&2; exit 2 ;;
+    *) echo "usage: $0 [static|dynamic|static-nvcc-default] [OUTPUT]" >&2; exit 2 ;;
 esac
 
 find_nvcc() {
@@ -48,6 +51,8 @@ for arch in "${archs[@]}"; do gencode+=("-gencode=arch=compute_${arch},code=[sm_
 
 if [ "$mode" = static ]; then
     runtime=(-cudart none)
+elif [ "$mode" = static-nvcc-default ]; then
+    runtime=("-L$cuda_lib" "-Xlinker" "-Map=$out.map")
 else
     # PyPI wheels ship only libcudart.so.13: give the linker an unversioned name.
     link_dir=$cuda_lib

@@ -38,6 +38,13 @@ for line in sys.stdin:
             shutil.copy(os.path.join(m["out_dir"], so), os.path.join(stage, so))
 ' "$stage/$mode"
     interop/scripts/build-cpp-host.sh "$mode" "$stage/$mode/cpp_host"
+    if [ "$mode" = static ]; then
+        interop/scripts/build-cpp-host.sh static-nvcc-default "$stage/static/cpp_host_nvcc_default"
+        # The linker map shows that libcudart_static.a contributed nothing (one runtime).
+        echo "members of libcudart_static.a loaded with nvcc's default -cudart static:" \
+            "$(grep -c 'libcudart_static.a(' "$stage/static/cpp_host_nvcc_default.map" || true)"
+        rm "$stage/static/cpp_host_nvcc_default.map"
+    fi
     strip --strip-debug "$stage/$mode"/* 2>/dev/null || true
 done
 
@@ -66,6 +73,7 @@ for mode in static dynamic; do
     run ".gpu-interop/$mode/cpp_host"
     run ".gpu-interop/$mode/cpp_host" --sticky
 done
+run .gpu-interop/static/cpp_host_nvcc_default
 grep -E "^(fact:|cpp-host: (FAIL|all)|test result|skipped|.*panicked|=== )" "$log" | grep -v "^=== [^e]" | head -150
 exit $status
 RUN
