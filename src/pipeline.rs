@@ -10,7 +10,7 @@
 //!
 //! # Two ways in
 //! - [`Pipeline::run`] copies straight between the caller's host memory and the device. Give it
-//!   page-locked memory ([`PinnedBuffer`](cuda_rt::PinnedBuffer) or
+//!   page-locked memory ([`PinnedBuffer`] or
 //!   [`RegisteredHost`](cuda_rt::RegisteredHost)): only then are the copies asynchronous, and the
 //!   pipeline reaches the bound. (With pageable memory it is still correct, but CUDA stages
 //!   every copy through its own buffer and the host thread waits on each.) The host thread is
@@ -26,7 +26,7 @@
 //! from an event recorded before the first copy to one after the last (all streams joined).
 //!
 //! # Safety, without `unsafe`
-//! [`run`](Pipeline::run) queues its copies in a [`cuda_rt::scope`], which keeps the host
+//! [`run`](Pipeline::run) queues its copies in a [`cuda_rt::scope()`], which keeps the host
 //! slices borrowed until every copy has finished; [`run_staged`](Pipeline::run_staged) moves its
 //! staging buffers into the copies and gets them back from [`Pending`] only when each copy is
 //! done. Device buffers order themselves (cuda-rt's last-use markers).
