@@ -57,7 +57,8 @@ cudaError_t cuda_rt_iota_u32(uint32_t* device_out, size_t n, uint32_t start,
  * (its merge passes are launched by the GPU itself). Blocks the calling thread until the sort
  * has completed (cudaStreamSynchronize of `stream`, which also waits for the caller's earlier
  * work there), because the sort reports success through a status word read afterwards.
- * Scratch memory is cuda-rt's own, allocated and freed within the call. */
+ * Scratch memory is cuda-rt's own, kept per host thread and device between calls (so a
+ * repeated size allocates nothing) and freed when the thread exits. */
 cudaError_t cuda_rt_sort_u32(uint32_t* device_keys, size_t n, cudaStream_t stream);
 
 /* The sort of cuda_rt_sort_u32, ordered by the caller's events instead of a stream: cuda-rt

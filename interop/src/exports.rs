@@ -8,8 +8,10 @@ use crate::failure::{check, ffi_call, last_message_ptr, Failure};
 use crate::ABI_VERSION;
 use cuda_rt::{EventRef, Stream, StreamFlags, StreamRef};
 use cuda_rt_kernels::ffi::cuda_rt_kernels_iota_u32;
-use cuda_rt_kernels::sort::{raw::sort_keys, Order};
+use cuda_rt_kernels::sort::raw::{RawSortBuffers, RawWorkspace};
+use cuda_rt_kernels::sort::{Order, Strategy};
 use cuda_rt_sys::{cudaError_t, cudaEvent_t, cudaStream_t};
+use std::cell::RefCell;
 use std::ffi::c_char;
 
 /// `cuda_rt_interop_abi_version`: the version of this C ABI ([`ABI_VERSION`]).
@@ -63,9 +65,56 @@ pub unsafe extern "C" fn cuda_rt_iota_u32(
     })
 }
 
+thread_local! {
+    /// The sort's scratch memory, per host thread and device, kept between calls so that a sort
+    /// of a size already served allocates nothing (and `cudaFree`, which waits for the whole
+    /// device, is not called on every sort). Freed when the thread ends.
+    static WORKSPACES: RefCell<Vec<(i32, RawWorkspace)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Sorts `n` keys at `keys` in place on `stream` and waits for the result, with this thread's
+/// workspace for the current device.
+///
+/// # Safety
+/// `keys` is device memory of the current device holding `n` keys, used by nothing else until
+/// this returns; `stream` is a live stream of the current device.
+unsafe fn sort_keys_in_place(
+    keys: *mut u32,
+    n: usize,
+    stream: StreamRef<'_>,
+) -> Result<(), Failure> {
+    let device = cuda_rt::Device::current()?.ordinal();
+    WORKSPACES.with(|cell| {
+        let mut workspaces = cell.borrow_mut();
+        let index = match workspaces.iter().position(|(d, _)| *d == device) {
+            Some(i) => i,
+            None => {
+                workspaces.push((device, RawWorkspace::new()));
+                workspaces.len() - 1
+            }
+        };
+        let workspace = &mut workspaces[index].1;
+        let buffers = RawSortBuffers::keys(keys, n);
+        // SAFETY: the keys and stream are as this function's contract says; no queued work
+        // uses the workspace, since every earlier call on this thread waited (finish) for its
+        // sort before returning, or failed before queuing anything.
+        unsafe {
+            workspace.enqueue(
+                &buffers,
+                Order::Ascending,
+                Strategy::default(),
+                stream.as_raw(),
+            )?;
+            workspace.finish(stream.as_raw())?;
+        }
+        Ok(())
+    })
+}
+
 /// `cuda_rt_sort_u32`: sorts `device_keys[0..n)` ascending in place on `stream` with cuda-rt's
 /// merge sort and waits until it has completed (the sort reports success through a status word
-/// read after `cudaStreamSynchronize`). The scratch memory is allocated and freed here.
+/// read after `cudaStreamSynchronize`). The scratch memory is cuda-rt's, kept per host thread
+/// and device between calls.
 ///
 /// # Errors
 /// `cudaErrorInvalidValue` for a null `device_keys` with `n > 0`; the sort's failures as the
@@ -93,10 +142,10 @@ pub unsafe extern "C" fn cuda_rt_sort_u32(
         }
         // SAFETY: the caller keeps the stream live during this call; borrowed, never destroyed.
         let stream = unsafe { StreamRef::from_raw(stream) };
-        // SAFETY: n keys of device memory, used by nothing else until the sort completed, which
-        // sort_keys waits for before returning; the stream is live (the caller's contract).
-        unsafe { sort_keys(device_keys, n, Order::Ascending, stream.as_raw()) }?;
-        Ok(())
+        // SAFETY: n keys of device memory of the current device, used by nothing else until the
+        // sort completed, which sort_keys_in_place waits for; the stream is live (the caller's
+        // contract).
+        unsafe { sort_keys_in_place(device_keys, n, stream) }
     })
 }
 
@@ -137,10 +186,10 @@ pub unsafe extern "C" fn cuda_rt_sort_u32_after(
         let stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
         stream.wait(ready)?;
         if n > 0 {
-            // SAFETY: n keys of device memory, written by nothing else after `ready` until the
-            // sort completed (the caller's contract), which sort_keys waits for; the stream is
-            // ours and live.
-            unsafe { sort_keys(device_keys, n, Order::Ascending, stream.as_raw()) }?;
+            // SAFETY: n keys of device memory of the current device, written by nothing else
+            // after `ready` until the sort completed (the caller's contract), which
+            // sort_keys_in_place waits for; the stream is ours and live.
+            unsafe { sort_keys_in_place(device_keys, n, stream.as_stream_ref()) }?;
         }
         done.record(&stream)?;
         stream.close()?;

@@ -5,8 +5,9 @@
 //! Every `cudaStream_t`, `cudaEvent_t` and device pointer a C++ caller passes in is *borrowed*:
 //! inside, streams become [`cuda_rt::StreamRef`] and events [`cuda_rt::EventRef`] (handles with
 //! no `Drop`), device pointers stay raw pointers whose validity the caller promises. Nothing
-//! that comes in is destroyed or freed here; what cuda-rt creates for itself (a stream, the
-//! sort's scratch memory) is owned by cuda-rt and released before the function returns.
+//! that comes in is destroyed or freed here; what cuda-rt creates for itself is owned by
+//! cuda-rt: the stream of `cuda_rt_sort_u32_after` is destroyed before it returns, the sort's
+//! scratch memory is kept per host thread and device and freed when the thread ends.
 //!
 //! # Errors across the boundary
 //! Each function returns a `cudaError_t` (see [`failure`] for the mapping from cuda-rt's errors)

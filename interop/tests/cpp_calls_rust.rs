@@ -80,6 +80,41 @@ fn sticky_error_raised_by_cuda_rt_is_seen_by_cpp() {
     );
 }
 
+/// The C ABI called from several host threads at once, as a C++ thread pool would: each thread
+/// sorts its own buffer on its own stream (the sort's scratch memory is per thread), twice, with
+/// a size that grows in between.
+#[test]
+fn c_abi_sorts_from_several_threads_at_once() {
+    use cuda_rt::{DeviceBuffer, Stream};
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    std::thread::scope(|scope| {
+        for thread in 0..4u32 {
+            scope.spawn(move || {
+                let stream = Stream::new().unwrap();
+                for n in [50_000 + thread as usize, 300_000] {
+                    let keys: Vec<u32> = (0..n as u32)
+                        .map(|i| (i ^ thread).wrapping_mul(0x9e37_79b9).rotate_left(thread))
+                        .collect();
+                    let mut device = DeviceBuffer::from_slice(&keys).unwrap();
+                    // SAFETY: n keys of device memory (complete: from_slice is synchronous),
+                    // used by nothing else until the call returns; a live stream.
+                    let status = unsafe {
+                        cuda_rt_interop::exports::cuda_rt_sort_u32(
+                            device.as_mut_raw_ptr(),
+                            n,
+                            stream.as_raw(),
+                        )
+                    };
+                    assert_eq!(status, cuda_rt_sys::cudaSuccess, "thread {thread}, n = {n}");
+                    let mut want = keys;
+                    want.sort_unstable();
+                    assert_eq!(device.to_vec().unwrap(), want, "thread {thread}, n = {n}");
+                }
+            });
+        }
+    });
+}
+
 // ---- Checks that need no GPU -------------------------------------------------------------------
 
 /// This package's folder: where it was built, or `interop/` of the current directory (binaries
