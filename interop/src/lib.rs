@@ -21,6 +21,8 @@
 //! (`nvcc -cudart shared`). See the README for what two runtimes in one process share and what
 //! they do not.
 
+#![warn(missing_docs)]
+
 pub mod exports;
 pub mod failure;
 
