@@ -20,7 +20,7 @@ const LANE_GAP: f64 = 4.0;
 const GROUP_GAP: f64 = 10.0;
 const HEADING_HEIGHT: f64 = 24.0;
 const PANEL_GAP: f64 = 18.0;
-const TOP: f64 = 44.0;
+const TOP: f64 = 58.0;
 const AXIS_HEIGHT: f64 = 34.0;
 
 fn colour(stage: Stage) -> &'static str {
@@ -139,11 +139,11 @@ pub fn write(path: &std::path::Path, title: &str, timelines: &[Timeline]) -> std
 }
 
 fn legend(svg: &mut String) {
-    let mut x = WIDTH - RIGHT_MARGIN - 330.0;
+    let mut x = 10.0;
     for stage in Stage::ALL {
         let _ = writeln!(
             svg,
-            r#"<rect x="{x}" y="11" width="14" height="12" fill="{}"/><text x="{}" y="21">{}</text>"#,
+            r#"<rect x="{x}" y="30" width="14" height="12" fill="{}"/><text x="{}" y="40">{}</text>"#,
             colour(stage),
             x + 18.0,
             stage.short_name()
@@ -152,8 +152,15 @@ fn legend(svg: &mut String) {
     }
     let _ = writeln!(
         svg,
-        r##"<rect x="{x}" y="11" width="14" height="12" fill="#888" fill-opacity="0.3"/><text x="{}" y="21">queued (lighter)</text>"##,
+        r##"<rect x="{x}" y="30" width="14" height="12" fill="#888" fill-opacity="0.3"/><text x="{}" y="40">queued (lighter: waiting behind an earlier operation of its kind)</text>"##,
         x + 18.0
+    );
+    x += 400.0;
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{x}" y1="36" x2="{}" y2="36" stroke="#c00" stroke-width="1.5" stroke-dasharray="5,3"/><text x="{}" y="40">bound</text>"##,
+        x + 16.0,
+        x + 20.0
     );
 }
 
@@ -225,10 +232,9 @@ fn panel(svg: &mut String, scale: &Scale, index: usize, timeline: &Timeline, top
         let bottom = lane_top(timeline.streams + Stage::ALL.len()) + GROUP_GAP / 2.0;
         let _ = writeln!(
             svg,
-            r##"<line class="bound" x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{bottom:.1}" stroke="#c00" stroke-width="1.5" stroke-dasharray="5,3"/><text x="{:.1}" y="{:.1}" fill="#c00" font-size="11">bound</text>"##,
-            top + HEADING_HEIGHT - 4.0,
-            x + 3.0,
-            top + HEADING_HEIGHT - 6.0
+            r##"<line class="bound" x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{bottom:.1}" stroke="#c00" stroke-width="1.5" stroke-dasharray="5,3"><title>bound: {}</title></line>"##,
+            top + HEADING_HEIGHT - 2.0,
+            format_ms(bound, bound / 100)
         );
     }
     svg.push_str("</g>\n");

@@ -333,7 +333,7 @@ impl OverlapReport {
              \x20  1 stream   {serial:>10}\n\
              \x20  {streams} streams  {pipelined:>10}   {speedup:.2}x faster\n\
              \x20  bound      {bound:>10}   (in + out bytes at {bidir:.1} GB/s both ways); pipeline {rel}\n\
-             \x20  of which fill {fill}: the first chunk in and through the kernel, while nothing can go out yet\n\
+             \x20  fill       {fill:>10}   (the first chunk in and through the kernel: nothing can go out before)\n\
              \x20  with events around every operation (the picture): {pictured}\n\
              \x20  pageable host memory through pinned staging, {streams} streams: {staged}\n\
              \x20  host thread meanwhile: {units} units of CPU work, {busy:.0}% of its {waited} wait, \
