@@ -19,7 +19,14 @@
 //! - A panic inside it is caught (it never unwinds into C) and reported as
 //!   [`ErrorKind::CallbackPanicked`] by the next synchronize.
 //! - If the stream fails before reaching it (a sticky error), CUDA may never call it; the closure
-//!   (and what it owns) is then leaked, never freed while CUDA may still call it.
+//!   (and what it owns) is then leaked, never freed while CUDA may still call it. In a scope the
+//!   scope drops such a closure before returning (within the lifetime of what it borrows).
+//!
+//! # Cost
+//! The closure is boxed once (`Box<F>`; a closure that captures nothing is not allocated) and
+//! CUDA calls a trampoline made for its type, which calls it directly. Inside a scope the box is
+//! a slot that the scope and CUDA's call share: an atomic state says which of them takes the
+//! closure (see [`Scope::launch_host_fn`](crate::Scope::launch_host_fn)).
 
 use crate::error::{defer, Error, ErrorKind, Result};
 use crate::raw::{self, RawStatus, RawStream};
@@ -83,51 +90,63 @@ pub(crate) fn status_result(status: RawStatus) -> Result<()> {
     }
 }
 
-type HostFnBox = Box<dyn FnOnce() + Send + 'static>;
-type CallbackBox = Box<dyn FnOnce(Result<()>) + Send + 'static>;
-
-/// `cudaLaunchHostFunc` trampoline for an owned closure.
+/// `cudaLaunchHostFunc` trampoline for an owned closure of type `F`.
 ///
 /// # Safety
-/// `user_data` is `Box::into_raw(Box<HostFnBox>)` from [`launch_host_fn`], passed to CUDA
-/// once, and CUDA calls this at most once.
-unsafe extern "C" fn host_fn_trampoline(user_data: *mut c_void) {
+/// `user_data` is `Box::into_raw(Box<F>)` from [`launch_host_fn`], passed to CUDA once, and
+/// CUDA calls this at most once.
+unsafe extern "C" fn host_fn_trampoline<F: FnOnce()>(user_data: *mut c_void) {
     // SAFETY: the function's contract: we own the box from here on.
-    let f: Box<HostFnBox> = unsafe { Box::from_raw(user_data.cast::<HostFnBox>()) };
-    run_guarded(move || (*f)());
+    let f: Box<F> = unsafe { Box::from_raw(user_data.cast::<F>()) };
+    // The box is freed inside, once the closure has been moved out of it.
+    run_guarded(f);
 }
 
-/// `cudaStreamAddCallback` trampoline for an owned closure.
+/// `cudaStreamAddCallback` trampoline for an owned closure of type `F`.
 ///
 /// # Safety
-/// As for [`host_fn_trampoline`], with a `Box<CallbackBox>`.
-unsafe extern "C" fn callback_trampoline(_: RawStream, status: RawStatus, user_data: *mut c_void) {
+/// As for [`host_fn_trampoline`], from [`add_callback`].
+unsafe extern "C" fn callback_trampoline<F: FnOnce(Result<()>)>(
+    _: RawStream,
+    status: RawStatus,
+    user_data: *mut c_void,
+) {
     // SAFETY: the function's contract: we own the box from here on.
-    let f: Box<CallbackBox> = unsafe { Box::from_raw(user_data.cast::<CallbackBox>()) };
-    run_guarded(move || (*f)(status_result(status)));
+    let f: Box<F> = unsafe { Box::from_raw(user_data.cast::<F>()) };
+    run_guarded(move || f(status_result(status)));
 }
 
-pub(crate) fn launch_host_fn(stream: StreamRef<'_>, f: HostFnBox) -> Result<()> {
+/// Queues `f` with `cudaLaunchHostFunc`: one allocation (`Box<F>`, none for a closure that
+/// captures nothing), and a trampoline made for `F`, so the call is direct.
+pub(crate) fn launch_host_fn<F: FnOnce() + Send + 'static>(
+    stream: StreamRef<'_>,
+    f: F,
+) -> Result<()> {
     let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
-    // SAFETY: the stream is live for its lifetime; the trampoline takes ownership of
-    // `user_data` exactly once, and the closure is 'static + Send so it may run at any time on
-    // any thread.
-    let result = unsafe { raw::launch_host_func(stream.as_raw(), host_fn_trampoline, user_data) };
+    // SAFETY: the stream is live for its lifetime; the trampoline for F takes ownership of
+    // `user_data` (a Box<F>) exactly once, and the closure is 'static + Send so it may run at
+    // any time on any thread.
+    let result =
+        unsafe { raw::launch_host_func(stream.as_raw(), host_fn_trampoline::<F>, user_data) };
     if result.is_err() {
         // SAFETY: CUDA refused the call, so it will never call the trampoline: the box is ours.
-        drop(unsafe { Box::from_raw(user_data.cast::<HostFnBox>()) });
+        drop(unsafe { Box::from_raw(user_data.cast::<F>()) });
     }
     result.map_err(|e| e.context("Stream::launch_host_fn"))
 }
 
-pub(crate) fn add_callback(stream: StreamRef<'_>, f: CallbackBox) -> Result<()> {
+/// Queues `f` with `cudaStreamAddCallback`, as [`launch_host_fn`] does.
+pub(crate) fn add_callback<F: FnOnce(Result<()>) + Send + 'static>(
+    stream: StreamRef<'_>,
+    f: F,
+) -> Result<()> {
     let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
-    // SAFETY: as in `launch_host_fn`, with the callback trampoline.
+    // SAFETY: as in `launch_host_fn`, with the callback trampoline for F.
     let result =
-        unsafe { raw::stream_add_callback(stream.as_raw(), callback_trampoline, user_data) };
+        unsafe { raw::stream_add_callback(stream.as_raw(), callback_trampoline::<F>, user_data) };
     if result.is_err() {
         // SAFETY: CUDA refused the call, so it will never call the trampoline: the box is ours.
-        drop(unsafe { Box::from_raw(user_data.cast::<CallbackBox>()) });
+        drop(unsafe { Box::from_raw(user_data.cast::<F>()) });
     }
     result.map_err(|e| e.context("Stream::add_callback"))
 }
@@ -140,7 +159,7 @@ impl StreamRef<'_> {
     /// # Errors
     /// `cudaErrorInvalidResourceHandle`; `f` is dropped (not run) on error.
     pub fn launch_host_fn(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {
-        launch_host_fn(*self, Box::new(f))
+        launch_host_fn(*self, f)
     }
 
     /// `cudaStreamAddCallback`: like [`launch_host_fn`](Self::launch_host_fn), and `f` receives
@@ -149,7 +168,7 @@ impl StreamRef<'_> {
     /// # Errors
     /// `cudaErrorInvalidResourceHandle`; `f` is dropped (not run) on error.
     pub fn add_callback(&self, f: impl FnOnce(Result<()>) + Send + 'static) -> Result<()> {
-        add_callback(*self, Box::new(f))
+        add_callback(*self, f)
     }
 }
 
@@ -218,6 +237,52 @@ mod tests {
             found |= e.kind() == ErrorKind::CallbackPanicked;
         }
         assert!(found);
+    }
+
+    /// Boxes `f` as `launch_host_fn` does, with the trampoline made for its type.
+    fn boxed_host_fn<F: FnOnce()>(f: F) -> (*mut c_void, raw::HostFn) {
+        (Box::into_raw(Box::new(f)).cast(), host_fn_trampoline::<F>)
+    }
+
+    /// Boxes `f` as `add_callback` does, with the trampoline made for its type.
+    fn boxed_callback<F: FnOnce(Result<()>)>(f: F) -> (*mut c_void, raw::StreamCallbackFn) {
+        (Box::into_raw(Box::new(f)).cast(), callback_trampoline::<F>)
+    }
+
+    #[test]
+    fn owned_trampolines_run_and_free_their_closure() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let in_closure = Arc::clone(&runs);
+        let (user_data, trampoline) = boxed_host_fn(move || {
+            in_closure.fetch_add(1, Ordering::SeqCst);
+        });
+        // SAFETY: a Box of the trampoline's closure type, handed over once.
+        unsafe { trampoline(user_data) };
+        // The closure (and its Arc) is gone.
+        assert_eq!(Arc::strong_count(&runs), 1);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+        // A closure that captures nothing is a zero-sized box (no allocation).
+        let (user_data, trampoline) = boxed_callback(|status: Result<()>| {
+            assert!(status.is_err());
+        });
+        // SAFETY: as above, through the stream-callback trampoline.
+        unsafe {
+            trampoline(
+                std::ptr::null_mut(),
+                raw::status::ILLEGAL_ADDRESS,
+                user_data,
+            )
+        };
+        // The assertion inside held (a panic would have become a deferred error).
+        let mut panicked = false;
+        while let Some(e) = crate::take_deferred_error() {
+            panicked |= e.kind() == ErrorKind::CallbackPanicked;
+        }
+        assert!(!panicked);
     }
 
     #[test]

@@ -17,9 +17,25 @@
 //! anywhere with [`GraphExec::launch`].
 //!
 //! Work queued on the captured device memory before the capture is waited for when the capture
-//! ends. Launches of one executable graph are ordered one after another (also across streams,
-//! through its last-use marker); [`Graph::instantiate`] consumes the graph, so two executables
-//! never share (and race on) one graph's memory.
+//! ends. Launches of one executable graph are ordered one after another, also across streams
+//! (CUDA orders each `cudaGraphLaunch` behind the previous launches of the same executable);
+//! [`Graph::instantiate`] consumes the graph, so two executables never share (and race on) one
+//! graph's memory.
+//!
+//! # What a launch costs
+//! [`Scope::launch_graph`](crate::Scope::launch_graph) and [`GraphExec::launch`] are one
+//! `cudaGraphLaunch` (behind an uncontended lock, as CUDA graph objects are not thread-safe);
+//! nothing is recorded per launch. The ordering that device memory needs is settled once:
+//! - *before* the first launch: the capture waited for the earlier work on the bound memory, and
+//!   from then on the memory is borrowed by the graph for `'a` — exclusively when bound with
+//!   [`Capture::bind_mut`], shared (so nobody can write it) with [`Capture::bind`] — so no other
+//!   work can write it while the executable exists; other readers of shared-bound memory may run
+//!   concurrently with the graph, which only reads it;
+//! - *after* the last launch: a graph that borrows anything is launched only inside a scope,
+//!   which waits for its launches before the executable (and with it the borrows) can go;
+//! - [`GraphExec::synchronize`] and the drop wait on an event that the executable records itself:
+//!   [`Graph::instantiate`] appends an event-record node behind every node of the graph, so each
+//!   launch records it at no cost to the host.
 //!
 //! # Examples
 //! ```no_run
@@ -56,12 +72,14 @@
 
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory, Tracker};
-use crate::raw::{self, RawGraph, RawGraphExec, RawStream};
+use crate::raw::{self, RawEvent, RawGraph, RawGraphExec, RawGraphNode, RawStream};
 use crate::scope::Scope;
 use crate::stream::{Stream, StreamRef};
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard};
 
 /// How a stream capture restricts other CUDA calls while it lasts (`cudaStreamCaptureMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -433,18 +451,67 @@ impl<'a> Graph<'a> {
     /// `cudaGraphInstantiate`: makes the executable graph, which keeps the borrows of `'a`. The
     /// graph itself is destroyed (the executable does not need it).
     ///
+    /// Before instantiating, it appends one event-record node (`cudaGraphAddEventRecordNode`,
+    /// an event without timing made on the current device) that depends on every node no other
+    /// node waits for to complete: each launch then records the event when all of its work has
+    /// finished, which is what [`GraphExec::synchronize`] and the drop wait for.
+    ///
     /// # Errors
-    /// `cudaErrorInvalidValue` and instantiation errors.
+    /// `cudaErrorInvalidValue` and instantiation errors; errors of `cudaGraphGetNodes`,
+    /// `cudaGraphGetEdges`, `cudaEventCreateWithFlags`, `cudaGraphAddEventRecordNode`.
     pub fn instantiate(self) -> Result<GraphExec<'a>> {
-        // SAFETY: our live graph.
-        let raw = unsafe { raw::graph_instantiate(self.raw) }
-            .map_err(|e| e.context("Graph::instantiate"))?;
-        Ok(GraphExec {
-            raw,
-            marker: Tracker::new(),
-            _memory: PhantomData,
-        })
+        const WHAT: &str = "Graph::instantiate";
+        // SAFETY: no preconditions; the event is owned by the executable built below, or
+        // destroyed on the error paths.
+        let event = unsafe { raw::event_create_with_flags(raw::flags::EVENT_DISABLE_TIMING) }
+            .map_err(|e| e.context(WHAT))?;
+        // SAFETY: our live graph (not Sync, and `self` is owned here); the event is live until
+        // the executable is destroyed (see GraphExec's drop and into_raw).
+        let instantiated = unsafe { append_completion_record(self.raw, event) }.and_then(|()| {
+            // SAFETY: our live graph.
+            unsafe { raw::graph_instantiate(self.raw) }
+        });
+        match instantiated {
+            Ok(raw) => Ok(GraphExec {
+                raw,
+                completion: Completion::Recorded(event),
+                launching: Mutex::new(()),
+                _memory: PhantomData,
+            }),
+            Err(e) => {
+                // SAFETY: ours; no executable records it (none was made).
+                defer_result(unsafe { raw::event_destroy(event) });
+                Err(e.context(WHAT))
+            }
+        }
     }
+}
+
+/// Adds to `graph` an event-record node for `event` that depends on every node whose completion
+/// no other node waits for (a node with no outgoing full edge): every node of the graph then
+/// completes before the event is recorded. A node reached only through partial edges
+/// (programmatic dependent launch) gets a direct edge, since those do not wait for completion.
+///
+/// # Safety
+/// `graph` must be live and used by no other thread; `event` must outlive every executable graph
+/// made from `graph`.
+unsafe fn append_completion_record(graph: RawGraph, event: RawEvent) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let nodes = unsafe { raw::graph_get_nodes(graph) }?;
+    // SAFETY: as above.
+    let edges = unsafe { raw::graph_get_edges(graph) }?;
+    let waited_for: HashSet<RawGraphNode> = edges
+        .iter()
+        .filter(|edge| edge.full)
+        .map(|edge| edge.from)
+        .collect();
+    let last: Vec<RawGraphNode> = nodes
+        .into_iter()
+        .filter(|node| !waited_for.contains(node))
+        .collect();
+    // SAFETY: the caller's contract; `last` holds distinct nodes of `graph`.
+    unsafe { raw::graph_add_event_record_node(graph, &last, event) }?;
+    Ok(())
 }
 
 impl Drop for Graph<'_> {
@@ -463,23 +530,41 @@ impl Drop for Graph<'_> {
 /// Dropping it waits for its launches, then destroys it.
 ///
 /// # Thread safety
-/// `Send`; `Sync` as its methods only launch (launches are ordered through its last-use marker).
+/// `Send` and `Sync`: its methods launch, upload and wait; calls that use the executable graph
+/// are serialized by a lock (CUDA graph objects are not thread-safe), and CUDA orders its
+/// launches one after another.
 #[derive(Debug)]
 pub struct GraphExec<'a> {
     raw: RawGraphExec,
-    /// Recorded after every launch.
-    marker: Tracker,
+    /// What says that the launches so far have finished.
+    completion: Completion,
+    /// Serializes the calls that use `raw`.
+    launching: Mutex<()>,
     _memory: PhantomData<&'a mut ()>,
 }
 
-// SAFETY: executable graph handles may be used from any thread; concurrent launches are
-// serialized by the marker's lock and ordered by CUDA.
+/// How a [`GraphExec`] learns that its launches have finished.
+#[derive(Debug)]
+enum Completion {
+    /// An event that the graph's own last node records on every launch (made by
+    /// [`Graph::instantiate`]); owned by the executable.
+    Recorded(RawEvent),
+    /// A foreign executable ([`GraphExec::from_raw`]): a marker recorded after each launch.
+    Marker(Tracker),
+}
+
+// SAFETY: executable graph and event handles may be used from any thread; calls that use the
+// executable graph are serialized by `launching`; the marker is Sync.
 unsafe impl Send for GraphExec<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for GraphExec<'_> {}
 
 impl<'a> GraphExec<'a> {
     /// Takes ownership of a foreign executable graph.
+    ///
+    /// Its launches each add one `cudaEventRecord` (a marker that [`synchronize`](Self::synchronize)
+    /// and the drop wait for), as this crate cannot add a node to an executable graph; graphs
+    /// instantiated by [`Graph::instantiate`] record it themselves.
     ///
     /// # Safety
     /// `raw` must be a live executable graph owned by nobody else (it is destroyed on drop, after
@@ -489,7 +574,8 @@ impl<'a> GraphExec<'a> {
     pub unsafe fn from_raw(raw: RawGraphExec) -> GraphExec<'a> {
         GraphExec {
             raw,
-            marker: Tracker::new(),
+            completion: Completion::Marker(Tracker::new()),
+            launching: Mutex::new(()),
             _memory: PhantomData,
         }
     }
@@ -497,22 +583,32 @@ impl<'a> GraphExec<'a> {
     /// Gives up ownership after waiting for the launches made through this value; returns the
     /// handle without destroying it.
     ///
+    /// An executable made by [`Graph::instantiate`] keeps recording its completion event on every
+    /// launch, so that event is leaked (never destroyed) with the handle.
+    ///
     /// # Errors
     /// An error of the launched work; the handle is then leaked (neither destroyed nor
     /// returned), as the launches' state is unknown.
     pub fn into_raw(self) -> Result<RawGraphExec> {
         let this = std::mem::ManuallyDrop::new(self);
-        this.marker
-            .wait_host()
-            .map_err(|e| e.context("GraphExec::into_raw"))?;
-        // SAFETY: `this` is never used or dropped again; the marker is moved out once.
-        drop(unsafe { std::ptr::read(&this.marker) });
+        this.wait().map_err(|e| e.context("GraphExec::into_raw"))?;
+        if let Completion::Marker(_) = &this.completion {
+            // SAFETY: `this` is never used or dropped again; the completion is moved out once.
+            drop(unsafe { std::ptr::read(&this.completion) });
+        }
         Ok(this.raw)
     }
 
     /// The raw handle (still owned by `self`).
     pub fn as_raw(&self) -> RawGraphExec {
         self.raw
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        // Nothing panics while the lock is held; a poisoned lock guards no state.
+        self.launching
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// `cudaGraphUpload`: prepares the graph's device resources on `stream`, so that the first
@@ -522,31 +618,59 @@ impl<'a> GraphExec<'a> {
     /// `cudaErrorInvalidValue`, `cudaErrorInvalidResourceHandle`.
     pub fn upload<'s>(&self, stream: impl Into<StreamRef<'s>>) -> Result<()> {
         let stream = stream.into();
-        // SAFETY: our live executable graph and a live stream; an upload runs none of the
-        // graph's nodes.
+        let _serial = self.lock();
+        // SAFETY: our live executable graph, used by no other thread now; a live stream; an
+        // upload runs none of the graph's nodes.
         unsafe { raw::graph_upload(self.raw, stream.as_raw()) }
             .map_err(|e| e.context("GraphExec::upload"))
     }
 
-    /// `cudaGraphLaunch`, ordered after earlier launches of this executable.
+    /// `cudaGraphLaunch`. CUDA orders it behind the earlier launches of this executable, on any
+    /// stream.
+    #[inline]
     pub(crate) fn launch_unchecked(&self, stream: StreamRef<'_>) -> Result<()> {
-        self.marker
-            .use_on(stream, |s| {
-                // SAFETY: our live executable graph; the caller keeps the memory of 'a alive
-                // until the launch has finished (a scope, or 'a = 'static).
+        let result = match &self.completion {
+            Completion::Recorded(_) => {
+                let _serial = self.lock();
+                // SAFETY: our live executable graph, used by no other thread now (the lock);
+                // the caller keeps the memory of 'a alive until the launch has finished (a
+                // scope, or 'a = 'static). Its last node records the completion event.
+                unsafe { raw::graph_launch(self.raw, stream.as_raw()) }
+            }
+            Completion::Marker(marker) => marker.use_on(stream, |s| {
+                let _serial = self.lock();
+                // SAFETY: as above; the marker is recorded after the launch.
                 unsafe { raw::graph_launch(self.raw, s) }
-            })
-            .map_err(|e| e.context("GraphExec::launch"))
+            }),
+        };
+        result.map_err(|e| e.context("GraphExec::launch"))
     }
 
-    /// Waits for every launch so far (`cudaEventSynchronize` on the last-use marker).
+    fn wait(&self) -> Result<()> {
+        match &self.completion {
+            Completion::Recorded(event) => {
+                let event = *event;
+                // SAFETY: our live event.
+                match unsafe { raw::event_synchronize(event) } {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.is_sticky() => Err(e),
+                    Err(e) => crate::stream::poll_until_idle(e, || {
+                        // SAFETY: our live event.
+                        unsafe { raw::event_query(event) }
+                    }),
+                }
+            }
+            Completion::Marker(marker) => marker.wait_host(),
+        }
+    }
+
+    /// Waits for every launch so far (`cudaEventSynchronize` on the event the graph records at
+    /// its end; for a foreign executable, on the marker recorded after each launch).
     ///
     /// # Errors
     /// An error of the launched work.
     pub fn synchronize(&self) -> Result<()> {
-        self.marker
-            .wait_host()
-            .map_err(|e| e.context("GraphExec::synchronize"))
+        self.wait().map_err(|e| e.context("GraphExec::synchronize"))
     }
 }
 
@@ -567,12 +691,22 @@ impl Drop for GraphExec<'_> {
         if crate::callback::leak_if_in_callback("GraphExec::drop") {
             return;
         }
-        match self.marker.wait_host() {
-            // SAFETY: our live executable graph, no launch pending; not used after this.
-            Ok(()) => defer_result(
-                unsafe { raw::graph_exec_destroy(self.raw) }
-                    .map_err(|e| e.context("GraphExec::drop")),
-            ),
+        match self.wait() {
+            Ok(()) => {
+                // SAFETY: our live executable graph, no launch pending; not used after this.
+                defer_result(
+                    unsafe { raw::graph_exec_destroy(self.raw) }
+                        .map_err(|e| e.context("GraphExec::drop")),
+                );
+                if let Completion::Recorded(event) = self.completion {
+                    // SAFETY: ours; the executable that recorded it is destroyed.
+                    defer_result(
+                        unsafe { raw::event_destroy(event) }
+                            .map_err(|e| e.context("GraphExec::drop")),
+                    );
+                }
+            }
+            // Leaked (executable and event): the launches' state is unknown.
             Err(e) => defer(e.context("GraphExec::drop")),
         }
     }

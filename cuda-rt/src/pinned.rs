@@ -14,15 +14,16 @@
 
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, Result};
-use crate::event::{Event, EventFlags};
 use crate::memory::{bytes_of, DeviceCopy};
-use crate::raw;
+use crate::raw::{self, RawEvent};
 use crate::stream::{wait_until_idle, StreamRef};
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::{BitOr, Deref, DerefMut};
 use std::ptr::NonNull;
+use std::sync::Mutex;
+use std::time::Duration;
 
 /// Flags of [`PinnedBuffer::with_flags`] (`cudaHostAlloc`); combine with `|`.
 ///
@@ -241,6 +242,98 @@ impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
 // ---------------------------------------------------------------------------------------------
 // Pending
 
+/// The completion event of a [`Pending`]: an event without timing and without blocking sync
+/// (waits spin, as `cudaStreamSynchronize` does by default), taken from a per-process pool and
+/// put back after a successful wait. Making and destroying one per operation would cost about
+/// 2.4 µs; a blocking-sync event would add the thread's sleep and wake-up to every wait.
+///
+/// Pooled events live until the process exits (at most [`DONE_EVENTS_KEPT`]). Only an event
+/// whose wait succeeded goes back to the pool: its last record has completed, so a new
+/// `cudaEventRecord` replaces it and nobody waits on the old one. (A raw `cudaDeviceReset`
+/// would invalidate them, as it invalidates every handle this crate holds.)
+#[derive(Debug)]
+struct DoneEvent {
+    raw: RawEvent,
+    device: i32,
+}
+
+// SAFETY: an event handle may be used from any thread.
+unsafe impl Send for DoneEvent {}
+// SAFETY: as above; `&self` only queries and waits.
+unsafe impl Sync for DoneEvent {}
+
+/// Events of finished operations, ready to be recorded again (on a stream of their device).
+static DONE_EVENTS: Mutex<Vec<DoneEvent>> = Mutex::new(Vec::new());
+
+/// The most events the pool keeps; more are destroyed when they come back.
+const DONE_EVENTS_KEPT: usize = 64;
+
+impl DoneEvent {
+    /// An idle event of `device`: from the pool, or a new one.
+    fn take(device: i32) -> Result<DoneEvent> {
+        {
+            let mut pool = DONE_EVENTS.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = pool.iter().rposition(|e| e.device == device) {
+                return Ok(pool.swap_remove(i));
+            }
+        }
+        let raw = with_current(device, || {
+            // SAFETY: no preconditions; the handle is owned by the DoneEvent built below.
+            unsafe { raw::event_create_with_flags(raw::flags::EVENT_DISABLE_TIMING) }
+        })?;
+        Ok(DoneEvent { raw, device })
+    }
+
+    /// Puts an event whose last record has completed back into the pool (or destroys it).
+    fn recycle(self) {
+        let mut pool = DONE_EVENTS.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < DONE_EVENTS_KEPT {
+            pool.push(self);
+        } else {
+            drop(pool);
+            drop(self);
+        }
+    }
+
+    /// `cudaEventSynchronize` (spinning), falling back to polling after a recoverable error.
+    fn wait(&self) -> Result<()> {
+        let event = self.raw;
+        // SAFETY: the event is live for the call.
+        match unsafe { raw::event_synchronize(event) } {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_sticky() => Err(e),
+            // SAFETY: as above.
+            Err(e) => crate::stream::poll_until_idle(e, || unsafe { raw::event_query(event) }),
+        }
+    }
+
+    /// Polls `cudaEventQuery`, sleeping between polls (from 10 µs up to 1 ms).
+    fn wait_sleeping(&self) -> Result<()> {
+        let mut pause = Duration::from_micros(10);
+        loop {
+            // SAFETY: the event is live for the call.
+            match unsafe { raw::event_query(self.raw) } {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                // An error: settle it the way `wait` does.
+                Err(_) => return self.wait(),
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for DoneEvent {
+    fn drop(&mut self) {
+        // SAFETY: ours and live, not used after this (a record still pending completes on its
+        // own: CUDA releases the event then).
+        defer_result(
+            unsafe { raw::event_destroy(self.raw) }.map_err(|e| e.context("Pending: event")),
+        );
+    }
+}
+
 /// An asynchronous operation in flight that owns a buffer it uses; [`wait`](Self::wait) hands
 /// the buffer back once the operation has finished.
 ///
@@ -249,13 +342,18 @@ impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
 /// waiting fails with an error that leaves the operation's state unknown, the buffer is leaked
 /// too (and the error returned, or reported to the next synchronize from `Drop`).
 ///
+/// Its completion event is recorded after the operation on the operation's stream; events are
+/// reused from one `Pending` to the next, and waits spin like `cudaEventSynchronize` on an event
+/// without `cudaEventBlockingSync` ([`wait_sleeping`](Self::wait_sleeping) lets the CPU go
+/// instead).
+///
 /// # Thread safety
 /// `Send`/`Sync` when the buffer is.
 #[must_use = "dropping a Pending waits for the operation; use wait() to get the buffer back"]
 #[derive(Debug)]
 pub struct Pending<B> {
     value: ManuallyDrop<B>,
-    done: Event,
+    done: ManuallyDrop<DoneEvent>,
 }
 
 impl<B> Pending<B> {
@@ -268,20 +366,22 @@ impl<B> Pending<B> {
         enqueue: impl FnOnce(&mut B, StreamRef<'_>, &Cell<bool>) -> Result<()>,
     ) -> Result<Pending<B>> {
         let device = stream.device_ordinal()?;
-        let done = with_current(device, || {
-            Event::with_flags(EventFlags::DISABLE_TIMING | EventFlags::BLOCKING_SYNC)
-        })?;
+        let done = DoneEvent::take(device)?;
         let touched = Cell::new(false);
         let queued = enqueue(&mut value, stream, &touched);
-        let recorded = done.record(stream);
+        // SAFETY: the event is live and of the stream's device (taken for `device`); the
+        // stream is live for its lifetime.
+        let recorded = unsafe { raw::event_record(done.raw, stream.as_raw()) };
         match (queued, recorded) {
             (Ok(()), Ok(())) => Ok(Pending {
                 value: ManuallyDrop::new(value),
-                done,
+                done: ManuallyDrop::new(done),
             }),
             (queued, recorded) => {
                 // If work that uses `value` was queued, wait for the whole stream before letting
-                // it go (or leak it); if nothing was, it can go now.
+                // it go (or leak it); if nothing was, it can go now. The event is destroyed, not
+                // reused (its last record may not have happened).
+                drop(done);
                 let error = queued.err().or(recorded.err());
                 if !touched.get() {
                     drop(value);
@@ -304,42 +404,52 @@ impl<B> Pending<B> {
     /// # Errors
     /// An error of the stream's work.
     pub fn is_complete(&self) -> Result<bool> {
-        self.done.has_occurred()
+        // SAFETY: our live event.
+        unsafe { raw::event_query(self.done.raw) }.map_err(|e| e.context("Pending::is_complete"))
     }
 
-    /// Waits for the operation (`cudaEventSynchronize`) and hands the buffer back.
+    /// Waits for the operation (`cudaEventSynchronize`, spinning) and hands the buffer back.
     ///
     /// # Errors
     /// An error of the stream's work, or a deferred error; the buffer is then leaked (never freed
     /// while the operation might still use it).
     pub fn wait(self) -> Result<B> {
+        self.finish(DoneEvent::wait)
+            .map_err(|e| e.context("Pending::wait"))
+    }
+
+    /// Waits for the operation like [`wait`](Self::wait), but polls (`cudaEventQuery`) with
+    /// sleeps between polls (10 µs, doubling up to 1 ms) instead of spinning: for long operations
+    /// while other threads need the CPU. It returns up to a sleep later than `wait`.
+    ///
+    /// # Errors
+    /// As for [`wait`](Self::wait).
+    pub fn wait_sleeping(self) -> Result<B> {
+        self.finish(DoneEvent::wait_sleeping)
+            .map_err(|e| e.context("Pending::wait_sleeping"))
+    }
+
+    fn finish(self, wait: fn(&DoneEvent) -> Result<()>) -> Result<B> {
         let mut this = ManuallyDrop::new(self);
-        let waited = wait_event(&this.done);
+        let waited = wait(&this.done);
         // SAFETY: `this` is never used or dropped again; both fields are moved out exactly once.
         let (value, done) = unsafe {
             (
                 ManuallyDrop::take(&mut this.value),
-                std::ptr::read(&this.done),
+                ManuallyDrop::take(&mut this.done),
             )
         };
-        drop(done);
         match waited {
-            Ok(()) => Ok(value),
+            Ok(()) => {
+                done.recycle();
+                Ok(value)
+            }
             Err(e) => {
+                drop(done);
                 std::mem::forget(value);
-                Err(e.context("Pending::wait"))
+                Err(e)
             }
         }
-    }
-}
-
-fn wait_event(event: &Event) -> Result<()> {
-    // SAFETY: the event is live for the call.
-    match unsafe { raw::event_synchronize(event.as_raw()) } {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_sticky() => Err(e),
-        // SAFETY: as above.
-        Err(e) => crate::stream::poll_until_idle(e, || unsafe { raw::event_query(event.as_raw()) }),
     }
 }
 
@@ -348,10 +458,20 @@ impl<B> Drop for Pending<B> {
         if crate::callback::leak_if_in_callback("Pending::drop") {
             return;
         }
-        match wait_event(&self.done) {
-            // SAFETY: the value is dropped exactly once, here, after the operation finished.
-            Ok(()) => unsafe { ManuallyDrop::drop(&mut self.value) },
-            Err(e) => defer(e.context("Pending::drop")),
+        match self.done.wait() {
+            Ok(()) => {
+                // SAFETY: each field is dropped exactly once, here, after the operation
+                // finished; not used again.
+                let done = unsafe { ManuallyDrop::take(&mut self.done) };
+                done.recycle();
+                // SAFETY: as above.
+                unsafe { ManuallyDrop::drop(&mut self.value) };
+            }
+            Err(e) => {
+                defer(e.context("Pending::drop"));
+                // SAFETY: as above; the value is leaked (the operation's state is unknown).
+                unsafe { ManuallyDrop::drop(&mut self.done) };
+            }
         }
     }
 }

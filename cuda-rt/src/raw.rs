@@ -28,6 +28,8 @@ pub type RawEvent = sys::cudaEvent_t;
 pub type RawGraph = sys::cudaGraph_t;
 /// A raw executable graph handle (`cudaGraphExec_t`).
 pub type RawGraphExec = sys::cudaGraphExec_t;
+/// A raw graph node handle (`cudaGraphNode_t`), owned by its graph.
+pub type RawGraphNode = sys::cudaGraphNode_t;
 /// A raw CUDA status (`cudaError_t`).
 pub type RawStatus = sys::cudaError_t;
 /// Grid or block dimensions (`dim3`).
@@ -1055,6 +1057,130 @@ pub unsafe fn graph_node_count(graph: RawGraph) -> Result<usize> {
         "cudaGraphGetNodes",
     )?;
     Ok(count)
+}
+
+/// `cudaGraphGetNodes`: every node of the graph (top level; child graphs' nodes are inside
+/// their child-graph node).
+///
+/// # Errors
+/// The status of `cudaGraphGetNodes` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be live, and not changed by another thread during the call.
+pub unsafe fn graph_get_nodes(graph: RawGraph) -> Result<Vec<RawGraphNode>> {
+    // SAFETY: the caller's contract.
+    let count = unsafe { graph_node_count(graph) }?;
+    let mut nodes = vec![std::ptr::null_mut(); count];
+    let mut written = count;
+    check(
+        // SAFETY: the caller's contract; `nodes` has room for `written` handles.
+        unsafe { sys::cudaGraphGetNodes(graph, nodes.as_mut_ptr(), &mut written) },
+        "cudaGraphGetNodes",
+    )?;
+    nodes.truncate(written.min(count));
+    Ok(nodes)
+}
+
+/// One dependency of a graph: `to` depends on `from`, as `full` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphEdge {
+    /// The node depended on.
+    pub from: RawGraphNode,
+    /// The dependent node.
+    pub to: RawGraphNode,
+    /// Whether the edge has the default edge data (`cudaGraphDependencyTypeDefault` from
+    /// `cudaGraphKernelNodePortDefault`): `to` starts only after `from` has *completed*. Other
+    /// edges (programmatic dependent launch, launch-completion ports) let `to` start earlier.
+    pub full: bool,
+}
+
+/// `cudaGraphGetEdges` with edge data: every dependency of the graph.
+///
+/// # Errors
+/// The status of `cudaGraphGetEdges` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be live, and not changed by another thread during the call.
+pub unsafe fn graph_get_edges(graph: RawGraph) -> Result<Vec<GraphEdge>> {
+    let mut count = 0;
+    check(
+        // SAFETY: the caller's contract; null arrays ask for the count only.
+        unsafe {
+            sys::cudaGraphGetEdges(
+                graph,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut count,
+            )
+        },
+        "cudaGraphGetEdges",
+    )?;
+    let mut from = vec![std::ptr::null_mut(); count];
+    let mut to = vec![std::ptr::null_mut(); count];
+    let empty = sys::cudaGraphEdgeData {
+        from_port: 0,
+        to_port: 0,
+        type_: 0,
+        reserved: [0; 5],
+    };
+    let mut data = vec![empty; count];
+    let mut written = count;
+    check(
+        // SAFETY: the caller's contract; each array has room for `written` entries.
+        unsafe {
+            sys::cudaGraphGetEdges(
+                graph,
+                from.as_mut_ptr(),
+                to.as_mut_ptr(),
+                data.as_mut_ptr(),
+                &mut written,
+            )
+        },
+        "cudaGraphGetEdges",
+    )?;
+    let written = written.min(count);
+    Ok((0..written)
+        .map(|i| GraphEdge {
+            from: from[i],
+            to: to[i],
+            full: u32::from(data[i].type_) == sys::cudaGraphDependencyTypeDefault
+                && u32::from(data[i].from_port) == sys::cudaGraphKernelNodePortDefault,
+        })
+        .collect())
+}
+
+/// `cudaGraphAddEventRecordNode`: adds a node that records `event` once all of `dependencies`
+/// have completed, on every launch of an executable graph made from `graph`.
+///
+/// # Errors
+/// The status of `cudaGraphAddEventRecordNode` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be live and not used by another thread during the call; `dependencies` must be
+/// distinct nodes of `graph`; `event` must be live for as long as executable graphs made from
+/// `graph` may be launched.
+pub unsafe fn graph_add_event_record_node(
+    graph: RawGraph,
+    dependencies: &[RawGraphNode],
+    event: RawEvent,
+) -> Result<RawGraphNode> {
+    let mut node = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer; the
+        // dependency array is valid for its length.
+        unsafe {
+            sys::cudaGraphAddEventRecordNode(
+                &mut node,
+                graph,
+                dependencies.as_ptr(),
+                dependencies.len(),
+                event,
+            )
+        },
+        "cudaGraphAddEventRecordNode",
+    )?;
+    Ok(node)
 }
 
 /// `cudaGraphInstantiate` (flags 0).

@@ -67,11 +67,13 @@ use crate::error::{defer, take_deferred_error, Error, ErrorKind, Result};
 use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory};
 use crate::raw::{self, RawStatus, RawStream};
 use crate::stream::{wait_until_idle_on, StreamRef};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Runs `f` with a [`Scope`] whose queued work may borrow what outlives this call, and waits for
 /// all of that work before returning (also when `f` panics).
@@ -93,8 +95,12 @@ where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> Result<R>,
 {
     let scope = Scope {
-        streams: RefCell::new(Vec::new()),
-        callbacks: RefCell::new(Vec::new()),
+        ledger: RefCell::new(Ledger {
+            streams: Vec::new(),
+            last_enlisted: NO_STREAM,
+            callbacks: None,
+            callback_count: 0,
+        }),
         _scope: PhantomData,
         _env: PhantomData,
         _one_thread: PhantomData,
@@ -114,21 +120,115 @@ where
     }
 }
 
-/// A closure queued in a scope, with its lifetime erased (see `Scope::queue_callback`).
-type ErasedCallback = Box<dyn FnOnce(Result<()>) + Send + 'static>;
+// ---------------------------------------------------------------------------------------------
+// Callback slots
 
-/// Where a scoped callback waits to be run by CUDA or dropped by the scope, whichever comes
-/// first. The lock is held while the closure runs, so the scope's cleanup waits for a running
-/// callback.
-struct CallbackSlot {
-    closure: Mutex<Option<ErasedCallback>>,
+/// The closure waits to be run by CUDA or dropped by the scope.
+const QUEUED: u8 = 0;
+/// CUDA's call has taken the closure and is running it.
+const RUNNING: u8 = 1;
+/// The closure has run (and was consumed by running).
+const FINISHED: u8 = 2;
+/// The scope has taken the closure (CUDA had not run it) and drops it.
+const TAKEN: u8 = 3;
+
+/// The type-independent head of a [`Slot`]: where a scoped callback waits to be run by CUDA or
+/// dropped by the scope, whichever comes first, in one allocation.
+///
+/// Who does what:
+/// - the closure is taken by exactly one side, by a compare-and-swap out of [`QUEUED`]: CUDA's
+///   call moves it to [`RUNNING`] and then [`FINISHED`] once the closure has returned; the scope
+///   moves it to [`TAKEN`] and drops it. A scope that finds it `RUNNING` waits for `FINISHED`,
+///   so it never returns while a closure that borrows `'env` runs;
+/// - the allocation has two owners, the scope and CUDA's pending call (`owners` counts them);
+///   the last to let go frees it. If CUDA never calls (the stream failed first), its share is
+///   leaked — the closure itself has been dropped by the scope, within `'env`.
+#[repr(C)]
+struct SlotHead {
+    state: AtomicU8,
+    owners: AtomicU8,
+    /// The next slot of the scope's list; touched only by the scope's thread.
+    next: Cell<Option<NonNull<SlotHead>>>,
+    /// Drops the closure in place (the slot's state is `TAKEN`, set by the caller).
+    drop_closure: unsafe fn(NonNull<SlotHead>),
+    /// Frees the allocation (the closure is gone).
+    free: unsafe fn(NonNull<SlotHead>),
 }
 
-impl CallbackSlot {
-    fn take(&self) -> std::sync::MutexGuard<'_, Option<ErasedCallback>> {
-        self.closure
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// A [`SlotHead`] and the closure it guards.
+#[repr(C)]
+struct Slot<F> {
+    head: SlotHead,
+    closure: ManuallyDrop<F>,
+}
+
+impl SlotHead {
+    /// The state, through a reference to that field alone (other fields may be in use by the
+    /// other thread).
+    ///
+    /// # Safety
+    /// `head` must be live.
+    unsafe fn state<'h>(head: NonNull<SlotHead>) -> &'h AtomicU8 {
+        // SAFETY: the caller's contract; the reference covers the atomic field only.
+        unsafe { &(*head.as_ptr()).state }
+    }
+
+    /// Gives up one owner's share; the last one frees the slot.
+    ///
+    /// # Safety
+    /// `head` must be live and the caller must hold a share, which it may not use afterwards.
+    unsafe fn release(head: NonNull<SlotHead>) {
+        // SAFETY: the caller's contract; the reference covers the atomic field only.
+        let owners = unsafe { &(*head.as_ptr()).owners };
+        if owners.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // SAFETY: no other share is left; the closure was run or dropped (or was never
+            // there: see queue_callback's error path, which frees without this).
+            unsafe { ((*head.as_ptr()).free)(head) };
+        }
+    }
+}
+
+/// `SlotHead::drop_closure` for `Slot<F>`.
+///
+/// # Safety
+/// `head` heads a live `Slot<F>` whose closure was taken by the caller (state `TAKEN`).
+unsafe fn drop_slot_closure<F>(head: NonNull<SlotHead>) {
+    let slot = head.cast::<Slot<F>>().as_ptr();
+    // SAFETY: the caller's contract: the closure is there and ours alone to drop.
+    unsafe { ManuallyDrop::drop(&mut (*slot).closure) };
+}
+
+/// `SlotHead::free` for `Slot<F>`.
+///
+/// # Safety
+/// `head` heads a `Slot<F>` made by `Box::into_raw`, no longer used by anyone, whose closure was
+/// run or dropped.
+unsafe fn free_slot<F>(head: NonNull<SlotHead>) {
+    // SAFETY: the caller's contract; dropping the box drops no closure (ManuallyDrop).
+    drop(unsafe { Box::from_raw(head.cast::<Slot<F>>().as_ptr()) });
+}
+
+/// "No stream enlisted yet" for `Ledger::last_enlisted` (no device has ordinal -1).
+const NO_STREAM: (RawStream, i32) = (std::ptr::null_mut(), -1);
+
+/// What a [`Scope`] must wait for.
+struct Ledger {
+    /// The streams to wait for, with their devices.
+    streams: Vec<(RawStream, i32)>,
+    /// The entry enlisted last (a launch loop on one stream enlists it once).
+    last_enlisted: (RawStream, i32),
+    /// The callbacks queued, newest first (a list through `SlotHead::next`).
+    callbacks: Option<NonNull<SlotHead>>,
+    callback_count: usize,
+}
+
+impl Ledger {
+    #[cold]
+    fn enlist_new(&mut self, entry: (RawStream, i32)) {
+        if !self.streams.contains(&entry) {
+            self.streams.push(entry);
+        }
+        self.last_enlisted = entry;
     }
 }
 
@@ -138,8 +238,7 @@ impl CallbackSlot {
 /// Neither `Send` nor `Sync`: work is queued and waited for by the thread that called
 /// [`scope`].
 pub struct Scope<'scope, 'env: 'scope> {
-    streams: RefCell<Vec<(RawStream, i32)>>,
-    callbacks: RefCell<Vec<Arc<CallbackSlot>>>,
+    ledger: RefCell<Ledger>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
     _one_thread: PhantomData<*const ()>,
@@ -148,8 +247,8 @@ pub struct Scope<'scope, 'env: 'scope> {
 impl std::fmt::Debug for Scope<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scope")
-            .field("streams", &self.streams.borrow().len())
-            .field("callbacks", &self.callbacks.borrow().len())
+            .field("streams", &self.ledger.borrow().streams.len())
+            .field("callbacks", &self.ledger.borrow().callback_count)
             .finish()
     }
 }
@@ -158,18 +257,25 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Remembers `stream` (and its device: the default streams' handles mean "of the current
     /// device", which may change before the final wait) for the final wait. Called *before*
     /// queuing anything on it; if its device cannot be known, nothing is queued.
+    #[inline]
     pub(crate) fn enlist_stream(&self, stream: StreamRef<'env>) -> Result<()> {
         let entry = (stream.as_raw(), stream.device_ordinal()?);
-        let mut streams = self.streams.borrow_mut();
-        if !streams.contains(&entry) {
-            streams.push(entry);
+        let mut ledger = self.ledger.borrow_mut();
+        if entry != ledger.last_enlisted {
+            ledger.enlist_new(entry);
         }
         Ok(())
     }
 
     fn wait_all(&self) -> Result<()> {
         let mut first = Ok(());
-        for &(stream, device) in self.streams.borrow().iter() {
+        let (streams, callbacks) = {
+            let mut ledger = self.ledger.borrow_mut();
+            ledger.callback_count = 0;
+            ledger.last_enlisted = NO_STREAM;
+            (std::mem::take(&mut ledger.streams), ledger.callbacks.take())
+        };
+        for &(stream, device) in streams.iter() {
             // Every enlisted stream is a StreamRef<'env>, live until after this call.
             if let Err(e) = wait_until_idle_on(device, stream) {
                 if first.is_ok() {
@@ -178,20 +284,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
         }
         // Callbacks CUDA did not run (the stream failed first) are dropped here, while what they
-        // borrow is still alive; a callback running right now holds its slot's lock, so taking
-        // it waits for the callback to return.
-        for slot in self.callbacks.borrow_mut().drain(..) {
-            let leftover = slot.take().take();
-            if let Some(closure) = leftover {
-                // Dropping runs user code (the captures' destructors): keep a panic from
-                // skipping the other slots.
-                if catch_unwind(AssertUnwindSafe(move || drop(closure))).is_err() {
-                    defer(Error::new(
-                        ErrorKind::CallbackPanicked,
-                        "scope: dropping a callback",
-                    ));
-                }
-            }
+        // borrow is still alive; a callback running right now is waited for.
+        let mut next = callbacks;
+        while let Some(head) = next {
+            // SAFETY: the scope holds a share of every slot of its list, so it is live.
+            next = unsafe { (*head.as_ptr()).next.get() };
+            // SAFETY: the scope's share, not used after this.
+            unsafe { settle_slot(head) };
         }
         first
     }
@@ -289,7 +388,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         stream: impl Into<StreamRef<'env>>,
         f: impl FnOnce() + Send + 'env,
     ) -> Result<()> {
-        self.queue_callback(stream.into(), Box::new(move |_| f()), false)
+        self.queue_callback(stream.into(), move |_: Result<()>| f(), false)
             .map_err(|e| e.context("Scope::launch_host_fn"))
     }
 
@@ -303,73 +402,255 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         stream: impl Into<StreamRef<'env>>,
         f: impl FnOnce(Result<()>) + Send + 'env,
     ) -> Result<()> {
-        self.queue_callback(stream.into(), Box::new(f), true)
+        self.queue_callback(stream.into(), f, true)
             .map_err(|e| e.context("Scope::add_callback"))
     }
 
-    fn queue_callback(
-        &self,
-        stream: StreamRef<'env>,
-        f: Box<dyn FnOnce(Result<()>) + Send + 'env>,
-        with_status: bool,
-    ) -> Result<()> {
-        // SAFETY: only the lifetime bound changes ('env to 'static; same layout). The closure is
-        // run or dropped before `scope` returns, hence within 'env: the slot is emptied by the
-        // runtime's call, or by `wait_all`, which waits for a running call through the lock.
-        let f: ErasedCallback = unsafe {
-            std::mem::transmute::<Box<dyn FnOnce(Result<()>) + Send + 'env>, ErasedCallback>(f)
-        };
-        let slot = Arc::new(CallbackSlot {
-            closure: Mutex::new(Some(f)),
-        });
+    /// Queues `f` in a slot of its own (one allocation), which the scope's list and CUDA's call
+    /// share (see [`SlotHead`]).
+    fn queue_callback<F>(&self, stream: StreamRef<'env>, f: F, with_status: bool) -> Result<()>
+    where
+        F: FnOnce(Result<()>) + Send + 'env,
+    {
         self.enlist_stream(stream)?;
-        self.callbacks.borrow_mut().push(Arc::clone(&slot));
-        let user_data = Arc::into_raw(slot).cast_mut().cast::<c_void>();
-        // SAFETY: the stream is live for 'env; the trampoline takes the Arc reference exactly
-        // once; the closure is Send and only runs while its slot is locked (see above).
+        let slot = new_slot(f);
+        let user_data = slot.as_ptr().cast::<c_void>();
+        // SAFETY: the stream is live for 'env; the trampoline for F is given a `Slot<F>` and
+        // uses CUDA's share of it exactly once; the closure is Send, and runs only after taking
+        // it from the slot, before `scope` returns (wait_all waits for a running closure), so
+        // within 'env.
         let result = unsafe {
             if with_status {
-                raw::stream_add_callback(stream.as_raw(), slot_callback_trampoline, user_data)
+                raw::stream_add_callback(stream.as_raw(), slot_callback_trampoline::<F>, user_data)
             } else {
-                raw::launch_host_func(stream.as_raw(), slot_host_fn_trampoline, user_data)
+                raw::launch_host_func(stream.as_raw(), slot_host_fn_trampoline::<F>, user_data)
             }
         };
-        if result.is_err() {
-            // SAFETY: CUDA refused the call and will never run the trampoline: the reference
-            // we gave it is ours to release. (The closure is dropped by `wait_all`.)
-            drop(unsafe { Arc::from_raw(user_data.cast_const().cast::<CallbackSlot>()) });
+        match result {
+            Ok(()) => {
+                let head = slot.cast::<SlotHead>();
+                let mut ledger = self.ledger.borrow_mut();
+                // SAFETY: the scope's share keeps the slot live; only this thread touches
+                // `next`.
+                unsafe { (*head.as_ptr()).next.set(ledger.callbacks) };
+                ledger.callbacks = Some(head);
+                ledger.callback_count += 1;
+                Ok(())
+            }
+            Err(e) => {
+                let closure = {
+                    // SAFETY: CUDA refused the call and will never run the trampoline: both
+                    // shares are ours; the slot came from Box::leak above.
+                    let slot = unsafe { Box::from_raw(slot.as_ptr()) };
+                    let Slot { closure, .. } = *slot;
+                    closure
+                };
+                // Dropped unrun, after the slot is freed (a panicking drop leaks nothing).
+                drop(ManuallyDrop::into_inner(closure));
+                Err(e)
+            }
         }
-        result
     }
 }
 
-fn run_slot(user_data: *mut c_void, status: Result<()>) {
-    // SAFETY: `user_data` is `Arc::into_raw` of a slot, handed to CUDA once; CUDA calls the
-    // trampoline at most once, so we own that reference.
-    let slot = unsafe { Arc::from_raw(user_data.cast_const().cast::<CallbackSlot>()) };
-    let mut closure = slot.take();
-    if let Some(f) = closure.take() {
-        // Run while holding the lock: the scope cannot return until this call finishes.
-        run_guarded(move || f(status));
+/// A slot for `f` with two shares (the scope's and CUDA's), in one allocation.
+fn new_slot<F: FnOnce(Result<()>)>(f: F) -> NonNull<Slot<F>> {
+    let slot = Box::new(Slot {
+        head: SlotHead {
+            state: AtomicU8::new(QUEUED),
+            owners: AtomicU8::new(2),
+            next: Cell::new(None),
+            drop_closure: drop_slot_closure::<F>,
+            free: free_slot::<F>,
+        },
+        closure: ManuallyDrop::new(f),
+    });
+    NonNull::from(Box::leak(slot))
+}
+
+/// The scope's end of a slot: drops the closure if CUDA has not taken it (CUDA's call will then
+/// skip it), or waits until CUDA's call has finished running it; then gives up the scope's share.
+///
+/// # Safety
+/// `head` must be live, and the caller must hold the scope's share, which it may not use
+/// afterwards.
+unsafe fn settle_slot(head: NonNull<SlotHead>) {
+    // SAFETY: the caller's contract.
+    let state = unsafe { SlotHead::state(head) };
+    match state.compare_exchange(QUEUED, TAKEN, Ordering::Acquire, Ordering::Acquire) {
+        Ok(_) => {
+            // Dropping runs user code (the captures' destructors): keep a panic from skipping
+            // the other slots.
+            let dropped = catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: the scope took the closure (QUEUED -> TAKEN): CUDA's call, if it ever
+                // comes, will not touch it; the slot is live (our share).
+                unsafe { ((*head.as_ptr()).drop_closure)(head) }
+            }));
+            if dropped.is_err() {
+                defer(Error::new(
+                    ErrorKind::CallbackPanicked,
+                    "scope: dropping a callback",
+                ));
+            }
+        }
+        Err(_) => wait_until_finished(state),
     }
+    // SAFETY: the caller's share, not used after this.
+    unsafe { SlotHead::release(head) };
+}
+
+/// Waits until CUDA's call has finished running a closure that it took from its slot (the
+/// scope must not return while the closure may still use what it borrows).
+fn wait_until_finished(state: &AtomicU8) {
+    let mut spins = 0u32;
+    while state.load(Ordering::Acquire) != FINISHED {
+        if spins < 64 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Runs the closure of a slot if CUDA's call is the one that takes it, then gives up CUDA's
+/// share of the slot.
+///
+/// # Safety
+/// `user_data` is a `Slot<F>` queued by `Scope::queue_callback`, of which this call holds CUDA's
+/// share (CUDA calls the trampoline at most once).
+unsafe fn run_slot<F: FnOnce(Result<()>)>(user_data: *mut c_void, status: Result<()>) {
+    let Some(slot) = NonNull::new(user_data.cast::<Slot<F>>()) else {
+        return;
+    };
+    let head = slot.cast::<SlotHead>();
+    // SAFETY: CUDA's share keeps the slot live.
+    let state = unsafe { SlotHead::state(head) };
+    if state
+        .compare_exchange(QUEUED, RUNNING, Ordering::Acquire, Ordering::Relaxed)
+        .is_ok()
+    {
+        // SAFETY: this call took the closure (QUEUED -> RUNNING): nobody else touches it; it is
+        // moved out once.
+        let f = unsafe { ManuallyDrop::take(&mut (*slot.as_ptr()).closure) };
+        // Runs (and drops) the closure; the scope does not return before FINISHED.
+        run_guarded(move || f(status));
+        state.store(FINISHED, Ordering::Release);
+    }
+    // SAFETY: CUDA's share, not used after this.
+    unsafe { SlotHead::release(head) };
 }
 
 /// Trampoline of `Scope::launch_host_fn`.
 ///
 /// # Safety
 /// `user_data` as in `run_slot`.
-unsafe extern "C" fn slot_host_fn_trampoline(user_data: *mut c_void) {
-    run_slot(user_data, Ok(()));
+unsafe extern "C" fn slot_host_fn_trampoline<F: FnOnce(Result<()>)>(user_data: *mut c_void) {
+    // SAFETY: the function's contract.
+    unsafe { run_slot::<F>(user_data, Ok(())) };
 }
 
 /// Trampoline of `Scope::add_callback`.
 ///
 /// # Safety
 /// `user_data` as in `run_slot`.
-unsafe extern "C" fn slot_callback_trampoline(
+unsafe extern "C" fn slot_callback_trampoline<F: FnOnce(Result<()>)>(
     _: RawStream,
     status: RawStatus,
     user_data: *mut c_void,
 ) {
-    run_slot(user_data, status_result(status));
+    // SAFETY: the function's contract.
+    unsafe { run_slot::<F>(user_data, status_result(status)) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    /// Counts drops of the value a closure owns.
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// What CUDA calls for a slot: `run_slot` for the slot's closure type.
+    type Runner = unsafe fn(*mut c_void, Result<()>);
+
+    /// A slot's address, to hand to "CUDA's" thread.
+    #[derive(Clone, Copy)]
+    struct SlotPtr(NonNull<SlotHead>);
+    // SAFETY: the slot's shared parts are atomics; its closure is Send.
+    unsafe impl Send for SlotPtr {}
+
+    impl SlotPtr {
+        fn user_data(self) -> *mut c_void {
+            self.0.as_ptr().cast()
+        }
+    }
+
+    fn with_runner<F: FnOnce(Result<()>)>(slot: NonNull<Slot<F>>) -> (SlotPtr, Runner) {
+        (SlotPtr(slot.cast()), run_slot::<F>)
+    }
+
+    /// A slot whose closure counts its runs, and owns a value that counts its drops.
+    fn counted_slot(ran: &Arc<AtomicUsize>, dropped: &Arc<AtomicUsize>) -> (SlotPtr, Runner) {
+        let owned = Counted(Arc::clone(dropped));
+        let ran = Arc::clone(ran);
+        with_runner(new_slot(move |status: Result<()>| {
+            assert!(status.is_ok());
+            let _owned = owned;
+            ran.fetch_add(1, Ordering::SeqCst);
+        }))
+    }
+
+    #[test]
+    fn a_slot_run_by_cuda_runs_and_drops_its_closure_once() {
+        let (ran, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (slot, run) = counted_slot(&ran, &dropped);
+        // CUDA's call on another thread, then the scope's end.
+        std::thread::scope(|t| {
+            // SAFETY: CUDA's share, used once, with the runner of the slot's closure type.
+            t.spawn(move || unsafe { run(slot.user_data(), Ok(())) });
+        });
+        // SAFETY: the scope's share, used once.
+        unsafe { settle_slot(slot.0) };
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_slot_settled_first_is_dropped_unrun_and_skipped_by_a_late_call() {
+        let (ran, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (slot, run) = counted_slot(&ran, &dropped);
+        // SAFETY: the scope's share, used once.
+        unsafe { settle_slot(slot.0) };
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+        // A late call from CUDA finds the closure taken and frees the slot.
+        // SAFETY: CUDA's share, used once, with the runner of the slot's closure type.
+        unsafe { run(slot.user_data(), Ok(())) };
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_scope_and_cuda_race_to_one_owner_of_the_closure() {
+        for _ in 0..500 {
+            let (ran, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            let (slot, run) = counted_slot(&ran, &dropped);
+            std::thread::scope(|t| {
+                // SAFETY: CUDA's share, used once, with the runner of the slot's closure type.
+                t.spawn(move || unsafe { run(slot.user_data(), Ok(())) });
+                // SAFETY: the scope's share, used once.
+                unsafe { settle_slot(slot.0) };
+                // The closure has run or been dropped unrun by now, never both, never later.
+                assert_eq!(dropped.load(Ordering::SeqCst), 1);
+            });
+            assert!(ran.load(Ordering::SeqCst) <= 1);
+        }
+    }
 }

@@ -429,3 +429,154 @@ fn executable_graphs_can_be_released_and_adopted() {
     event.record(&stream).unwrap();
     event.synchronize().unwrap();
 }
+
+/// Launches so far of `slow_host_node`, how many run at once now, and the most that ever did.
+static SLOW_NODE_RUNS: AtomicUsize = AtomicUsize::new(0);
+static SLOW_NODE_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+static SLOW_NODE_MOST_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// A host node that takes 20 ms and counts its runs.
+///
+/// # Safety
+/// None (it ignores `user_data`).
+unsafe extern "C" fn slow_host_node(_: *mut std::ffi::c_void) {
+    let now = SLOW_NODE_IN_FLIGHT.fetch_add(1, Ordering::SeqCst) + 1;
+    SLOW_NODE_MOST_IN_FLIGHT.fetch_max(now, Ordering::SeqCst);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    SLOW_NODE_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    SLOW_NODE_RUNS.fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn graph_completion_is_recorded_by_every_launch_and_launches_never_overlap() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut first = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let second = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let exec = first
+        .capture(CaptureMode::ThreadLocal, |c| {
+            // SAFETY: the host function touches no memory of the graph and calls no CUDA; the
+            // stream is capturing, so this adds a host node.
+            unsafe {
+                cuda_rt::raw::launch_host_func(
+                    c.as_raw_stream(),
+                    slow_host_node,
+                    std::ptr::null_mut(),
+                )
+            }
+        })
+        .unwrap()
+        .instantiate()
+        .unwrap();
+    // Three launches on two streams: CUDA runs them one after another, and the completion
+    // event (recorded by the graph's last node) is the one of the last launch.
+    exec.launch(&first).unwrap();
+    exec.launch(&second).unwrap();
+    exec.launch(&first).unwrap();
+    exec.synchronize().unwrap();
+    assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 3);
+    assert_eq!(SLOW_NODE_MOST_IN_FLIGHT.load(Ordering::SeqCst), 1);
+    // In a scope, across streams too; the drop waits for a launch outside one.
+    cuda_rt::scope(|s| {
+        s.launch_graph(&second, &exec)?;
+        s.launch_graph(&first, &exec)?;
+        s.launch_graph(&first, &exec)
+    })
+    .unwrap();
+    assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 6);
+    exec.launch(&second).unwrap();
+    drop(exec);
+    assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 7);
+    assert_eq!(SLOW_NODE_MOST_IN_FLIGHT.load(Ordering::SeqCst), 1);
+
+    // An empty graph gets its completion node too.
+    let empty = first.capture(CaptureMode::ThreadLocal, |_| Ok(())).unwrap();
+    assert_eq!(empty.node_count().unwrap(), 0);
+    let empty = empty.instantiate().unwrap();
+    empty.launch(&first).unwrap();
+    empty.synchronize().unwrap();
+    first.synchronize().unwrap();
+}
+
+#[test]
+fn scoped_callbacks_run_once_each_and_free_what_they_own() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let streams = [
+        Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+        Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+    ];
+    let owned = Arc::new(());
+    let mut hits = vec![0usize; 64];
+    let statuses = AtomicUsize::new(0);
+    cuda_rt::scope(|s| {
+        for (i, hit) in hits.iter_mut().enumerate() {
+            let owned = Arc::clone(&owned);
+            s.launch_host_fn(&streams[i % 2], move || {
+                let _owned = owned;
+                *hit = i + 1;
+            })?;
+        }
+        for stream in &streams {
+            let owned = Arc::clone(&owned);
+            s.add_callback(stream, |status| {
+                let _owned = owned;
+                assert!(status.is_ok());
+                statuses.fetch_add(1, Ordering::SeqCst);
+            })?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert!(hits.iter().enumerate().all(|(i, &hit)| hit == i + 1));
+    assert_eq!(statuses.load(Ordering::SeqCst), 2);
+    // Every closure was consumed by running: nothing it owned is left.
+    assert_eq!(Arc::strong_count(&owned), 1);
+    // 'static callbacks too.
+    let owned_in = Arc::clone(&owned);
+    streams[0].launch_host_fn(move || drop(owned_in)).unwrap();
+    streams[0].synchronize().unwrap();
+    assert_eq!(Arc::strong_count(&owned), 1);
+}
+
+#[test]
+fn pending_copies_reuse_their_events_and_wait_either_way() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let streams = [
+        Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+        Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+    ];
+    let n = 1 << 16;
+    let mut device = [
+        DeviceBuffer::<u32>::new(n).unwrap(),
+        DeviceBuffer::<u32>::new(n).unwrap(),
+    ];
+    let mut staging = [
+        Some(PinnedBuffer::<u32>::new(n).unwrap()),
+        Some(PinnedBuffer::<u32>::new(n).unwrap()),
+    ];
+    for round in 0..50u32 {
+        // Two copies in flight at once, on two streams: each has an event of its own.
+        let mut pending = Vec::new();
+        for (i, (dev, stream)) in device.iter_mut().zip(&streams).enumerate() {
+            let mut buffer = staging[i].take().unwrap();
+            buffer.fill(round * 2 + i as u32);
+            pending.push(dev.copy_from_pinned_async(stream, buffer).unwrap());
+        }
+        for (i, upload) in pending.into_iter().enumerate() {
+            staging[i] = Some(if round % 2 == 0 {
+                upload.wait().unwrap()
+            } else {
+                upload.wait_sleeping().unwrap()
+            });
+        }
+        for (i, (dev, stream)) in device.iter().zip(&streams).enumerate() {
+            let buffer = staging[i].take().unwrap();
+            let download = dev.copy_to_pinned_async(stream, buffer).unwrap();
+            let buffer = download.wait().unwrap();
+            assert!(buffer.iter().all(|&x| x == round * 2 + i as u32));
+            staging[i] = Some(buffer);
+        }
+    }
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
