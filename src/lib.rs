@@ -2,8 +2,8 @@
 //! parallelism (see `build.rs`), and their Rust entry points.
 
 pub mod ffi;
+pub mod pipeline;
+pub mod scale_add;
 pub mod sort;
 pub mod timeline;
 pub mod tour;
-pub mod pipeline;
-pub mod scale_add;
