@@ -23,19 +23,24 @@
 //! graph's memory.
 //!
 //! # What a launch costs
-//! [`Scope::launch_graph`](crate::Scope::launch_graph) and [`GraphExec::launch`] are one
-//! `cudaGraphLaunch` (behind an uncontended lock, as CUDA graph objects are not thread-safe);
-//! nothing is recorded per launch. The ordering that device memory needs is settled once:
+//! [`Scope::launch_graph`](crate::Scope::launch_graph) is one `cudaGraphLaunch`, behind an
+//! uncontended lock (CUDA graph objects are not thread-safe); nothing is recorded per launch.
+//! The ordering that memory needs is settled without per-launch work:
 //! - *before* the first launch: the capture waited for the earlier work on the bound memory, and
 //!   from then on the memory is borrowed by the graph for `'a` — exclusively when bound with
-//!   [`Capture::bind_mut`], shared (so nobody can write it) with [`Capture::bind`] — so no other
-//!   work can write it while the executable exists; other readers of shared-bound memory may run
-//!   concurrently with the graph, which only reads it;
-//! - *after* the last launch: a graph that borrows anything is launched only inside a scope,
-//!   which waits for its launches before the executable (and with it the borrows) can go;
-//! - [`GraphExec::synchronize`] and the drop wait on an event that the executable records itself:
-//!   [`Graph::instantiate`] appends an event-record node behind every node of the graph, so each
-//!   launch records it at no cost to the host.
+//!   [`Capture::bind_mut`], shared with [`Capture::bind`], so that nobody can write it — so no
+//!   other work can write it while the executable exists (other readers of shared-bound memory
+//!   may run concurrently with the graph, which only reads it);
+//! - *between* launches: CUDA itself orders each launch of an executable graph behind its
+//!   previous launches, on any stream;
+//! - *after* the last launch: the scope waits for its streams before it returns, hence before
+//!   the executable (and with it the borrows) can go.
+//!
+//! To answer [`GraphExec::synchronize`] the executable remembers, once per scope and stream,
+//! which streams of scopes still running it was launched on, and waits for those. A launch
+//! outside a scope ([`GraphExec::launch`], or a scope's launch on the per-thread default
+//! stream, whose handle names another stream on another thread) records a marker after it
+//! instead (one `cudaEventRecord`), as its stream may not outlive the executable.
 //!
 //! # Examples
 //! ```no_run
@@ -72,11 +77,10 @@
 
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory, Tracker};
-use crate::raw::{self, RawEvent, RawGraph, RawGraphExec, RawGraphNode, RawStream};
+use crate::raw::{self, RawGraph, RawGraphExec, RawStream};
 use crate::scope::Scope;
 use crate::stream::{Stream, StreamRef};
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
@@ -451,67 +455,15 @@ impl<'a> Graph<'a> {
     /// `cudaGraphInstantiate`: makes the executable graph, which keeps the borrows of `'a`. The
     /// graph itself is destroyed (the executable does not need it).
     ///
-    /// Before instantiating, it appends one event-record node (`cudaGraphAddEventRecordNode`,
-    /// an event without timing made on the current device) that depends on every node no other
-    /// node waits for to complete: each launch then records the event when all of its work has
-    /// finished, which is what [`GraphExec::synchronize`] and the drop wait for.
-    ///
     /// # Errors
-    /// `cudaErrorInvalidValue` and instantiation errors; errors of `cudaGraphGetNodes`,
-    /// `cudaGraphGetEdges`, `cudaEventCreateWithFlags`, `cudaGraphAddEventRecordNode`.
+    /// `cudaErrorInvalidValue` and instantiation errors.
     pub fn instantiate(self) -> Result<GraphExec<'a>> {
-        const WHAT: &str = "Graph::instantiate";
-        // SAFETY: no preconditions; the event is owned by the executable built below, or
-        // destroyed on the error paths.
-        let event = unsafe { raw::event_create_with_flags(raw::flags::EVENT_DISABLE_TIMING) }
-            .map_err(|e| e.context(WHAT))?;
-        // SAFETY: our live graph (not Sync, and `self` is owned here); the event is live until
-        // the executable is destroyed (see GraphExec's drop and into_raw).
-        let instantiated = unsafe { append_completion_record(self.raw, event) }.and_then(|()| {
-            // SAFETY: our live graph.
-            unsafe { raw::graph_instantiate(self.raw) }
-        });
-        match instantiated {
-            Ok(raw) => Ok(GraphExec {
-                raw,
-                completion: Completion::Recorded(event),
-                launching: Mutex::new(()),
-                _memory: PhantomData,
-            }),
-            Err(e) => {
-                // SAFETY: ours; no executable records it (none was made).
-                defer_result(unsafe { raw::event_destroy(event) });
-                Err(e.context(WHAT))
-            }
-        }
+        // SAFETY: our live graph.
+        let raw = unsafe { raw::graph_instantiate(self.raw) }
+            .map_err(|e| e.context("Graph::instantiate"))?;
+        // SAFETY: an executable graph we own; the borrows of 'a move into it.
+        Ok(unsafe { GraphExec::from_raw(raw) })
     }
-}
-
-/// Adds to `graph` an event-record node for `event` that depends on every node whose completion
-/// no other node waits for (a node with no outgoing full edge): every node of the graph then
-/// completes before the event is recorded. A node reached only through partial edges
-/// (programmatic dependent launch) gets a direct edge, since those do not wait for completion.
-///
-/// # Safety
-/// `graph` must be live and used by no other thread; `event` must outlive every executable graph
-/// made from `graph`.
-unsafe fn append_completion_record(graph: RawGraph, event: RawEvent) -> Result<()> {
-    // SAFETY: the caller's contract.
-    let nodes = unsafe { raw::graph_get_nodes(graph) }?;
-    // SAFETY: as above.
-    let edges = unsafe { raw::graph_get_edges(graph) }?;
-    let waited_for: HashSet<RawGraphNode> = edges
-        .iter()
-        .filter(|edge| edge.full)
-        .map(|edge| edge.from)
-        .collect();
-    let last: Vec<RawGraphNode> = nodes
-        .into_iter()
-        .filter(|node| !waited_for.contains(node))
-        .collect();
-    // SAFETY: the caller's contract; `last` holds distinct nodes of `graph`.
-    unsafe { raw::graph_add_event_record_node(graph, &last, event) }?;
-    Ok(())
 }
 
 impl Drop for Graph<'_> {
@@ -530,41 +482,62 @@ impl Drop for Graph<'_> {
 /// Dropping it waits for its launches, then destroys it.
 ///
 /// # Thread safety
-/// `Send` and `Sync`: its methods launch, upload and wait; calls that use the executable graph
-/// are serialized by a lock (CUDA graph objects are not thread-safe), and CUDA orders its
+/// `Send` and `Sync`: its methods launch, upload and wait; the calls that use the executable
+/// graph are serialized by a lock (CUDA graph objects are not thread-safe), and CUDA orders its
 /// launches one after another.
 #[derive(Debug)]
 pub struct GraphExec<'a> {
     raw: RawGraphExec,
-    /// What says that the launches so far have finished.
-    completion: Completion,
-    /// Serializes the calls that use `raw`.
-    launching: Mutex<()>,
+    /// Serializes the calls that use `raw`; says where the launches in scopes went.
+    launches: Mutex<ScopedLaunches>,
+    /// Recorded after each launch that is not made through a running scope's stream.
+    marker: Tracker,
     _memory: PhantomData<&'a mut ()>,
 }
 
-/// How a [`GraphExec`] learns that its launches have finished.
-#[derive(Debug)]
-enum Completion {
-    /// An event that the graph's own last node records on every launch (made by
-    /// [`Graph::instantiate`]); owned by the executable.
-    Recorded(RawEvent),
-    /// A foreign executable ([`GraphExec::from_raw`]): a marker recorded after each launch.
-    Marker(Tracker),
+/// The streams that a [`GraphExec`] was launched on by scopes that have not returned yet.
+///
+/// An entry is added by the first launch of a scope on a stream, and removed by that scope
+/// before it returns (after it has waited for the stream): so every stream listed is live, as
+/// the scope borrows it. [`GraphExec::synchronize`] waits for them, under the lock, which keeps
+/// the scope from removing them (and returning) meanwhile.
+#[derive(Debug, Default)]
+pub(crate) struct ScopedLaunches {
+    entries: Vec<ScopedLaunch>,
 }
 
-// SAFETY: executable graph and event handles may be used from any thread; calls that use the
-// executable graph are serialized by `launching`; the marker is Sync.
+/// One stream of a running scope that a [`GraphExec`] was launched on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ScopedLaunch {
+    /// The scope's identity (its address, unique while it runs).
+    scope: usize,
+    stream: RawStream,
+    device: i32,
+}
+
+impl ScopedLaunches {
+    /// Forgets the launches of a scope that has waited for its streams.
+    pub(crate) fn forget_scope(&mut self, scope: usize) {
+        self.entries.retain(|launch| launch.scope != scope);
+    }
+}
+
+/// Locks a [`GraphExec`]'s launch state (a panic never happens while it is held, so a poisoned
+/// lock guards consistent state).
+pub(crate) fn lock_launches(launches: &Mutex<ScopedLaunches>) -> MutexGuard<'_, ScopedLaunches> {
+    launches
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+// SAFETY: executable graph handles may be used from any thread; calls that use the executable
+// graph are serialized by `launches`; the marker is Sync.
 unsafe impl Send for GraphExec<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for GraphExec<'_> {}
 
 impl<'a> GraphExec<'a> {
     /// Takes ownership of a foreign executable graph.
-    ///
-    /// Its launches each add one `cudaEventRecord` (a marker that [`synchronize`](Self::synchronize)
-    /// and the drop wait for), as this crate cannot add a node to an executable graph; graphs
-    /// instantiated by [`Graph::instantiate`] record it themselves.
     ///
     /// # Safety
     /// `raw` must be a live executable graph owned by nobody else (it is destroyed on drop, after
@@ -574,8 +547,8 @@ impl<'a> GraphExec<'a> {
     pub unsafe fn from_raw(raw: RawGraphExec) -> GraphExec<'a> {
         GraphExec {
             raw,
-            completion: Completion::Marker(Tracker::new()),
-            launching: Mutex::new(()),
+            launches: Mutex::new(ScopedLaunches::default()),
+            marker: Tracker::new(),
             _memory: PhantomData,
         }
     }
@@ -583,19 +556,17 @@ impl<'a> GraphExec<'a> {
     /// Gives up ownership after waiting for the launches made through this value; returns the
     /// handle without destroying it.
     ///
-    /// An executable made by [`Graph::instantiate`] keeps recording its completion event on every
-    /// launch, so that event is leaked (never destroyed) with the handle.
-    ///
     /// # Errors
     /// An error of the launched work; the handle is then leaked (neither destroyed nor
     /// returned), as the launches' state is unknown.
     pub fn into_raw(self) -> Result<RawGraphExec> {
         let this = std::mem::ManuallyDrop::new(self);
-        this.wait().map_err(|e| e.context("GraphExec::into_raw"))?;
-        if let Completion::Marker(_) = &this.completion {
-            // SAFETY: `this` is never used or dropped again; the completion is moved out once.
-            drop(unsafe { std::ptr::read(&this.completion) });
-        }
+        this.marker
+            .wait_host()
+            .map_err(|e| e.context("GraphExec::into_raw"))?;
+        // SAFETY: `this` is never used or dropped again; the marker is moved out once (the
+        // lock and its empty list own nothing: no scope borrows `self` any more).
+        drop(unsafe { std::ptr::read(&this.marker) });
         Ok(this.raw)
     }
 
@@ -604,11 +575,8 @@ impl<'a> GraphExec<'a> {
         self.raw
     }
 
-    fn lock(&self) -> MutexGuard<'_, ()> {
-        // Nothing panics while the lock is held; a poisoned lock guards no state.
-        self.launching
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> MutexGuard<'_, ScopedLaunches> {
+        lock_launches(&self.launches)
     }
 
     /// `cudaGraphUpload`: prepares the graph's device resources on `stream`, so that the first
@@ -625,64 +593,88 @@ impl<'a> GraphExec<'a> {
             .map_err(|e| e.context("GraphExec::upload"))
     }
 
-    /// `cudaGraphLaunch`. CUDA orders it behind the earlier launches of this executable, on any
-    /// stream.
-    #[inline]
-    pub(crate) fn launch_unchecked(&self, stream: StreamRef<'_>) -> Result<()> {
-        let result = match &self.completion {
-            Completion::Recorded(_) => {
+    /// `cudaGraphLaunch` followed by the marker's `cudaEventRecord`, for launches whose stream
+    /// may not outlive the executable. CUDA orders the launch behind the earlier launches of
+    /// this executable, on any stream.
+    ///
+    /// The caller keeps the memory of `'a` alive until the launch has finished (a scope, or
+    /// `'a = 'static`).
+    fn launch_marked(&self, stream: StreamRef<'_>) -> Result<()> {
+        self.marker
+            .use_on(stream, |s| {
                 let _serial = self.lock();
                 // SAFETY: our live executable graph, used by no other thread now (the lock);
-                // the caller keeps the memory of 'a alive until the launch has finished (a
-                // scope, or 'a = 'static). Its last node records the completion event.
-                unsafe { raw::graph_launch(self.raw, stream.as_raw()) }
-            }
-            Completion::Marker(marker) => marker.use_on(stream, |s| {
-                let _serial = self.lock();
-                // SAFETY: as above; the marker is recorded after the launch.
+                // the caller keeps the memory of 'a alive until the launch has finished.
                 unsafe { raw::graph_launch(self.raw, s) }
-            }),
+            })
+            .map_err(|e| e.context("GraphExec::launch"))
+    }
+
+    /// `cudaGraphLaunch` on a stream of the running scope `scope` that the scope will wait for
+    /// (it enlisted it). The first launch of the scope on the stream lists it (see
+    /// [`ScopedLaunches`]) and says so (`true`, also when the launch fails), so that the scope
+    /// removes the entry before returning.
+    #[inline]
+    fn launch_in_scope(
+        &self,
+        scope: usize,
+        stream: StreamRef<'_>,
+        device: i32,
+    ) -> (bool, Result<()>) {
+        let launch = ScopedLaunch {
+            scope,
+            stream: stream.as_raw(),
+            device,
         };
-        result.map_err(|e| e.context("GraphExec::launch"))
-    }
-
-    fn wait(&self) -> Result<()> {
-        match &self.completion {
-            Completion::Recorded(event) => {
-                let event = *event;
-                // SAFETY: our live event.
-                match unsafe { raw::event_synchronize(event) } {
-                    Ok(()) => Ok(()),
-                    Err(e) if e.is_sticky() => Err(e),
-                    Err(e) => crate::stream::poll_until_idle(e, || {
-                        // SAFETY: our live event.
-                        unsafe { raw::event_query(event) }
-                    }),
-                }
+        let mut launches = self.lock();
+        let newly_listed = launches.entries.last() != Some(&launch) && {
+            let known = launches.entries.contains(&launch);
+            if !known {
+                launches.entries.push(launch);
             }
-            Completion::Marker(marker) => marker.wait_host(),
-        }
+            !known
+        };
+        // SAFETY: our live executable graph, used by no other thread now (the lock); the scope
+        // keeps the memory of 'a alive until the launch has finished (it waits for `stream`).
+        let launched = unsafe { raw::graph_launch(self.raw, stream.as_raw()) }
+            .map_err(|e| e.context("GraphExec::launch"));
+        (newly_listed, launched)
     }
 
-    /// Waits for every launch so far (`cudaEventSynchronize` on the event the graph records at
-    /// its end; for a foreign executable, on the marker recorded after each launch).
+    /// Waits for every launch so far: `cudaStreamSynchronize` of the streams of running scopes
+    /// it was launched on, and `cudaEventSynchronize` of the marker recorded after the others.
+    /// Launches by other threads wait meanwhile.
     ///
     /// # Errors
-    /// An error of the launched work.
+    /// An error of the launched work (or of other work queued on those streams).
     pub fn synchronize(&self) -> Result<()> {
-        self.wait().map_err(|e| e.context("GraphExec::synchronize"))
+        const WHAT: &str = "GraphExec::synchronize";
+        let launches = self.lock();
+        for launch in &launches.entries {
+            // The stream is live: its scope is running, and cannot return before it has removed
+            // the entry, which needs the lock we hold.
+            crate::device::with_current(launch.device, || {
+                // SAFETY: a live stream (above).
+                unsafe { raw::stream_synchronize(launch.stream) }
+            })
+            .map_err(|e| e.context(WHAT))?;
+        }
+        drop(launches);
+        self.marker.wait_host().map_err(|e| e.context(WHAT))
     }
 }
 
 impl GraphExec<'static> {
     /// `cudaGraphLaunch` of a graph that borrows nothing (or only `'static` data), which may
-    /// therefore run after the caller returns. Graphs that borrow memory are launched with
-    /// [`Scope::launch_graph`](crate::Scope::launch_graph).
+    /// therefore run after the caller returns; then records the executable's marker
+    /// (`cudaEventRecord`) for [`synchronize`](Self::synchronize) and the drop, as `stream` may
+    /// not outlive the executable. Graphs that borrow memory are launched with
+    /// [`Scope::launch_graph`](crate::Scope::launch_graph), which records nothing.
     ///
     /// # Errors
     /// `cudaErrorInvalidResourceHandle` and errors of earlier work.
     pub fn launch<'s>(&self, stream: impl Into<StreamRef<'s>>) -> Result<()> {
-        self.launch_unchecked(stream.into())
+        self.launch_marked(stream.into())
     }
 }
 
@@ -691,22 +683,14 @@ impl Drop for GraphExec<'_> {
         if crate::callback::leak_if_in_callback("GraphExec::drop") {
             return;
         }
-        match self.wait() {
-            Ok(()) => {
-                // SAFETY: our live executable graph, no launch pending; not used after this.
-                defer_result(
-                    unsafe { raw::graph_exec_destroy(self.raw) }
-                        .map_err(|e| e.context("GraphExec::drop")),
-                );
-                if let Completion::Recorded(event) = self.completion {
-                    // SAFETY: ours; the executable that recorded it is destroyed.
-                    defer_result(
-                        unsafe { raw::event_destroy(event) }
-                            .map_err(|e| e.context("GraphExec::drop")),
-                    );
-                }
-            }
-            // Leaked (executable and event): the launches' state is unknown.
+        // No scope borrows the executable any more: its launches in scopes have finished (each
+        // scope waited for them), so the marker covers the rest.
+        match self.marker.wait_host() {
+            // SAFETY: our live executable graph, no launch pending; not used after this.
+            Ok(()) => defer_result(
+                unsafe { raw::graph_exec_destroy(self.raw) }
+                    .map_err(|e| e.context("GraphExec::drop")),
+            ),
             Err(e) => defer(e.context("GraphExec::drop")),
         }
     }
@@ -714,7 +698,12 @@ impl Drop for GraphExec<'_> {
 
 impl<'scope, 'env> Scope<'scope, 'env> {
     /// `cudaGraphLaunch` of a graph whose memory outlives the scope; the scope waits for the
-    /// launch. Launches of one executable are ordered one after another.
+    /// launch. Launches of one executable are ordered one after another (by CUDA).
+    ///
+    /// It records nothing: the scope's final wait is what ends the launch's use of memory. The
+    /// first launch of an executable on a stream in this scope lists the stream (so that
+    /// [`GraphExec::synchronize`] can wait for it until the scope returns); the per-thread
+    /// default stream is marked per launch instead (see the [module docs](crate::graph)).
     ///
     /// # Errors
     /// `cudaErrorInvalidResourceHandle` and errors of earlier work.
@@ -724,8 +713,17 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         exec: &'env GraphExec<'_>,
     ) -> Result<()> {
         let stream = stream.into();
-        self.enlist_stream(stream)?;
-        exec.launch_unchecked(stream)
+        let device = self.enlist_stream(stream)?;
+        if stream.as_raw() == raw::STREAM_PER_THREAD {
+            // Its handle names the calling thread's stream: another thread's synchronize could
+            // not wait for it by name.
+            return exec.launch_marked(stream);
+        }
+        let (newly_listed, launched) = exec.launch_in_scope(self.id(), stream, device);
+        if newly_listed {
+            self.enlist_graph(&exec.launches);
+        }
+        launched
     }
 }
 

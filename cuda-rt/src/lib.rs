@@ -62,10 +62,11 @@
 //! The safe layer adds no allocation to hot paths: [`Event::record`] is one `cudaEventRecord`,
 //! [`Stream::wait`] one `cudaStreamWaitEvent`. Operations on device memory add one
 //! `cudaEventRecord` (the marker) and, when the stream changes, one `cudaStreamWaitEvent`.
-//! A graph launch is one `cudaGraphLaunch`: the executable records its completion event itself,
-//! from a node that [`Graph::instantiate`] appends (see [`graph`]). A host callback is one
-//! allocation (the closure, boxed once; none for a closure that captures nothing) called through
-//! a trampoline made for its type. [`Pending`] records a reused event, and waits on it spinning.
+//! A graph launch in a scope is one `cudaGraphLaunch` (the scope's final wait is what protects
+//! the graph's memory; see [`graph`]); outside a scope it adds one `cudaEventRecord`. A host
+//! callback is one allocation (the closure, boxed once; none for a closure that captures
+//! nothing) called through a trampoline made for its type. [`Pending`] records a reused event,
+//! and waits on it spinning.
 //! [`DeviceMemory::as_raw_ptr`] and [`Stream::as_raw`] with [`raw`] are the zero-overhead path.
 //!
 //! # Example

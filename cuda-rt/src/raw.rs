@@ -1070,6 +1070,10 @@ pub unsafe fn graph_node_count(graph: RawGraph) -> Result<usize> {
 pub unsafe fn graph_get_nodes(graph: RawGraph) -> Result<Vec<RawGraphNode>> {
     // SAFETY: the caller's contract.
     let count = unsafe { graph_node_count(graph) }?;
+    if count == 0 {
+        // CUDA refuses a node array with a count of zero (cudaErrorInvalidValue).
+        return Ok(Vec::new());
+    }
     let mut nodes = vec![std::ptr::null_mut(); count];
     let mut written = count;
     check(
@@ -1116,6 +1120,10 @@ pub unsafe fn graph_get_edges(graph: RawGraph) -> Result<Vec<GraphEdge>> {
         },
         "cudaGraphGetEdges",
     )?;
+    if count == 0 {
+        // CUDA refuses edge arrays with a count of zero (cudaErrorInvalidValue).
+        return Ok(Vec::new());
+    }
     let mut from = vec![std::ptr::null_mut(); count];
     let mut to = vec![std::ptr::null_mut(); count];
     let empty = sys::cudaGraphEdgeData {
@@ -1173,7 +1181,11 @@ pub unsafe fn graph_add_event_record_node(
             sys::cudaGraphAddEventRecordNode(
                 &mut node,
                 graph,
-                dependencies.as_ptr(),
+                if dependencies.is_empty() {
+                    std::ptr::null()
+                } else {
+                    dependencies.as_ptr()
+                },
                 dependencies.len(),
                 event,
             )

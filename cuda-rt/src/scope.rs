@@ -64,6 +64,7 @@
 
 use crate::callback::{run_guarded, status_result};
 use crate::error::{defer, take_deferred_error, Error, ErrorKind, Result};
+use crate::graph::{lock_launches, ScopedLaunches};
 use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory};
 use crate::raw::{self, RawStatus, RawStream};
 use crate::stream::{wait_until_idle_on, StreamRef};
@@ -74,6 +75,7 @@ use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
 
 /// Runs `f` with a [`Scope`] whose queued work may borrow what outlives this call, and waits for
 /// all of that work before returning (also when `f` panics).
@@ -100,6 +102,7 @@ where
             last_enlisted: NO_STREAM,
             callbacks: None,
             callback_count: 0,
+            graphs: Vec::new(),
         }),
         _scope: PhantomData,
         _env: PhantomData,
@@ -212,7 +215,7 @@ unsafe fn free_slot<F>(head: NonNull<SlotHead>) {
 const NO_STREAM: (RawStream, i32) = (std::ptr::null_mut(), -1);
 
 /// What a [`Scope`] must wait for.
-struct Ledger {
+struct Ledger<'env> {
     /// The streams to wait for, with their devices.
     streams: Vec<(RawStream, i32)>,
     /// The entry enlisted last (a launch loop on one stream enlists it once).
@@ -220,9 +223,12 @@ struct Ledger {
     /// The callbacks queued, newest first (a list through `SlotHead::next`).
     callbacks: Option<NonNull<SlotHead>>,
     callback_count: usize,
+    /// The launch lists of the executable graphs that listed a stream of this scope (see
+    /// `Scope::launch_graph`); the scope removes its entries before returning.
+    graphs: Vec<&'env Mutex<ScopedLaunches>>,
 }
 
-impl Ledger {
+impl Ledger<'_> {
     #[cold]
     fn enlist_new(&mut self, entry: (RawStream, i32)) {
         if !self.streams.contains(&entry) {
@@ -238,7 +244,7 @@ impl Ledger {
 /// Neither `Send` nor `Sync`: work is queued and waited for by the thread that called
 /// [`scope`].
 pub struct Scope<'scope, 'env: 'scope> {
-    ledger: RefCell<Ledger>,
+    ledger: RefCell<Ledger<'env>>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
     _one_thread: PhantomData<*const ()>,
@@ -257,23 +263,43 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Remembers `stream` (and its device: the default streams' handles mean "of the current
     /// device", which may change before the final wait) for the final wait. Called *before*
     /// queuing anything on it; if its device cannot be known, nothing is queued.
+    ///
+    /// Returns the stream's device.
     #[inline]
-    pub(crate) fn enlist_stream(&self, stream: StreamRef<'env>) -> Result<()> {
+    pub(crate) fn enlist_stream(&self, stream: StreamRef<'env>) -> Result<i32> {
         let entry = (stream.as_raw(), stream.device_ordinal()?);
         let mut ledger = self.ledger.borrow_mut();
         if entry != ledger.last_enlisted {
             ledger.enlist_new(entry);
         }
-        Ok(())
+        Ok(entry.1)
+    }
+
+    /// This scope's identity while it runs (its address).
+    pub(crate) fn id(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    /// Remembers an executable graph's launch list, from which the scope removes its entries
+    /// before returning.
+    pub(crate) fn enlist_graph(&self, launches: &'env Mutex<ScopedLaunches>) {
+        let mut ledger = self.ledger.borrow_mut();
+        if !ledger.graphs.iter().any(|&g| std::ptr::eq(g, launches)) {
+            ledger.graphs.push(launches);
+        }
     }
 
     fn wait_all(&self) -> Result<()> {
         let mut first = Ok(());
-        let (streams, callbacks) = {
+        let (streams, callbacks, graphs) = {
             let mut ledger = self.ledger.borrow_mut();
             ledger.callback_count = 0;
             ledger.last_enlisted = NO_STREAM;
-            (std::mem::take(&mut ledger.streams), ledger.callbacks.take())
+            (
+                std::mem::take(&mut ledger.streams),
+                ledger.callbacks.take(),
+                std::mem::take(&mut ledger.graphs),
+            )
         };
         for &(stream, device) in streams.iter() {
             // Every enlisted stream is a StreamRef<'env>, live until after this call.
@@ -282,6 +308,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                     first = Err(e.context("scope: waiting for queued work"));
                 }
             }
+        }
+        // The streams are idle (or the context is dead): executables stop naming them.
+        for launches in graphs {
+            lock_launches(launches).forget_scope(self.id());
         }
         // Callbacks CUDA did not run (the stream failed first) are dropped here, while what they
         // borrow is still alive; a callback running right now is waited for.

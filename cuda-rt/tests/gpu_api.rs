@@ -369,6 +369,17 @@ fn graphs_copy_between_pinned_host_memory_and_the_device() {
             })
             .unwrap();
         assert_eq!(graph.node_count().unwrap(), 3);
+        // SAFETY: our live graph, used by this thread only.
+        let (nodes, edges) = unsafe {
+            (
+                cuda_rt::raw::graph_get_nodes(graph.as_raw()).unwrap(),
+                cuda_rt::raw::graph_get_edges(graph.as_raw()).unwrap(),
+            )
+        };
+        // One stream captured three copies: a chain of two full edges.
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(edges.len(), 2);
+        assert!(edges.iter().all(|e| e.full && nodes.contains(&e.from)));
         let exec = graph.instantiate().unwrap();
         cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).unwrap();
     }
@@ -448,7 +459,7 @@ unsafe extern "C" fn slow_host_node(_: *mut std::ffi::c_void) {
 }
 
 #[test]
-fn graph_completion_is_recorded_by_every_launch_and_launches_never_overlap() {
+fn graph_synchronize_waits_for_every_launch_and_launches_never_overlap() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     let mut first = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let second = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
@@ -475,22 +486,43 @@ fn graph_completion_is_recorded_by_every_launch_and_launches_never_overlap() {
     exec.synchronize().unwrap();
     assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 3);
     assert_eq!(SLOW_NODE_MOST_IN_FLIGHT.load(Ordering::SeqCst), 1);
-    // In a scope, across streams too; the drop waits for a launch outside one.
+    // In a scope, across streams too: `synchronize` waits for the scope's launches (by their
+    // streams) and for a launch on the per-thread default stream (by the marker).
     cuda_rt::scope(|s| {
         s.launch_graph(&second, &exec)?;
         s.launch_graph(&first, &exec)?;
+        s.launch_graph(&first, &exec)?;
+        exec.synchronize()?;
+        assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 6);
+        s.launch_graph(StreamRef::per_thread(), &exec)?;
+        s.launch_graph(&second, &exec)?;
+        // From another thread too, while the scope runs.
+        std::thread::scope(|t| t.spawn(|| exec.synchronize()).join().unwrap())?;
+        assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 8);
         s.launch_graph(&first, &exec)
     })
     .unwrap();
-    assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 6);
+    // The scope waited for its last launch before returning.
+    assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 9);
+    exec.synchronize().unwrap();
+    // The drop waits for a launch outside a scope.
     exec.launch(&second).unwrap();
     drop(exec);
-    assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 7);
+    assert_eq!(SLOW_NODE_RUNS.load(Ordering::SeqCst), 10);
     assert_eq!(SLOW_NODE_MOST_IN_FLIGHT.load(Ordering::SeqCst), 1);
 
-    // An empty graph gets its completion node too.
+    // An empty graph: no nodes, no edges.
     let empty = first.capture(CaptureMode::ThreadLocal, |_| Ok(())).unwrap();
     assert_eq!(empty.node_count().unwrap(), 0);
+    // SAFETY: our live graph, used by this thread only.
+    unsafe {
+        assert!(cuda_rt::raw::graph_get_nodes(empty.as_raw())
+            .unwrap()
+            .is_empty());
+        assert!(cuda_rt::raw::graph_get_edges(empty.as_raw())
+            .unwrap()
+            .is_empty());
+    }
     let empty = empty.instantiate().unwrap();
     empty.launch(&first).unwrap();
     empty.synchronize().unwrap();
