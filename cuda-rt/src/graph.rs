@@ -40,7 +40,10 @@
 //! which streams of scopes still running it was launched on, and waits for those. A launch
 //! outside a scope ([`GraphExec::launch`], or a scope's launch on the per-thread default
 //! stream, whose handle names another stream on another thread) records a marker after it
-//! instead (one `cudaEventRecord`), as its stream may not outlive the executable.
+//! instead (one `cudaEventRecord`), as its stream may not outlive the executable. (An
+//! event-record node appended to the graph at instantiation would record the completion without
+//! an API call, but it makes every `cudaGraphLaunch` dearer by about as much as the record:
+//! the `graph_launch_cost` example of this crate measures both.)
 //!
 //! # Examples
 //! ```no_run
@@ -564,9 +567,9 @@ impl<'a> GraphExec<'a> {
         this.marker
             .wait_host()
             .map_err(|e| e.context("GraphExec::into_raw"))?;
-        // SAFETY: `this` is never used or dropped again; the marker is moved out once (the
-        // lock and its empty list own nothing: no scope borrows `self` any more).
-        drop(unsafe { std::ptr::read(&this.marker) });
+        // SAFETY: `this` is never used or dropped again; the marker and the launch list (empty:
+        // no scope borrows `self` any more) are moved out once.
+        drop(unsafe { (std::ptr::read(&this.marker), std::ptr::read(&this.launches)) });
         Ok(this.raw)
     }
 
