@@ -110,6 +110,13 @@ impl<T: Copy> Dev<T> {
             },
             "upload",
         );
+        // The copy ran on the legacy stream, which the benchmark's non-blocking stream does not
+        // wait for; and from pageable memory it may return before the data has arrived.
+        // SAFETY: the null stream is the legacy default stream.
+        check(
+            unsafe { cudaStreamSynchronize(ptr::null_mut()) },
+            "cudaStreamSynchronize",
+        );
     }
     fn download(&self) -> Vec<T> {
         let mut v = Vec::<T>::with_capacity(self.len);
@@ -280,13 +287,26 @@ impl Bench {
         strategy: Strategy,
         verify: bool,
     ) -> (f64, u32, u32) {
+        self.ours_with(pristine, pristine_values, strategy, 0, verify)
+    }
+
+    /// As `ours`, with extra (hidden) flags such as `MERGE_NARROW`.
+    fn ours_with<K: SortKey + Copy + PartialOrd>(
+        &mut self,
+        pristine: &Dev<K>,
+        pristine_values: Option<&Dev<u32>>,
+        strategy: Strategy,
+        extra_flags: u32,
+        verify: bool,
+    ) -> (f64, u32, u32) {
         let n = pristine.len;
         let keys = Dev::<K>::new(n);
         let values = pristine_values.map(|p| (p, Dev::<u32>::new(n)));
-        let buffers = match &values {
+        let mut buffers = match &values {
             Some((_, v)) => RawSortBuffers::pairs(keys.ptr, v.ptr, n),
             None => RawSortBuffers::keys(keys.ptr, n),
         };
+        buffers.test_flags = extra_flags;
         let value_bytes = if values.is_some() { 4 } else { 0 };
         let l = layout(n, K::FORMAT, value_bytes, strategy).unwrap();
         let stream = self.stream;
@@ -478,6 +498,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let variants = args.iter().any(|a| a == "--variants");
+    let stages = args.iter().any(|a| a == "--stages");
+    let profile = args.iter().any(|a| a == "--profile");
     let mut count = 0;
     // SAFETY: writes one int.
     if unsafe { cudaGetDeviceCount(&mut count) } != cudaSuccess || count == 0 {
@@ -496,6 +518,21 @@ fn main() {
         warmups: 3,
         reps: if quick { 5 } else { 15 },
     };
+    if stages || profile {
+        println!("GPU: {}", gpu_name());
+        if profile {
+            bench.warmups = 0;
+            bench.reps = 1;
+        } else {
+            residency_report(&mut bench, 24);
+        }
+        stage_report(
+            &mut bench,
+            if profile { &[24] } else { &[20, 24, 28] },
+            profile,
+        );
+        return;
+    }
     let sizes: Vec<u32> = if quick {
         vec![16, 20, 24]
     } else {
@@ -645,10 +682,117 @@ fn main() {
     print_table(&rows);
     if variants {
         println!("\nStrategy variants of this crate's sort (ms, median):\n");
-        println!("| n | case | driver | cuts | tile width | passes | kernels | ms | Gkeys/s |");
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("| n | case | driver | cuts | tile width | merge block threads | passes | kernels | ms | Gkeys/s |");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
         for line in variant_lines {
             println!("{line}");
+        }
+    }
+}
+
+/// Per-stage times of host-driven sorts of u32 keys (events between stages), and the bandwidth
+/// each merge pass reaches (it reads and writes every key once). With `profile`, one sort per
+/// strategy and one CUB merge sort, for a profiler to look at.
+fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
+    for &log in logs {
+        let n = 1usize << log;
+        let mut rng = Rng(u64::from(log));
+        let keys: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+        let pristine = Dev::<u32>::new(n);
+        pristine.upload(&keys);
+        let work = Dev::<u32>::new(n);
+        if profile {
+            // CUB first, so that a profiler's launch count limit catches both.
+            let ms = cub_merge(bench, &pristine, None, |t, b, k, _, n, s| {
+                // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
+            });
+            println!("2^{log} u32 CUB merge sort: {ms:.3} ms");
+        }
+        let strategies: &[(Cuts, TileWidth)] = if profile {
+            &[(Cuts::Kernel, TileWidth::Narrow)]
+        } else {
+            &[
+                (Cuts::Kernel, TileWidth::Narrow),
+                (Cuts::Kernel, TileWidth::Wide),
+                (Cuts::Fused, TileWidth::Narrow),
+                (Cuts::Fused, TileWidth::Wide),
+            ]
+        };
+        for &(cuts, tile) in strategies {
+            let strategy = Strategy {
+                driver: Driver::Host,
+                cuts,
+                tile,
+            };
+            let buffers = RawSortBuffers::keys(work.ptr, n);
+            let mut best: Option<Vec<f32>> = None;
+            for _ in 0..if profile { 1 } else { 5 } {
+                work.copy_from(&pristine, bench.stream);
+                // SAFETY: work holds n keys used only on this stream.
+                let t = unsafe {
+                    bench
+                        .workspace
+                        .stage_times(&buffers, Order::Ascending, strategy, bench.stream)
+                }
+                .unwrap();
+                let total: f32 = t.iter().sum();
+                if best.as_ref().is_none_or(|b| b.iter().sum::<f32>() > total) {
+                    best = Some(t);
+                }
+            }
+            assert!(is_sorted(&work.download()));
+            let t = best.unwrap();
+            let total: f32 = t.iter().sum();
+            let bytes = 2.0 * n as f64 * 4.0;
+            let (partition, merges): (Vec<f32>, Vec<f32>) = match cuts {
+                Cuts::Kernel => (
+                    t[1..].iter().step_by(2).copied().collect(),
+                    t[2..].iter().step_by(2).copied().collect(),
+                ),
+                _ => (Vec::new(), t[1..].to_vec()),
+            };
+            println!(
+                "2^{log} u32 {cuts:?} {tile:?}: total {total:.3} ms = tile sort {:.3} + partitions {:.3} + merges {:.3} ({} passes)",
+                t[0],
+                partition.iter().sum::<f32>(),
+                merges.iter().sum::<f32>(),
+                merges.len()
+            );
+            println!(
+                "    tile sort {:.0} GB/s; merge passes ms: {}",
+                bytes / (f64::from(t[0]) * 1e-3) / 1e9,
+                merges
+                    .iter()
+                    .map(|m| format!("{m:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            println!(
+                "    merge passes GB/s: {}",
+                merges
+                    .iter()
+                    .map(|m| format!("{:.0}", bytes / (f64::from(*m) * 1e-3) / 1e9))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            if !partition.is_empty() {
+                println!(
+                    "    partitions ms: {}",
+                    partition
+                        .iter()
+                        .map(|m| format!("{m:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+            }
+        }
+        if !profile {
+            let ms = cub_merge(bench, &pristine, None, |t, b, k, _, n, s| {
+                // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
+            });
+            println!("2^{log} u32 CUB merge sort: {ms:.3} ms");
         }
     }
 }
@@ -661,21 +805,83 @@ fn measure_variants<K: SortKey + Copy + PartialOrd>(
     case: Case,
 ) -> Vec<String> {
     let mut lines = Vec::new();
-    for driver in [Driver::Device, Driver::Host] {
-        for cuts in [Cuts::Fused, Cuts::Kernel] {
-            for tile in [TileWidth::Narrow, TileWidth::Wide] {
-                let strategy = Strategy { driver, cuts, tile };
-                let (ms, passes, kernels) = bench.ours(pristine, values, strategy, false);
-                lines.push(format!(
-                    "| 2^{} | {} | {driver:?} | {cuts:?} | {tile:?} | {passes} | {kernels} | {ms:.3} | {:.2} |",
-                    n.trailing_zeros(),
-                    case.name(),
-                    gkeys(n, ms)
-                ));
+    let narrow = cuda_rt_kernels::sort::ffi::flags::MERGE_NARROW;
+    let mut variants = Vec::new();
+    for cuts in [Cuts::Fused, Cuts::Kernel] {
+        for tile in [TileWidth::Narrow, TileWidth::Wide] {
+            for (merge, extra) in [
+                ("1024", cuda_rt_kernels::sort::ffi::flags::MERGE_WIDE),
+                ("512", narrow),
+            ] {
+                variants.push((Driver::Device, cuts, tile, merge, extra));
             }
         }
+        variants.push((
+            Driver::Host,
+            cuts,
+            TileWidth::Wide,
+            "1024",
+            cuda_rt_kernels::sort::ffi::flags::MERGE_WIDE,
+        ));
+    }
+    for (driver, cuts, tile, merge, extra) in variants {
+        let strategy = Strategy { driver, cuts, tile };
+        let (ms, passes, kernels) = bench.ours_with(pristine, values, strategy, extra, false);
+        lines.push(format!(
+            "| 2^{} | {} | {driver:?} | {cuts:?} | {tile:?} | {merge} | {passes} | {kernels} | {ms:.3} | {:.2} |",
+            n.trailing_zeros(),
+            case.name(),
+            gkeys(n, ms)
+        ));
     }
     lines
+}
+
+/// Peak merge blocks resident per SM, host- versus device-driven (the probe of the merge
+/// kernel): the mean over SMs of each SM's peak, and how many SMs ran merge blocks.
+fn residency_report(bench: &mut Bench, log: u32) {
+    let n = 1usize << log;
+    let mut rng = Rng(5);
+    let keys: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+    let work = Dev::<u32>::new(n);
+    let probe = Dev::<u32>::new(512);
+    let narrow = cuda_rt_kernels::sort::ffi::flags::MERGE_NARROW;
+    let wide = cuda_rt_kernels::sort::ffi::flags::MERGE_WIDE;
+    for (driver, extra, name) in [
+        (Driver::Host, wide, "host, 1024-thread merge blocks"),
+        (Driver::Device, wide, "device, 1024-thread merge blocks"),
+        (Driver::Host, narrow, "host, 512-thread merge blocks"),
+        (Driver::Device, narrow, "device, 512-thread merge blocks"),
+    ] {
+        for cuts in [Cuts::Kernel, Cuts::Fused] {
+            work.upload(&keys);
+            probe.upload(&[0u32; 512]);
+            let mut buffers = RawSortBuffers::keys(work.ptr, n);
+            buffers.test_flags = extra;
+            buffers.probe = probe.ptr;
+            let strategy = Strategy {
+                driver,
+                cuts,
+                tile: TileWidth::Narrow,
+            };
+            // SAFETY: the buffers are live and used only on this stream.
+            unsafe {
+                bench
+                    .workspace
+                    .enqueue(&buffers, Order::Ascending, strategy, bench.stream)
+                    .unwrap();
+                bench.workspace.finish(bench.stream).unwrap();
+            }
+            let words = probe.download();
+            let peaks: Vec<u32> = words[256..].iter().copied().filter(|&p| p > 0).collect();
+            let mean = peaks.iter().sum::<u32>() as f64 / peaks.len().max(1) as f64;
+            println!(
+                "2^{log} u32 {name} {cuts:?}: merge blocks resident per SM: mean peak {mean:.2}, max {}, on {} SMs",
+                peaks.iter().max().unwrap_or(&0),
+                peaks.len()
+            );
+        }
+    }
 }
 
 fn print_table(rows: &[Row]) {

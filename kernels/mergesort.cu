@@ -35,10 +35,14 @@ enum : uint32_t {
     CUDA_RT_SORT_TILE_MASK = 0x30,
     CUDA_RT_SORT_TILE_NARROW = 0x10,
     CUDA_RT_SORT_TILE_WIDE = 0x20,
+    // Merge tiles per merge block: 4 (1024 threads) or 2 (512 threads).
+    CUDA_RT_SORT_MERGE_MASK = 0xc0,
+    CUDA_RT_SORT_MERGE_WIDE = 0x40,
+    CUDA_RT_SORT_MERGE_NARROW = 0x80,
     // Tests only: 1 + the stage whose device-side launch is given an invalid configuration.
     CUDA_RT_SORT_FAIL_STAGE_SHIFT = 8,
     CUDA_RT_SORT_FAIL_STAGE_MASK = 0xff00,
-    CUDA_RT_SORT_FLAGS_KNOWN = 0xff3f,
+    CUDA_RT_SORT_FLAGS_KNOWN = 0xffff,
 };
 
 // What a sort of n elements needs and does, for the given key and value sizes and flags.
@@ -62,28 +66,35 @@ struct CudaRtSortArgs {
     void* values;           // the output values (null: keys only)
     void* values_scratch;
     unsigned long long* cuts;
-    uint32_t* status;
+    uint32_t* status;       // the status word
     unsigned long long n;
     uint32_t key_bytes;    // 1, 2, 4 or 8
     uint32_t value_bytes;  // 0 (keys only), 4, 8 or 16
     uint32_t key_mode;     // KeyKind | kKeyDescending
     uint32_t flags;
+    uint32_t* probe;       // benchmarks only: 512 zeroed words for merge-block residency, or null
 };
 
 namespace cuda_rt_sort {
 namespace {
 
-// Sizes at and below which the merge blocks find their own cuts: the partition kernel's extra
-// launch (a tail launch costs ~10 us on an H100) outweighs the searches there.
-constexpr unsigned long long kFusedCutsMaxN = 1ull << 62;
+// The choices the library makes by size, from H100 measurements (BENCHMARKS.md):
+// - cuts: up to kFusedCutsMaxN keys the merge blocks find their own cuts, which saves the
+//   partition kernel and its tail launch (~10 us) per pass; above, the partition kernel's cuts
+//   cost less than the searches every merge block would make;
+// - tiles: always wide (one pass fewer, for a tile sort that costs a little more);
+// - merge blocks: up to kNarrowMergeMaxN keys, 512 threads (two merge tiles), above 1024.
+constexpr unsigned long long kFusedCutsMaxN = (1ull << 25) - 1;
+constexpr unsigned long long kNarrowMergeMaxN = 1ull << 21;
 
 template <class K, class V>
 uint32_t resolve_flags(unsigned long long n, uint32_t flags) {
-    (void)n;
     if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0) flags |= CUDA_RT_SORT_DRIVER_DEVICE;
     if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0)
         flags |= n <= kFusedCutsMaxN ? CUDA_RT_SORT_CUTS_FUSED : CUDA_RT_SORT_CUTS_KERNEL;
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) flags |= CUDA_RT_SORT_TILE_WIDE;
+    if ((flags & CUDA_RT_SORT_MERGE_MASK) == 0)
+        flags |= n <= kNarrowMergeMaxN ? CUDA_RT_SORT_MERGE_NARROW : CUDA_RT_SORT_MERGE_WIDE;
     return flags;
 }
 
@@ -112,10 +123,12 @@ void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     out->flags = flags;
 }
 
-// Raises the dynamic shared memory limit of a kernel, once per device. Device-side launches use
-// the limit the host set for the function.
+// Raises the dynamic shared memory limit of a kernel and asks for the largest shared-memory
+// carveout, once per device. Device-side launches use the attributes the host set for the
+// function; without the carveout preference they may get an L1/shared split that fits fewer
+// blocks per SM than a host launch of the same kernel.
 template <class Tag>
-cudaError_t allow_shared_memory(const void* kernel, size_t bytes) {
+cudaError_t prepare_kernel(const void* kernel, size_t bytes) {
     static std::atomic<unsigned long long> done_devices{0};
     int device = 0;
     cudaError_t error = cudaGetDevice(&device);
@@ -123,14 +136,48 @@ cudaError_t allow_shared_memory(const void* kernel, size_t bytes) {
     const unsigned long long bit = device < 64 ? 1ull << device : 0;
     if (bit != 0 && (done_devices.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
     error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    if (error != cudaSuccess) return error;
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared);
+    if (error == cudaSuccess) error = cudaFuncSetCacheConfig(kernel, cudaFuncCachePreferShared);
     if (error == cudaSuccess && bit != 0) done_devices.fetch_or(bit, std::memory_order_relaxed);
     return error;
 }
 
 template <class K, class V, int THREADS>
 struct BlockSortTag {};
-template <class K, class V>
+template <class K, class V, int GROUPS>
 struct MergeTag {};
+
+// Per-stage timing of a host-driven sort (benchmarks): an event before the first stage and
+// after every stage.
+struct StageTimer {
+    float* stage_ms;    // one per stage
+    uint32_t capacity;  // entries of stage_ms
+    uint32_t* stages;   // the number of stages
+};
+
+template <class K, class V>
+cudaError_t run_timed(const SortPlan& plan, cudaStream_t stream, const StageTimer& timer) {
+    const int stages = last_stage(plan) + 1;
+    *timer.stages = uint32_t(stages);
+    if (uint32_t(stages) > timer.capacity) return cudaErrorInvalidValue;
+    cudaEvent_t events[64] = {};
+    if (stages + 1 > 64) return cudaErrorInvalidValue;
+    cudaError_t error = cudaSuccess;
+    int created = 0;
+    for (; created <= stages && error == cudaSuccess; ++created) error = cudaEventCreate(&events[created]);
+    if (error == cudaSuccess) error = cudaEventRecord(events[0], stream);
+    for (int stage = 0; stage < stages && error == cudaSuccess; ++stage) {
+        error = launch_stage<K, V>(plan, stage, stream);
+        if (error == cudaSuccess) error = cudaEventRecord(events[stage + 1], stream);
+    }
+    if (error == cudaSuccess) error = cudaEventSynchronize(events[stages]);
+    for (int stage = 0; stage < stages && error == cudaSuccess; ++stage)
+        error = cudaEventElapsedTime(&timer.stage_ms[stage], events[stage], events[stage + 1]);
+    for (int i = 0; i < created; ++i) cudaEventDestroy(events[i]);
+    return error;
+}
 
 template <class K, class V>
 cudaError_t prepare_kernels(const SortPlan& plan) {
@@ -138,23 +185,31 @@ cudaError_t prepare_kernels(const SortPlan& plan) {
     cudaError_t error;
     if (plan.sort_threads == P::SORT_THREADS_WIDE) {
         constexpr int T = P::SORT_THREADS_WIDE;
-        error = allow_shared_memory<BlockSortTag<K, V, T>>(
+        error = prepare_kernel<BlockSortTag<K, V, T>>(
             reinterpret_cast<const void*>(&block_sort_kernel<K, V, T>),
             tile_smem_bytes<K, V>(T * P::ITEMS));
     } else {
         constexpr int T = P::SORT_THREADS_NARROW;
-        error = allow_shared_memory<BlockSortTag<K, V, T>>(
+        error = prepare_kernel<BlockSortTag<K, V, T>>(
             reinterpret_cast<const void*>(&block_sort_kernel<K, V, T>),
             tile_smem_bytes<K, V>(T * P::ITEMS));
     }
     if (error != cudaSuccess || plan.passes == 0) return error;
-    return allow_shared_memory<MergeTag<K, V>>(
-        reinterpret_cast<const void*>(&merge_pass_kernel<K, V>),
-        tile_smem_bytes<K, V>(P::MERGE_TILE));
+    if (plan.merge_groups == P::MERGE_GROUPS_WIDE) {
+        constexpr int G = P::MERGE_GROUPS_WIDE;
+        return prepare_kernel<MergeTag<K, V, G>>(
+            reinterpret_cast<const void*>(&merge_pass_kernel<K, V, G>),
+            G * tile_smem_bytes<K, V>(P::MERGE_TILE));
+    }
+    constexpr int G = P::MERGE_GROUPS_NARROW;
+    return prepare_kernel<MergeTag<K, V, G>>(
+        reinterpret_cast<const void*>(&merge_pass_kernel<K, V, G>),
+        G * tile_smem_bytes<K, V>(P::MERGE_TILE));
 }
 
 template <class K, class V>
-cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream) {
+cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
+                     const StageTimer* timer = nullptr) {
     CudaRtSortLayout layout;
     fill_layout<K, V>(args.n, args.flags, &layout);
     const uint32_t flags = layout.flags;
@@ -178,9 +233,17 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream) {
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
     plan.fail_stage =
         int((flags & CUDA_RT_SORT_FAIL_STAGE_MASK) >> CUDA_RT_SORT_FAIL_STAGE_SHIFT) - 1;
+    plan.merge_groups = (flags & CUDA_RT_SORT_MERGE_MASK) == CUDA_RT_SORT_MERGE_NARROW
+                            ? Policy<K, V>::MERGE_GROUPS_NARROW
+                            : Policy<K, V>::MERGE_GROUPS_WIDE;
+    plan.probe = args.probe;
 
     cudaError_t error = prepare_kernels<K, V>(plan);
     if (error != cudaSuccess) return error;
+    if (timer != nullptr) {
+        plan.device_driven = 0;
+        return run_timed<K, V>(plan, stream, *timer);
+    }
     if (plan.device_driven) return launch_stage<K, V>(plan, 0, stream);
     // Host-driven: the same kernels, queued on the stream one after another.
     const int last = last_stage(plan);
@@ -192,16 +255,17 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream) {
 }
 
 template <class K>
-cudaError_t run_sort_by_value(const CudaRtSortArgs& args, cudaStream_t stream) {
+cudaError_t run_sort_by_value(const CudaRtSortArgs& args, cudaStream_t stream,
+                              const StageTimer* timer) {
     switch (args.value_bytes) {
         case 0:
-            return run_sort<K, NoValue>(args, stream);
+            return run_sort<K, NoValue>(args, stream, timer);
         case 4:
-            return run_sort<K, uint32_t>(args, stream);
+            return run_sort<K, uint32_t>(args, stream, timer);
         case 8:
-            return run_sort<K, uint64_t>(args, stream);
+            return run_sort<K, uint64_t>(args, stream, timer);
         case 16:
-            return run_sort<K, Value16>(args, stream);
+            return run_sort<K, Value16>(args, stream, timer);
         default:
             return cudaErrorInvalidValue;
     }
@@ -266,8 +330,10 @@ extern "C" cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_
 // whether the device-side chain completed is in *args->status once the stream reaches this
 // point: kStatusDone (0) when it did. For n == 0 the status word is set to done and nothing else
 // is queued.
-extern "C" cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream) {
-    using namespace cuda_rt_sort;
+namespace cuda_rt_sort {
+namespace {
+
+cudaError_t sort_entry(const CudaRtSortArgs* args, cudaStream_t stream, const StageTimer* timer) {
     if (args == nullptr || args->status == nullptr ||
         (args->flags & ~uint32_t(CUDA_RT_SORT_FLAGS_KNOWN)) != 0 ||
         !valid_mode(args->key_bytes, args->key_mode))
@@ -277,14 +343,32 @@ extern "C" cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStre
         return cudaErrorInvalidValue;
     switch (args->key_bytes) {
         case 1:
-            return run_sort_by_value<uint8_t>(*args, stream);
+            return run_sort_by_value<uint8_t>(*args, stream, timer);
         case 2:
-            return run_sort_by_value<uint16_t>(*args, stream);
+            return run_sort_by_value<uint16_t>(*args, stream, timer);
         case 4:
-            return run_sort_by_value<uint32_t>(*args, stream);
+            return run_sort_by_value<uint32_t>(*args, stream, timer);
         case 8:
-            return run_sort_by_value<uint64_t>(*args, stream);
+            return run_sort_by_value<uint64_t>(*args, stream, timer);
         default:
             return cudaErrorInvalidValue;
     }
+}
+
+}  // namespace
+}  // namespace cuda_rt_sort
+
+extern "C" cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream) {
+    return cuda_rt_sort::sort_entry(args, stream, nullptr);
+}
+
+// Benchmarks only: the sort of cuda_rt_kernels_sort, host-driven whatever the flags say, with
+// an event before and after every stage; waits for the sort and writes each stage's time (ms)
+// to stage_ms[0..*stages). Fails with cudaErrorInvalidValue when capacity < *stages.
+extern "C" cudaError_t cuda_rt_kernels_sort_stage_times(const CudaRtSortArgs* args,
+                                                        cudaStream_t stream, float* stage_ms,
+                                                        uint32_t capacity, uint32_t* stages) {
+    if (stage_ms == nullptr || stages == nullptr) return cudaErrorInvalidValue;
+    const cuda_rt_sort::StageTimer timer{stage_ms, capacity, stages};
+    return cuda_rt_sort::sort_entry(args, stream, &timer);
 }

@@ -38,7 +38,7 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
     const int t = threadIdx.x;
     const uint32_t mode = plan.key_mode;
     const K* src = static_cast<const K*>(plan.keys_in) + begin;
-    K* dst = static_cast<K*>(plan.keys[plan.passes & 1]) + begin;
+    K* dst = keys_buffer<K>(plan, plan.passes & 1) + begin;
 
     // Load striped (coalesced) and encode. A partial tile is padded with the greatest key,
     // which sorts after every real key (padding occupies the tile's last positions).
@@ -83,29 +83,46 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
     for (int round = 0; round < ITEMS; ++round) {
 #pragma unroll
         for (int j = round & 1; j + 1 < ITEMS; j += 2) {
-            if (keys[j + 1] < keys[j]) {
-                const K k0 = keys[j];
-                keys[j] = keys[j + 1];
-                keys[j + 1] = k0;
-                if (PAIRS) {
+            if constexpr (PAIRS) {
+                if (keys[j + 1] < keys[j]) {
+                    const K k0 = keys[j];
+                    keys[j] = keys[j + 1];
+                    keys[j + 1] = k0;
                     const int p0 = pos[j];
                     pos[j] = pos[j + 1];
                     pos[j + 1] = p0;
                 }
+            } else {
+                // Keys only: equal keys are identical bits, so min/max is as good as stable.
+                const K lo = keys[j] < keys[j + 1] ? keys[j] : keys[j + 1];
+                const K hi = keys[j] < keys[j + 1] ? keys[j + 1] : keys[j];
+                keys[j] = lo;
+                keys[j + 1] = hi;
             }
         }
     }
 
     // Merge rounds. Invariant at the top of round r: the tile is made of sorted runs of
     // width = 2^r threads (2^r * ITEMS keys), held blocked in registers.
+    // While a pair of runs spans at most one warp (width <= 16 threads), a round reads only
+    // what its own warp wrote, and a warp barrier is enough.
     for (int width = 1; width < THREADS; width *= 2) {
-        __syncthreads();  // every thread has finished reading the previous round's layout
+        // Every thread of the pair has finished reading the previous round's layout.
+        if (width <= 16) {
+            __syncwarp();
+        } else {
+            __syncthreads();
+        }
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
             s_keys[t * ITEMS + k] = keys[k];
             if (PAIRS) s_pos[t * ITEMS + k] = uint16_t(pos[k]);
         }
-        __syncthreads();
+        if (width <= 16) {
+            __syncwarp();
+        } else {
+            __syncthreads();
+        }
         const int run = width * ITEMS;
         const int first_thread = t & ~(2 * width - 1);  // first thread of this pair of runs
         const int start = first_thread * ITEMS;
@@ -138,7 +155,7 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
         }
     }
     if constexpr (PAIRS) {
-        V* vdst = static_cast<V*>(plan.values[plan.passes & 1]) + begin;
+        V* vdst = values_buffer<V>(plan, plan.passes & 1) + begin;
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
             const int x = k * THREADS + t;
@@ -159,7 +176,8 @@ __device__ __forceinline__ bool has_scratch(const SortPlan& plan) {
 
 // Stage 0: one block per tile; the full/partial choice is made once per block.
 template <class K, class V, int SORT_THREADS>
-__global__ void __launch_bounds__(SORT_THREADS) block_sort_kernel(SortPlan plan) {
+__global__ void __launch_bounds__(SORT_THREADS, Policy<K, V>::SORT_MIN_THREADS / SORT_THREADS)
+    block_sort_kernel(SortPlan plan) {
     if (!has_scratch(plan)) {
         if (blockIdx.x == 0 && threadIdx.x == 0) *plan.status = kStatusScratchMissing;
         return;

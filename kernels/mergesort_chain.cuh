@@ -14,10 +14,12 @@ template <class K, class V, int SORT_THREADS>
 __global__ void block_sort_kernel(SortPlan plan);
 template <class K, class V>
 __global__ void partition_kernel(SortPlan plan, int stage);
-template <class K, class V>
+template <class K, class V, int GROUPS>
 __global__ void merge_pass_kernel(SortPlan plan, int stage);
 
-constexpr int kPartitionThreads = 128;
+// One thread per merge tile; large blocks, because grids launched from the device get one
+// block per SM (see Policy::MERGE_GROUPS_WIDE).
+constexpr int kPartitionThreads = 1024;
 
 // Launches stage `stage` of `plan` into `stream` and returns the launch status. Runs on the host
 // (host-driven chains, and stage 0 of every sort) and on the device, where `stream` is
@@ -40,16 +42,26 @@ __host__ __device__ cudaError_t launch_stage(const SortPlan& plan, int stage,
                 <<<tiles, T * block_scale, tile_smem_bytes<K, V>(T * P::ITEMS), stream>>>(plan);
         }
     } else {
-        const unsigned long long merge_blocks =
+        const unsigned long long merge_blocks =  // merge tiles
             ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
         if (is_partition_stage(plan, stage)) {
             const unsigned grid =
                 unsigned(ceil_div<unsigned long long>(merge_blocks, kPartitionThreads));
             partition_kernel<K, V><<<grid, kPartitionThreads * block_scale, 0, stream>>>(plan, stage);
         } else {
-            merge_pass_kernel<K, V><<<unsigned(merge_blocks), P::MERGE_THREADS * block_scale,
-                                      tile_smem_bytes<K, V>(P::MERGE_TILE), stream>>>(plan,
-                                                                                      stage);
+            if (plan.merge_groups == P::MERGE_GROUPS_WIDE) {
+                constexpr int G = P::MERGE_GROUPS_WIDE;
+                const unsigned grid = unsigned(ceil_div<unsigned long long>(merge_blocks, G));
+                merge_pass_kernel<K, V, G>
+                    <<<grid, G * P::MERGE_THREADS * block_scale,
+                       G * tile_smem_bytes<K, V>(P::MERGE_TILE), stream>>>(plan, stage);
+            } else {
+                constexpr int G = P::MERGE_GROUPS_NARROW;
+                const unsigned grid = unsigned(ceil_div<unsigned long long>(merge_blocks, G));
+                merge_pass_kernel<K, V, G>
+                    <<<grid, G * P::MERGE_THREADS * block_scale,
+                       G * tile_smem_bytes<K, V>(P::MERGE_TILE), stream>>>(plan, stage);
+            }
         }
     }
     return cudaGetLastError();
@@ -58,7 +70,9 @@ __host__ __device__ cudaError_t launch_stage(const SortPlan& plan, int stage,
 // Run by every kernel of the chain before its own work; acts in thread 0 of block 0 only.
 // Keeps the status word's invariant (see mergesort_plan.cuh) and, in a device-driven chain,
 // launches the next stage as a tail launch. Launching first lets the runtime prepare the launch
-// while this grid works; the next stage still starts only after this grid has finished.
+// while this grid works; the next stage still starts only after this grid has finished. (Having
+// the last block to finish launch instead was measured slower: the launch latency is then not
+// hidden at all.)
 template <class K, class V>
 __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
@@ -72,6 +86,24 @@ __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
         const cudaError_t error = launch_stage<K, V>(plan, stage + 1, cudaStreamTailLaunch);
         if (error != cudaSuccess) *plan.status = launch_failure(stage + 1, int(error));
     }
+}
+
+// Benchmarks only: counts the blocks resident on this block's SM (probe[smid]) and keeps the
+// peak (probe[256 + smid]).
+__device__ __forceinline__ unsigned probe_enter(const SortPlan& plan) {
+    unsigned sm = 0;
+    if (plan.probe != nullptr && threadIdx.x == 0) {
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        sm &= 255;
+        const unsigned resident = atomicAdd(&plan.probe[sm], 1u) + 1;
+        atomicMax(&plan.probe[256 + sm], resident);
+    }
+    return sm;
+}
+__device__ __forceinline__ void probe_leave(const SortPlan& plan, unsigned sm) {
+    if (plan.probe == nullptr) return;
+    __syncthreads();
+    if (threadIdx.x == 0) atomicSub(&plan.probe[sm], 1u);
 }
 
 }  // namespace cuda_rt_sort

@@ -60,9 +60,24 @@ struct Policy {
     // Threads of a merge block; a merge block writes MERGE_TILE consecutive outputs.
     static constexpr int MERGE_THREADS = 256;
     static constexpr int MERGE_TILE = MERGE_THREADS * ITEMS;
+    // Kinds that need more than 64 registers per thread (ptxas spills them at 64).
+    static constexpr bool kWideRegisters =
+        (sizeof(K) == 1 && kValueBytes<V> != 16) || (sizeof(K) == 8 && kValueBytes<V> == 4) ||
+        (sizeof(K) == 4 && kValueBytes<V> == 8);
+    // A merge kernel's block holds MERGE_GROUPS independent groups of MERGE_THREADS threads,
+    // each merging its own tile with its own barrier. Grids launched from the device were
+    // measured (H100, CUDA 13.0) to get one block per SM whatever the block's size, where the
+    // host gets five 256-thread blocks: large blocks keep 32 warps per SM either way. Kinds
+    // that need more than 64 registers per thread get 2 groups.
+    // Groups per merge block: the wide choice (4 groups, 1024 threads) caps registers at 64,
+    // which spills for some kinds; the narrow one (2 groups, 512 threads) does not.
+    static constexpr int MERGE_GROUPS_WIDE = kWideRegisters ? 2 : 4;
+    static constexpr int MERGE_GROUPS_NARROW = 2;
     // Threads of a tile-sort block: either width sorts tiles of SORT_THREADS * ITEMS keys.
     static constexpr int SORT_THREADS_NARROW = 512;
     static constexpr int SORT_THREADS_WIDE = 1024;
+    // Tile-sort threads resident per SM (64 registers per thread).
+    static constexpr int SORT_MIN_THREADS = 1024;
     static_assert((MERGE_THREADS & (MERGE_THREADS - 1)) == 0, "power-of-two merge blocks");
     static_assert(SORT_THREADS_NARROW % MERGE_THREADS == 0 &&
                       SORT_THREADS_WIDE % MERGE_THREADS == 0,
@@ -93,6 +108,7 @@ struct SortPlan {
     void* values[2];            // null when sorting keys only
     unsigned long long* cuts;   // merge-path cuts, one per merge block (null when fused)
     uint32_t* status;           // the status word (see above)
+    uint32_t* probe;            // benchmarks only: per-SM residency of merge blocks, or null
     unsigned long long n;       // number of keys
     uint32_t key_mode;          // KeyKind | kKeyDescending
     int passes;                 // merge passes after the tile sort
@@ -101,7 +117,21 @@ struct SortPlan {
     int fused;                  // 1: merge blocks find their own cuts (no partition kernels)
     int device_driven;          // 1: each stage launches the next from the device
     int fail_stage;             // tests only: launch this stage with an invalid configuration
+    int merge_groups;           // groups (merge tiles) per merge block
 };
+
+// Buffer i (0: the caller's, 1: scratch) of the keys or values. Kernels must select with a
+// branch, never plan.keys[i] with i known only at run time: indexing a kernel parameter's array
+// at run time makes the compiler copy the whole plan to local memory in every thread, which
+// costs as much memory traffic as the keys themselves.
+template <class K>
+__device__ __forceinline__ K* keys_buffer(const SortPlan& plan, int i) {
+    return static_cast<K*>(i != 0 ? plan.keys[1] : plan.keys[0]);
+}
+template <class V>
+__device__ __forceinline__ V* values_buffer(const SortPlan& plan, int i) {
+    return static_cast<V*>(i != 0 ? plan.values[1] : plan.values[0]);
+}
 
 // The index of the last stage of the chain.
 __host__ __device__ inline int last_stage(const SortPlan& plan) {

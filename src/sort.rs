@@ -24,11 +24,17 @@
 //! that broke anywhere is reported ([`SortError`]), never a half-sorted buffer taken for sorted.
 //!
 //! # Layers
+//! - [`SortWorkspace`], [`sort`], [`sort_pairs`]: the safe API on cuda-rt's [`cuda_rt::Stream`]
+//!   and [`cuda_rt::DeviceMemory`] (buffers and slices), and host slices through pinned
+//!   staging ([`SortWorkspace::sort_slice`]).
 //! - [`raw`]: `unsafe fn`s over device pointers and `cudaStream_t`, and [`raw::RawWorkspace`].
 //! - [`ffi`]: the C interface of `kernels/mergesort.cu`.
 
 pub mod ffi;
 pub mod raw;
+mod workspace;
+
+pub use workspace::{sort, sort_pairs, SortWorkspace};
 
 use cuda_rt_sys as sys;
 use std::fmt;
@@ -151,6 +157,13 @@ pub struct Strategy {
 }
 
 impl Strategy {
+    /// Every part chosen by the library (the default).
+    pub const AUTO: Strategy = Strategy {
+        driver: Driver::Auto,
+        cuts: Cuts::Auto,
+        tile: TileWidth::Auto,
+    };
+
     /// The flags of the C interface.
     pub(crate) fn flags(self) -> u32 {
         use ffi::flags::*;
@@ -177,6 +190,8 @@ impl Strategy {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SortError {
+    /// cuda-rt reported an error (ordering the sort after earlier work on a buffer).
+    Runtime(cuda_rt::Error),
     /// A CUDA call on the host returned this status.
     Cuda {
         /// The call.
@@ -256,6 +271,7 @@ fn status_name(status: sys::cudaError_t) -> String {
 impl fmt::Display for SortError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            SortError::Runtime(error) => write!(f, "sort: {error}"),
             SortError::Cuda { call, status } => {
                 write!(f, "sort: {call}: {} (status {status})", status_name(status))
             }

@@ -24,6 +24,12 @@ pub mod flags {
     pub const TILE_NARROW: u32 = 0x10;
     /// 1024 threads per tile-sort block.
     pub const TILE_WIDE: u32 = 0x20;
+    /// Mask of the merge-block field (0: chosen by size).
+    pub const MERGE_MASK: u32 = 0xc0;
+    /// Merge blocks of 4 merge tiles (1024 threads).
+    pub const MERGE_WIDE: u32 = 0x40;
+    /// Merge blocks of 2 merge tiles (512 threads).
+    pub const MERGE_NARROW: u32 = 0x80;
     /// Tests only: `(stage + 1) << FAIL_STAGE_SHIFT` makes the launch of `stage` fail (an
     /// invalid configuration), to exercise the error path.
     pub const FAIL_STAGE_SHIFT: u32 = 8;
@@ -83,6 +89,9 @@ pub struct SortArgs {
     pub key_mode: u32,
     /// Strategy flags.
     pub flags: u32,
+    /// Benchmarks only: 512 zeroed words where merge blocks count their residency per SM
+    /// (`[sm]`: resident now, `[256 + sm]`: peak), or null.
+    pub probe: *mut u32,
 }
 
 /// Status word: the sort completed.
@@ -113,4 +122,18 @@ unsafe extern "C" {
     /// Every pointer of `*args` must be device memory of the sizes the layout gives, valid
     /// until the sort's work completes, and not used by other work meanwhile.
     pub fn cuda_rt_kernels_sort(args: *const SortArgs, stream: cudaStream_t) -> cudaError_t;
+
+    /// Benchmarks only: runs the sort `*args` host-driven with an event around every stage,
+    /// waits for it, and writes each stage's milliseconds to `stage_ms[0..*stages)`
+    /// (kernels/mergesort.cu).
+    ///
+    /// # Safety
+    /// As [`cuda_rt_kernels_sort`]; `stage_ms` is valid for `capacity` writes, `stages` for one.
+    pub fn cuda_rt_kernels_sort_stage_times(
+        args: *const SortArgs,
+        stream: cudaStream_t,
+        stage_ms: *mut f32,
+        capacity: u32,
+        stages: *mut u32,
+    ) -> cudaError_t;
 }

@@ -52,13 +52,22 @@ pub fn sort_tile_len<K: SortKey>(value_bytes: usize) -> Result<usize, SortError>
 }
 
 /// One device allocation (`cudaMalloc` / `cudaFree`), grown on demand, never shrunk.
-struct DeviceScratch {
-    ptr: *mut c_void,
-    bytes: usize,
+pub(crate) struct DeviceScratch {
+    pub(crate) ptr: *mut c_void,
+    pub(crate) bytes: usize,
+}
+
+impl Drop for DeviceScratch {
+    /// `cudaFree`, which waits for the device to be idle first, so no queued work still uses
+    /// the memory. A failure means a broken context, which the next CUDA call reports.
+    fn drop(&mut self) {
+        // SAFETY: cudaFree synchronizes the device before freeing.
+        let _ = unsafe { self.release() };
+    }
 }
 
 impl DeviceScratch {
-    const fn empty() -> Self {
+    pub(crate) const fn empty() -> Self {
         DeviceScratch {
             ptr: ptr::null_mut(),
             bytes: 0,
@@ -70,7 +79,7 @@ impl DeviceScratch {
     ///
     /// # Safety
     /// No queued work may still use the allocation.
-    unsafe fn reserve(&mut self, bytes: usize) -> Result<(), SortError> {
+    pub(crate) unsafe fn reserve(&mut self, bytes: usize) -> Result<(), SortError> {
         if bytes <= self.bytes {
             return Ok(());
         }
@@ -157,7 +166,7 @@ impl RawWorkspace {
             self.values_scratch
                 .reserve(bytes(layout.values_scratch_bytes)?)?;
             self.cuts.reserve(bytes(layout.cuts_bytes)?)?;
-            self.status.reserve(std::mem::size_of::<u32>())?;
+            self.status.reserve(size_of::<u32>())?;
         }
         if self.status_host.is_null() {
             let mut host = ptr::null_mut();
@@ -207,8 +216,18 @@ impl RawWorkspace {
         // SAFETY: the stream was drained above if anything is reallocated; the caller
         // guarantees no other queued work uses the workspace.
         unsafe { self.reserve(&layout) }?;
-        let pairs = value_bytes > 0;
-        let args = SortArgs {
+        let args = self.args(buffers, order, strategy);
+        // SAFETY: the buffers are as the caller guarantees; the scratch, cuts and status
+        // buffers were reserved for this layout above.
+        let status = unsafe { ffi::cuda_rt_kernels_sort(&args, stream) };
+        SortError::check(status, "cuda_rt_kernels_sort")?;
+        Ok(layout)
+    }
+
+    /// The C arguments of a sort of `buffers` with this workspace's buffers.
+    fn args(&self, buffers: &RawSortBuffers, order: Order, strategy: Strategy) -> SortArgs {
+        let pairs = buffers.value_bytes > 0;
+        SortArgs {
             keys_in: buffers.keys_in,
             values_in: if pairs {
                 buffers.values_in
@@ -225,17 +244,58 @@ impl RawWorkspace {
             values_scratch: self.values_scratch.ptr,
             cuts: self.cuts.ptr.cast(),
             status: self.status.ptr.cast(),
-            n: n as u64,
+            n: buffers.n as u64,
             key_bytes: buffers.key.bytes,
-            value_bytes: value_bytes as u32,
+            value_bytes: buffers.value_bytes as u32,
             key_mode: buffers.key.mode(order),
             flags: strategy.flags() | buffers.test_flags,
+            probe: buffers.probe,
+        }
+    }
+
+    /// Benchmarks only: runs the sort of `buffers` host-driven with an event around every
+    /// stage (`cuda_rt_kernels_sort_stage_times`), waits for it, and returns each stage's time
+    /// in milliseconds: the tile sort first, then the merge passes' kernels in order.
+    ///
+    /// # Errors
+    /// As [`enqueue`](Self::enqueue) and [`finish`](Self::finish).
+    ///
+    /// # Safety
+    /// As [`enqueue`](Self::enqueue).
+    #[doc(hidden)]
+    pub unsafe fn stage_times(
+        &mut self,
+        buffers: &RawSortBuffers,
+        order: Order,
+        strategy: Strategy,
+        stream: sys::cudaStream_t,
+    ) -> Result<Vec<f32>, SortError> {
+        let layout = layout(buffers.n, buffers.key, buffers.value_bytes, strategy)?;
+        // SAFETY: drain the stream before a reallocation, as in enqueue.
+        unsafe {
+            if self.needs_growth(&layout) {
+                SortError::check(sys::cudaStreamSynchronize(stream), "cudaStreamSynchronize")?;
+            }
+            self.reserve(&layout)?;
+        }
+        let args = self.args(buffers, order, strategy);
+        let mut times = vec![0f32; 64];
+        let mut stages = 0u32;
+        // SAFETY: as in enqueue; `times` holds 64 entries and `stages` one.
+        let status = unsafe {
+            ffi::cuda_rt_kernels_sort_stage_times(
+                &args,
+                stream,
+                times.as_mut_ptr(),
+                64,
+                &mut stages,
+            )
         };
-        // SAFETY: the buffers are as the caller guarantees; the scratch, cuts and status
-        // buffers were reserved for this layout above.
-        let status = unsafe { ffi::cuda_rt_kernels_sort(&args, stream) };
-        SortError::check(status, "cuda_rt_kernels_sort")?;
-        Ok(layout)
+        SortError::check(status, "cuda_rt_kernels_sort_stage_times")?;
+        times.truncate(stages as usize);
+        // SAFETY: the sort was enqueued on `stream` with this workspace.
+        unsafe { self.finish(stream) }?;
+        Ok(times)
     }
 
     /// Fills the key and value scratch with `byte` on `stream` (`cudaMemsetAsync`), so that a
@@ -373,9 +433,12 @@ pub struct RawSortBuffers {
     pub key: KeyFormat,
     /// Bytes per value: 0 (keys only), 4, 8 or 16.
     pub value_bytes: usize,
-    /// Tests only: extra flags (fault injection). 0 otherwise.
+    /// Tests only: extra flags (fault injection, launch position). 0 otherwise.
     #[doc(hidden)]
     pub test_flags: u32,
+    /// Benchmarks only: see [`SortArgs::probe`]. Null otherwise.
+    #[doc(hidden)]
+    pub probe: *mut u32,
 }
 
 impl RawSortBuffers {
@@ -390,6 +453,7 @@ impl RawSortBuffers {
             key: K::FORMAT,
             value_bytes: 0,
             test_flags: 0,
+            probe: ptr::null_mut(),
         }
     }
 

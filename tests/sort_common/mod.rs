@@ -24,6 +24,24 @@ pub fn quick() -> bool {
     std::env::var("CUDA_RT_SORT_TEST_QUICK").is_ok_and(|v| v == "1")
 }
 
+/// True when every sort must be host-driven (`CUDA_RT_SORT_TEST_DRIVER=host`): for
+/// compute-sanitizer, which does not follow device-side launches (it flags the device
+/// runtime's own launch buffers). The kernels and their memory accesses are the same.
+pub fn host_driver_only() -> bool {
+    std::env::var("CUDA_RT_SORT_TEST_DRIVER").is_ok_and(|v| v == "host")
+}
+
+/// Waits for the legacy default stream. cudaMemcpy from pageable memory may return before the
+/// data reaches the device, and cudaMemset returns at once; both run on the legacy stream,
+/// which the tests' non-blocking streams do not wait for.
+pub fn legacy_stream_synchronize() {
+    // SAFETY: the null stream is the legacy default stream, always valid.
+    check(
+        unsafe { cudaStreamSynchronize(std::ptr::null_mut()) },
+        "cudaStreamSynchronize",
+    );
+}
+
 /// A device allocation for tests (`cudaMalloc`; freed on drop).
 pub struct DeviceVec<T> {
     ptr: *mut T,
@@ -55,15 +73,18 @@ impl<T: Copy> DeviceVec<T> {
             },
             "cudaMemcpy H2D",
         );
+        legacy_stream_synchronize();
         v
     }
 
+    /// Fills the buffer with `byte` and waits for it.
     pub fn fill_bytes(&self, byte: u8) {
         // SAFETY: the allocation holds len elements.
         check(
             unsafe { cudaMemset(self.ptr.cast(), byte.into(), self.len * size_of::<T>()) },
             "cudaMemset",
         );
+        legacy_stream_synchronize();
     }
 
     pub fn to_vec(&self) -> Vec<T> {
@@ -316,11 +337,20 @@ pub fn assert_same_keys<K: TestKey>(got: &[K], want: &[K], what: &str) {
     if let Some(i) = (0..got.len()).find(|&i| got[i].bits() != want[i].bits()) {
         let lo = i.saturating_sub(3);
         let hi = (i + 4).min(got.len());
+        let differing = (0..got.len())
+            .filter(|&i| got[i].bits() != want[i].bits())
+            .count();
+        let mut got_bits: Vec<u64> = got.iter().map(TestKey::bits).collect();
+        let mut want_bits: Vec<u64> = want.iter().map(TestKey::bits).collect();
+        got_bits.sort_unstable();
+        want_bits.sort_unstable();
         panic!(
-            "{what}: first difference at {i} of {}: got {:?}, want {:?}",
+            "{what}: first difference at {i} of {}: got {:?}, want {:?}; {differing} positions \
+             differ; the output is {}a permutation of the input",
             got.len(),
             &got[lo..hi],
-            &want[lo..hi]
+            &want[lo..hi],
+            if got_bits == want_bits { "" } else { "not " }
         );
     }
 }

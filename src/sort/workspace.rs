@@ -1,0 +1,407 @@
+//! The safe sort API on cuda-rt's types: [`SortWorkspace`] and the one-shot functions.
+
+use super::raw::{RawSortBuffers, RawWorkspace};
+use super::{Order, SortError, SortKey, Strategy};
+use cuda_rt::{DeviceCopy, DeviceMemory, Stream};
+use cuda_rt_sys as sys;
+use std::ffi::c_void;
+use std::ptr;
+
+impl From<cuda_rt::Error> for SortError {
+    fn from(error: cuda_rt::Error) -> Self {
+        SortError::Runtime(error)
+    }
+}
+
+/// Checks at compile time (post-monomorphization) that `V` is a supported value size.
+const fn value_bytes<V>() -> usize {
+    let bytes = size_of::<V>();
+    assert!(
+        bytes == 4 || bytes == 8 || bytes == 16,
+        "sort values must be 4, 8 or 16 bytes"
+    );
+    bytes
+}
+
+/// Reusable scratch memory for GPU sorts, so that repeated sorts allocate nothing.
+///
+/// It holds key and value scratch as long as the longest sort so far, the merge-path cuts, the
+/// status word the device-side chain reports through, and (for [`sort_slice`](Self::sort_slice))
+/// pinned and device staging. Every sort method waits for the sort to finish and checks the
+/// status word before returning, so a chain of device-side launches that broke anywhere is an
+/// error, never a half-sorted buffer taken for sorted; the workspace is then idle, so the next
+/// sort may use any stream.
+///
+/// # Examples
+/// ```no_run
+/// use cuda_rt::{DeviceBuffer, DeviceMemory, Stream};
+/// use cuda_rt_kernels::sort::{Order, SortWorkspace};
+///
+/// let stream = Stream::new()?;
+/// let mut keys = DeviceBuffer::from_slice(&[3.0f32, -0.0, f32::NAN, 0.0, -1.0])?;
+/// let mut workspace = SortWorkspace::new();
+/// workspace.sort(&stream, &mut keys, Order::Ascending)?;
+/// let sorted = keys.to_vec()?;
+/// assert_eq!(sorted[..4], [-1.0, -0.0, 0.0, 3.0]);
+/// assert!(sorted[4].is_nan());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Thread safety
+/// `Send`, not `Sync`: a sort borrows the workspace mutably.
+pub struct SortWorkspace {
+    raw: RawWorkspace,
+    strategy: Strategy,
+    staging: Staging,
+}
+
+impl std::fmt::Debug for SortWorkspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SortWorkspace")
+            .field("device_bytes", &self.raw.device_bytes())
+            .field("strategy", &self.strategy)
+            .finish()
+    }
+}
+
+impl Default for SortWorkspace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SortWorkspace {
+    /// An empty workspace with the default [`Strategy`]; it allocates on first use. Calls no
+    /// CUDA function.
+    pub const fn new() -> Self {
+        SortWorkspace {
+            raw: RawWorkspace::new(),
+            strategy: Strategy::AUTO,
+            staging: Staging::new(),
+        }
+    }
+
+    /// An empty workspace whose sorts use `strategy` (to compare strategies).
+    pub const fn with_strategy(strategy: Strategy) -> Self {
+        SortWorkspace {
+            raw: RawWorkspace::new(),
+            strategy,
+            staging: Staging::new(),
+        }
+    }
+
+    /// Bytes of device memory the workspace holds.
+    pub fn device_bytes(&self) -> usize {
+        self.raw.device_bytes() + self.staging.device.bytes
+    }
+
+    /// Sorts `keys` in place on `stream`, stably, in `order` (floats in IEEE total order), and
+    /// waits for the result.
+    ///
+    /// One host launch (`cuda_rt_kernels_sort`); the tile sort's grid launches the merge passes
+    /// from the device. Ordered after earlier work on `keys` (on any stream) through
+    /// [`DeviceMemory::enqueue_mut`]; then the status word is copied back
+    /// (`cudaMemcpyAsync`) and `stream` synchronized (`cudaStreamSynchronize`).
+    ///
+    /// # Errors
+    /// [`SortError::Runtime`] for errors of ordering `keys`; [`SortError::Cuda`] for host-side
+    /// CUDA failures (allocation, launch, synchronization, including earlier work on the
+    /// stream); [`SortError::DeviceLaunch`], [`SortError::Incomplete`] when the device-side chain
+    /// broke (the keys are then not sorted).
+    pub fn sort<K: SortKey + DeviceCopy>(
+        &mut self,
+        stream: &Stream,
+        keys: &mut impl DeviceMemory<K>,
+        order: Order,
+    ) -> Result<(), SortError> {
+        let n = keys.len();
+        let strategy = self.strategy;
+        let raw = &mut self.raw;
+        keys.enqueue_mut(stream, |k| {
+            // SAFETY: `k` points to n keys, ordered and kept alive by enqueue_mut, and written
+            // only by the sort's work on `stream`; the workspace is idle (every method waits
+            // for its sort before returning).
+            unsafe {
+                raw.enqueue(
+                    &RawSortBuffers::keys(k, n),
+                    order,
+                    strategy,
+                    stream.as_raw(),
+                )
+            }
+        })??;
+        // SAFETY: the sort was just enqueued on `stream` with this workspace.
+        unsafe { self.raw.finish(stream.as_raw()) }
+    }
+
+    /// Sorts `keys` in place on `stream` and applies the same permutation to `values`: a
+    /// stable sort by key, so values of equal keys keep their order. Waits for the result.
+    /// Values are any plain data of 4, 8 or 16 bytes (checked at compile time), moved as bytes.
+    ///
+    /// CUDA calls as for [`sort`](Self::sort).
+    ///
+    /// # Errors
+    /// As for [`sort`](Self::sort); [`SortError::LengthMismatch`] unless
+    /// `values.len() == keys.len()`; [`SortError::UnsupportedValue`] when `values` is not
+    /// aligned to the value size (a [`cuda_rt::DeviceSlice`] at an odd offset).
+    pub fn sort_pairs<K: SortKey + DeviceCopy, V: DeviceCopy>(
+        &mut self,
+        stream: &Stream,
+        keys: &mut impl DeviceMemory<K>,
+        values: &mut impl DeviceMemory<V>,
+        order: Order,
+    ) -> Result<(), SortError> {
+        let bytes = const { value_bytes::<V>() };
+        let n = keys.len();
+        if values.len() != n {
+            return Err(SortError::LengthMismatch {
+                keys: n,
+                values: values.len(),
+            });
+        }
+        debug_assert_eq!(bytes, size_of::<V>());
+        let strategy = self.strategy;
+        let raw = &mut self.raw;
+        keys.enqueue_mut(stream, |k| {
+            values.enqueue_mut(stream, |v| {
+                // SAFETY: `k` and `v` point to n keys and n values, ordered and kept alive by
+                // enqueue_mut, written only by the sort's work on `stream`; the workspace is
+                // idle (every method waits for its sort before returning).
+                unsafe {
+                    raw.enqueue(
+                        &RawSortBuffers::pairs(k, v, n),
+                        order,
+                        strategy,
+                        stream.as_raw(),
+                    )
+                }
+            })
+        })???;
+        // SAFETY: the sort was just enqueued on `stream` with this workspace.
+        unsafe { self.raw.finish(stream.as_raw()) }
+    }
+
+    /// Sorts a host slice on the GPU: copies it through pinned staging to the device
+    /// (`cudaMemcpyAsync` in chunks, the CPU filling the next chunk of staging while the
+    /// previous one is in flight), sorts it there, and copies it back the same way (one event
+    /// per chunk, `cudaEventSynchronize`). Staging is kept in the workspace for the next call.
+    ///
+    /// # Errors
+    /// As for [`sort`](Self::sort); [`SortError::Cuda`] for failures of the staging
+    /// allocations (`cudaMallocHost`, `cudaMalloc`) and copies.
+    pub fn sort_slice<K: SortKey + DeviceCopy>(
+        &mut self,
+        stream: &Stream,
+        keys: &mut [K],
+        order: Order,
+    ) -> Result<(), SortError> {
+        let bytes = size_of_val(keys);
+        if keys.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the workspace is idle; the staging is only used on `stream` below, and this
+        // function waits for all of it before returning.
+        unsafe {
+            self.staging.reserve(bytes)?;
+            let device = self.staging.device.ptr;
+            let host = self.staging.host;
+            let s = stream.as_raw();
+            staged_copy_in(keys.as_ptr().cast(), host, device, bytes, s)?;
+            let buffers = RawSortBuffers::keys(device.cast::<K>(), keys.len());
+            self.raw.enqueue(&buffers, order, self.strategy, s)?;
+            let copied_out = staged_copy_out(
+                device,
+                host,
+                keys.as_mut_ptr().cast(),
+                bytes,
+                s,
+                &mut self.staging.events,
+            );
+            // Always learn the sort's outcome (this also waits for every queued copy).
+            let sorted = self.raw.finish(s);
+            copied_out?;
+            sorted
+        }
+    }
+}
+
+/// Bytes per chunk of a staged copy.
+const CHUNK_BYTES: usize = 8 << 20;
+
+/// Copies `bytes` from pageable `src` to device `dst` through pinned `host`: the CPU fills chunk
+/// i of `host` while chunk i-1 goes to the device (`cudaMemcpyAsync` on `stream`).
+///
+/// # Safety
+/// `src` is valid for `bytes` reads, `host` (pinned) and `dst` (device) for `bytes` writes, and
+/// no queued work uses `host` or `dst`; the caller waits for `stream` before reusing `host`.
+unsafe fn staged_copy_in(
+    src: *const u8,
+    host: *mut u8,
+    dst: *mut c_void,
+    bytes: usize,
+    stream: sys::cudaStream_t,
+) -> Result<(), SortError> {
+    let mut offset = 0;
+    while offset < bytes {
+        let len = CHUNK_BYTES.min(bytes - offset);
+        // SAFETY: the ranges [offset, offset + len) lie inside all three buffers; chunk
+        // `offset` of `host` is not in flight (each chunk is written once, before its copy).
+        unsafe {
+            ptr::copy_nonoverlapping(src.add(offset), host.add(offset), len);
+            let status = sys::cudaMemcpyAsync(
+                dst.cast::<u8>().add(offset).cast(),
+                host.add(offset).cast(),
+                len,
+                sys::cudaMemcpyHostToDevice,
+                stream,
+            );
+            SortError::check(status, "cudaMemcpyAsync")?;
+        }
+        offset += len;
+    }
+    Ok(())
+}
+
+/// Copies `bytes` from device `src` to pageable `dst` through pinned `host`: all chunks are
+/// queued at once (`cudaMemcpyAsync`, an event after each), and the CPU moves chunk i out of
+/// `host` as soon as its event completes (`cudaEventSynchronize`) while later chunks are in
+/// flight.
+///
+/// # Safety
+/// `src` (device) is valid for `bytes` reads after the work queued on `stream`, `host` (pinned)
+/// and `dst` for `bytes` writes; `events` holds live events or null handles.
+unsafe fn staged_copy_out(
+    src: *mut c_void,
+    host: *mut u8,
+    dst: *mut u8,
+    bytes: usize,
+    stream: sys::cudaStream_t,
+    events: &mut Vec<sys::cudaEvent_t>,
+) -> Result<(), SortError> {
+    let chunks = bytes.div_ceil(CHUNK_BYTES);
+    while events.len() < chunks {
+        let mut event = ptr::null_mut();
+        // SAFETY: writes one handle; kept in `events` and destroyed by Staging's drop.
+        let status =
+            unsafe { sys::cudaEventCreateWithFlags(&mut event, sys::cudaEventDisableTiming) };
+        SortError::check(status, "cudaEventCreateWithFlags")?;
+        events.push(event);
+    }
+    for (i, event) in events.iter().take(chunks).enumerate() {
+        let offset = i * CHUNK_BYTES;
+        let len = CHUNK_BYTES.min(bytes - offset);
+        // SAFETY: the chunk lies inside both buffers; the event is live.
+        unsafe {
+            let status = sys::cudaMemcpyAsync(
+                host.add(offset).cast(),
+                src.cast::<u8>().add(offset).cast(),
+                len,
+                sys::cudaMemcpyDeviceToHost,
+                stream,
+            );
+            SortError::check(status, "cudaMemcpyAsync")?;
+            SortError::check(sys::cudaEventRecord(*event, stream), "cudaEventRecord")?;
+        }
+    }
+    for (i, event) in events.iter().take(chunks).enumerate() {
+        let offset = i * CHUNK_BYTES;
+        let len = CHUNK_BYTES.min(bytes - offset);
+        // SAFETY: the event completes after the chunk's copy, so the pinned chunk holds its
+        // final bytes and nothing writes it any more.
+        unsafe {
+            SortError::check(sys::cudaEventSynchronize(*event), "cudaEventSynchronize")?;
+            ptr::copy_nonoverlapping(host.add(offset), dst.add(offset), len);
+        }
+    }
+    Ok(())
+}
+
+/// Pinned and device staging of [`SortWorkspace::sort_slice`].
+struct Staging {
+    host: *mut u8,
+    host_bytes: usize,
+    device: super::raw::DeviceScratch,
+    events: Vec<sys::cudaEvent_t>,
+}
+
+// SAFETY: plain allocations and event handles owned by the workspace; CUDA allows using and
+// freeing them from any thread.
+unsafe impl Send for Staging {}
+
+impl Staging {
+    const fn new() -> Self {
+        Staging {
+            host: ptr::null_mut(),
+            host_bytes: 0,
+            device: super::raw::DeviceScratch::empty(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Grows both staging buffers to at least `bytes` (`cudaFreeHost` + `cudaMallocHost`,
+    /// `cudaFree` + `cudaMalloc`).
+    ///
+    /// # Safety
+    /// No queued work uses the staging.
+    unsafe fn reserve(&mut self, bytes: usize) -> Result<(), SortError> {
+        if bytes > self.host_bytes {
+            if !self.host.is_null() {
+                let old = std::mem::replace(&mut self.host, ptr::null_mut());
+                self.host_bytes = 0;
+                // SAFETY: from cudaMallocHost, freed once (the field was cleared).
+                SortError::check(unsafe { sys::cudaFreeHost(old.cast()) }, "cudaFreeHost")?;
+            }
+            let mut host = ptr::null_mut();
+            // SAFETY: writes one pointer.
+            let status = unsafe { sys::cudaMallocHost(&mut host, bytes) };
+            SortError::check(status, "cudaMallocHost")?;
+            self.host = host.cast();
+            self.host_bytes = bytes;
+        }
+        // SAFETY: forwarded: no queued work uses the staging.
+        unsafe { self.device.reserve(bytes) }
+    }
+}
+
+impl Drop for Staging {
+    /// Frees the staging (`cudaFreeHost`, `cudaEventDestroy`; the device part frees itself).
+    /// Every sort waited for its copies, so nothing queued uses them. Failures here mean a
+    /// broken context, which the next CUDA call reports.
+    fn drop(&mut self) {
+        if !self.host.is_null() {
+            // SAFETY: from cudaMallocHost, freed once; no queued work uses it.
+            let _ = unsafe { sys::cudaFreeHost(self.host.cast()) };
+        }
+        for event in self.events.drain(..) {
+            // SAFETY: live events created by staged_copy_out, destroyed once.
+            let _ = unsafe { sys::cudaEventDestroy(event) };
+        }
+    }
+}
+
+/// Sorts `keys` in place on `stream` with a workspace of its own (allocated and freed here);
+/// see [`SortWorkspace::sort`]. Use a [`SortWorkspace`] to sort repeatedly without allocating.
+///
+/// # Errors
+/// As for [`SortWorkspace::sort`].
+pub fn sort<K: SortKey + DeviceCopy>(
+    stream: &Stream,
+    keys: &mut impl DeviceMemory<K>,
+    order: Order,
+) -> Result<(), SortError> {
+    SortWorkspace::new().sort(stream, keys, order)
+}
+
+/// Sorts `keys` in place and permutes `values` with them, stably, with a workspace of its own;
+/// see [`SortWorkspace::sort_pairs`].
+///
+/// # Errors
+/// As for [`SortWorkspace::sort_pairs`].
+pub fn sort_pairs<K: SortKey + DeviceCopy, V: DeviceCopy>(
+    stream: &Stream,
+    keys: &mut impl DeviceMemory<K>,
+    values: &mut impl DeviceMemory<V>,
+    order: Order,
+) -> Result<(), SortError> {
+    SortWorkspace::new().sort_pairs(stream, keys, values, order)
+}

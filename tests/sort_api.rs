@@ -1,0 +1,105 @@
+//! The safe sort API on cuda-rt's types: buffers and slices, pairs, host slices through pinned
+//! staging, workspace reuse, and its errors.
+
+mod sort_common;
+
+use cuda_rt::{DeviceBuffer, DeviceSlice, Stream};
+use cuda_rt_kernels::sort::{self, Order, SortError, SortWorkspace};
+use sort_common::{assert_same_keys, cpu_permutation, cpu_sorted, make, Dist};
+
+#[test]
+fn sorts_device_buffers_with_a_reused_workspace() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    let mut workspace = SortWorkspace::new();
+    for (i, n) in [0usize, 1, 1000, 100_000, 1_000_003]
+        .into_iter()
+        .enumerate()
+    {
+        let input: Vec<f64> = make(Dist::Specials, n, i as u64);
+        let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+        workspace
+            .sort(&stream, &mut keys, Order::Descending)
+            .unwrap();
+        assert_same_keys(
+            &keys.to_vec().unwrap(),
+            &cpu_sorted(&input, Order::Descending),
+            "f64 buffer",
+        );
+    }
+    let bytes = workspace.device_bytes();
+    let input: Vec<f64> = make(Dist::Uniform, 1_000_003, 9);
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    workspace
+        .sort(&stream, &mut keys, Order::Ascending)
+        .unwrap();
+    assert_eq!(
+        workspace.device_bytes(),
+        bytes,
+        "a sort no larger than earlier ones allocates nothing"
+    );
+}
+
+#[test]
+fn sorts_pairs_and_slices_of_buffers() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    let n = 300_000;
+    let input: Vec<i16> = make(Dist::FewDistinct, n, 3);
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    let mut values =
+        DeviceBuffer::from_slice(&(0..n as u64).map(|i| [i, !i]).collect::<Vec<_>>()).unwrap();
+    sort::sort_pairs(&stream, &mut keys, &mut values, Order::Ascending).unwrap();
+    let perm = cpu_permutation(&input, Order::Ascending);
+    assert_eq!(
+        keys.to_vec().unwrap(),
+        perm.iter().map(|&i| input[i]).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        values.to_vec().unwrap(),
+        perm.iter()
+            .map(|&i| [i as u64, !(i as u64)])
+            .collect::<Vec<_>>()
+    );
+
+    // A slice of a buffer: only the middle is sorted.
+    let input: Vec<u32> = make(Dist::Uniform, 50_000, 4);
+    let mut whole = DeviceBuffer::from_slice(&input).unwrap();
+    {
+        // SAFETY: the slice lies inside `whole`, which outlives it and is not used meanwhile.
+        let mut middle =
+            unsafe { DeviceSlice::from_raw_parts(whole.as_mut_raw_ptr().add(1000), 40_000) }
+                .unwrap();
+        sort::sort(&stream, &mut middle, Order::Ascending).unwrap();
+    }
+    let got = whole.to_vec().unwrap();
+    let mut want = input.clone();
+    want[1000..41_000].sort_unstable();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn sorts_host_slices_through_pinned_staging() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    let mut workspace = SortWorkspace::new();
+    for (i, n) in [0usize, 5, 77_777, 5_000_001].into_iter().enumerate() {
+        let input: Vec<u64> = make(Dist::Uniform, n, 10 + i as u64);
+        let mut keys = input.clone();
+        workspace
+            .sort_slice(&stream, &mut keys, Order::Ascending)
+            .unwrap();
+        assert_same_keys(&keys, &cpu_sorted(&input, Order::Ascending), "host slice");
+    }
+}
+
+#[test]
+fn mismatched_lengths_are_refused() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    let mut keys = DeviceBuffer::from_slice(&[3u32, 1, 2]).unwrap();
+    let mut values = DeviceBuffer::from_slice(&[1u32, 2]).unwrap();
+    let error = sort::sort_pairs(&stream, &mut keys, &mut values, Order::Ascending).unwrap_err();
+    assert_eq!(error, SortError::LengthMismatch { keys: 3, values: 2 });
+    assert_eq!(keys.to_vec().unwrap(), [3, 1, 2]);
+}
