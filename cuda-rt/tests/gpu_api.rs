@@ -8,7 +8,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Tests that look at the process-wide deferred errors run one at a time.
+/// Tests run one at a time: deferred errors are process-wide, and every synchronize (of a stream,
+/// an event, a device, a scope) returns one, so a test running beside one that defers errors on
+/// purpose could be handed its errors.
 static DEFERRED: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -18,6 +20,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 #[test]
 fn device_properties_and_limits() {
     let Some(gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     assert_eq!(Device::count().unwrap(), gpu.device_count as usize);
     let device = Device::current().unwrap();
     let p = device.properties().unwrap();
@@ -52,6 +55,7 @@ fn device_properties_and_limits() {
 #[test]
 fn streams_flags_priorities_and_default_streams() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let range = Device::current().unwrap().stream_priority_range().unwrap();
     let urgent = Stream::with_priority(StreamFlags::NON_BLOCKING, range.greatest).unwrap();
     assert_eq!(urgent.priority().unwrap(), range.greatest);
@@ -82,6 +86,7 @@ fn streams_flags_priorities_and_default_streams() {
 #[test]
 fn events_occur_in_order_and_time_work() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let stream = Stream::new().unwrap();
     let (start, end) = (Event::new().unwrap(), Event::new().unwrap());
     let mut buffer = DeviceBuffer::<u8>::new(64 << 20).unwrap();
@@ -109,6 +114,7 @@ fn events_occur_in_order_and_time_work() {
 #[test]
 fn errors_carry_names_context_and_are_not_sticky_when_recoverable() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let e = DeviceBuffer::<u8>::new(1 << 60).unwrap_err();
     assert_eq!(e.name(), "cudaErrorMemoryAllocation");
     assert_eq!(e.call(), "cudaMalloc");
@@ -163,6 +169,7 @@ fn dropping_buffers_with_work_pending_waits_for_it() {
 #[test]
 fn buffers_used_from_several_threads_stay_ordered() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let input: Vec<u64> = (0..1 << 20).map(|i| i * 3).collect();
     let source = DeviceBuffer::from_slice(&input).unwrap();
     std::thread::scope(|t| {
@@ -217,6 +224,7 @@ fn pending_copies_hand_buffers_back_or_keep_them() {
 #[test]
 fn scope_waits_for_its_work_when_the_closure_panics() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let input: Vec<u32> = (0..1 << 22).collect();
     let mut output = vec![0u32; input.len()];
@@ -273,6 +281,7 @@ fn callback_panics_and_leaks_are_reported_by_the_next_synchronize() {
 #[test]
 fn callbacks_see_the_stream_status() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let stream = Stream::new().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
     let seen_in = Arc::clone(&seen);
@@ -289,6 +298,7 @@ fn callbacks_see_the_stream_status() {
 #[test]
 fn borrowed_device_memory_is_waited_for_on_drop() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let stream = Stream::new().unwrap();
     let n = 1 << 20;
     // SAFETY: a fresh allocation of n u32, freed below after the view is gone.
@@ -309,6 +319,7 @@ fn borrowed_device_memory_is_waited_for_on_drop() {
 #[test]
 fn capture_is_ended_on_error_and_panic() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     // Non-blocking, and thread-local captures: other tests of this binary run concurrently.
     let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let mut buffer = DeviceBuffer::<u32>::zeroed(256).unwrap();
@@ -348,6 +359,7 @@ fn capture_is_ended_on_error_and_panic() {
 #[test]
 fn graphs_copy_between_pinned_host_memory_and_the_device() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let n = 100_003;
     let source = PinnedBuffer::from_slice(&(0..n as u32).collect::<Vec<_>>()).unwrap();
@@ -390,6 +402,7 @@ fn graphs_copy_between_pinned_host_memory_and_the_device() {
 #[test]
 fn enqueue_orders_foreign_work_and_reports_idleness() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let first = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let second = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let n = 1 << 22;
@@ -416,6 +429,7 @@ fn enqueue_orders_foreign_work_and_reports_idleness() {
 #[test]
 fn executable_graphs_can_be_released_and_adopted() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let leaked: &'static mut DeviceBuffer<u32> =
         Box::leak(Box::new(DeviceBuffer::zeroed(1000).unwrap()));
@@ -461,6 +475,7 @@ unsafe extern "C" fn slow_host_node(_: *mut std::ffi::c_void) {
 #[test]
 fn graph_synchronize_waits_for_every_launch_and_launches_never_overlap() {
     let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
     let mut first = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let second = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let exec = first
