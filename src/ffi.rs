@@ -27,3 +27,36 @@ unsafe extern "C" {
         stream: cudaStream_t,
     ) -> cudaError_t;
 }
+
+unsafe extern "C" {
+    /// Enqueues `data[i] = data[i] * a + b` (wrapping) for `i < n` on `stream`; nothing for
+    /// `n == 0` (kernels/affine.cu). Returns the status of this launch alone.
+    ///
+    /// # Safety
+    /// `data` must be device memory valid for `n` reads and writes until the work completes.
+    pub fn cuda_rt_affine_u32(
+        data: *mut u32,
+        n: usize,
+        a: u32,
+        b: u32,
+        stream: cudaStream_t,
+    ) -> cudaError_t;
+
+    /// The address of the kernel behind [`cuda_rt_affine_u32`], for `cudaLaunchKernel` with a
+    /// configuration of the caller's choice. Parameters: `(u32* data, size_t n, u32 a, u32 b)`.
+    pub fn cuda_rt_affine_u32_kernel() -> *const std::ffi::c_void;
+
+    /// Enqueues one store to `data[n + offset_words]`, far outside the buffer: the context then
+    /// fails with `cudaErrorIllegalAddress`, a sticky error (kernels/faults.cu). For fault tests
+    /// in a child process only.
+    ///
+    /// # Safety
+    /// None for memory safety of the host (the store faults on the device), but it destroys the
+    /// process's CUDA context: every later CUDA call of the process fails.
+    pub fn cuda_rt_faults_write_out_of_bounds(
+        data: *mut u32,
+        n: usize,
+        offset_words: usize,
+        stream: cudaStream_t,
+    ) -> cudaError_t;
+}

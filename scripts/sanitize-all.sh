@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Runs every staged test binary under the four compute-sanitizer tools (memcheck with leak
+# checking, racecheck, synccheck, initcheck) and prints one summary line per binary and tool.
+# On the GPU machine, from the checkout root, after ../shared/gpu/bundle.sh staged .gpu/:
+#
+#   bash scripts/sanitize-all.sh                      # every test binary of .gpu/manifest.txt
+#   bash scripts/sanitize-all.sh --bin-dir DIR        # every executable in DIR instead
+#   bash scripts/sanitize-all.sh --only stateful --tools "memcheck initcheck" -j 4
+#   bash scripts/sanitize-all.sh --summary-only --log-dir DIR   # the summary of earlier logs
+#
+# Each run gets a verdict: "clean" (0 errors or hazards, tests passed), "FINDINGS", "TESTS
+# FAILED", or "unsupported": racecheck, synccheck and initcheck refuse code that uses CUDA
+# dynamic parallelism ("CUDA Dynamic Parallelism is not supported by the selected tool", counted
+# as one error or warning), so for binaries that link the root package's kernels (relocatable
+# device code with device-side launches) they check nothing useful; initcheck then also flags
+# host copies of memory that only those (uninstrumented) kernels wrote. memcheck supports them.
+# Exit status 0 when no run has findings or failed tests. Logs: one file per binary and tool
+# under --log-dir (default $OUT/sanitize, or .gpu/logs/sanitize).
+#
+# Settings, and why:
+# - --error-exitcode 86: a finding fails the run even when the tests pass.
+# - --target-processes application-only: tests/faults.rs runs deliberate faults (an
+#   out-of-bounds store) in child processes; those are the point of the test, not findings.
+# - --report-api-errors no: the bad-input tests make CUDA calls fail on purpose and assert the
+#   error each returns; a returned error is not a memory or synchronization finding.
+# - memcheck --leak-check full: device allocations still live when the context is torn down.
+# - CUDA_RT_UNDER_SANITIZER=1: tests skip exact memory figures (the tool allocates its own).
+# - CUDA_RT_SORT_TEST_DRIVER=host: the sanitizer does not follow device-side launches (it flags
+#   the device runtime's own launch buffers); the sort's kernels are the same either way.
+# - CUDA_RT_SORT_TEST_QUICK=1, CUDA_RT_STATEFUL_CASES=32: smaller inputs (the tools run kernels
+#   10-100x slower); override by setting them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bin_dir=""; only=""; jobs=4; summary_only=0
+tools="memcheck racecheck synccheck initcheck"
+log_dir="${OUT:-.gpu/logs}/sanitize"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bin-dir) bin_dir="$2"; shift ;;
+    --only) only="$2"; shift ;;
+    --tools) tools="$2"; shift ;;
+    -j) jobs="$2"; shift ;;
+    --log-dir) log_dir="$2"; shift ;;
+    --summary-only) summary_only=1 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1 (see --help)"; exit 2 ;;
+  esac
+  shift
+done
+
+# The verdict of one log (see the header), and the line the summary prints for it.
+summarize() {
+  local log="$1" name tool summary tests verdict
+  name=$(basename "$log" .log); tool=${name##*.}; name=${name%.*}
+  summary=$(grep -E '========= (ERROR|RACECHECK) SUMMARY: [0-9]+ (error|hazard)s?( displayed[^)]*\))?$' "$log" | tail -1 | sed 's/^========= //')
+  tests=$(grep -E '^test result:' "$log" | tail -1 | sed 's/^test result: //; s/; finished in.*//')
+  if [[ "$tests" != ok* ]]; then verdict="TESTS FAILED"
+  elif [[ "$summary" =~ SUMMARY:\ 0\ (errors|hazards) ]]; then verdict="clean"
+  elif [[ $tool != memcheck ]] && grep -q 'Dynamic Parallelism is not supported by the selected tool' "$log"; then
+    verdict="unsupported (dynamic parallelism)"
+  else verdict="FINDINGS"; fi
+  printf '%-26s %-10s %-34s %-46s %s\n' "$name" "$tool" "$verdict" "${summary:-no sanitizer summary}" "${tests:-no test result}"
+}
+
+if (( summary_only )); then
+  fail=0
+  for log in "$log_dir"/*.log; do
+    line=$(summarize "$log"); echo "$line"
+    [[ "$line" == *FINDINGS* || "$line" == *"TESTS FAILED"* ]] && fail=1
+  done
+  exit $fail
+fi
+
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+[[ -x "$sanitizer" ]] || { echo "compute-sanitizer not found (PATH, /usr/local/cuda/bin)"; exit 2; }
+mkdir -p "$log_dir"
+
+binaries=()
+if [[ -z "$bin_dir" ]]; then
+  [[ -f .gpu/manifest.txt ]] || { echo "no .gpu/manifest.txt: run ../shared/gpu/bundle.sh, or pass --bin-dir"; exit 2; }
+  while read -r kind name; do
+    [[ $kind == test ]] && binaries+=(".gpu/bin/$name")
+  done < .gpu/manifest.txt
+else
+  for f in "$bin_dir"/*; do [[ -f $f && -x $f ]] && binaries+=("$f"); done
+fi
+selected=()
+for b in "${binaries[@]}"; do
+  [[ -z "$only" || "$(basename "$b")" == *"$only"* ]] && selected+=("$b")
+done
+(( ${#selected[@]} )) || { echo "no test binaries selected"; exit 2; }
+
+export CUDA_RT_REQUIRE_GPU=1 CUDA_RT_UNDER_SANITIZER=1 RUST_BACKTRACE=1
+export CUDA_RT_SORT_TEST_DRIVER="${CUDA_RT_SORT_TEST_DRIVER:-host}"
+export CUDA_RT_SORT_TEST_QUICK="${CUDA_RT_SORT_TEST_QUICK:-1}"
+export CUDA_RT_STATEFUL_CASES="${CUDA_RT_STATEFUL_CASES:-32}"
+export sanitizer log_dir
+timeout_s="${CUDA_RT_SANITIZE_TIMEOUT:-1800}"
+export timeout_s
+
+# One binary under one tool; writes <log_dir>/<binary>.<tool>.log and .result.
+run_one() {
+  local bin="$1" tool="$2" name extra=()
+  name=$(basename "$bin")
+  case "$tool" in
+    memcheck) extra=(--leak-check full) ;;
+    racecheck) extra=(--racecheck-report all) ;;
+  esac
+  local log="$log_dir/$name.$tool.log" start
+  start=$(date +%s)
+  timeout "$timeout_s" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 86 \
+    --target-processes application-only --report-api-errors no \
+    "$bin" --test-threads=4 > "$log" 2>&1
+  echo "$? $(( $(date +%s) - start ))" > "$log_dir/$name.$tool.rc"
+}
+export -f run_one
+
+echo "compute-sanitizer: $("$sanitizer" --version | tail -1)"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+echo "${#selected[@]} binaries x tools [$tools], $jobs at a time; logs in $log_dir"
+rm -f "$log_dir"/*.rc "$log_dir"/*.log
+for b in "${selected[@]}"; do for t in $tools; do printf '%s\0%s\0' "$b" "$t"; done; done \
+  | xargs -0 -n 2 -P "$jobs" bash -c 'run_one "$0" "$1"'
+
+echo "==== sanitizer summary"
+printf '%-26s %-10s %-34s %-46s %s\n' binary tool verdict "sanitizer summary" tests
+fail=0; unsupported=0
+for b in "${selected[@]}"; do
+  for t in $tools; do
+    log="$log_dir/$(basename "$b").$t.log"
+    if [[ ! -f $log ]]; then echo "$(basename "$b") $t: no log"; fail=1; continue; fi
+    line=$(summarize "$log")
+    read -r rc secs < "$log_dir/$(basename "$b").$t.rc" 2>/dev/null || { rc="?"; secs="?"; }
+    echo "$line (rc=$rc, ${secs}s)"
+    [[ "$line" == *FINDINGS* || "$line" == *"TESTS FAILED"* ]] && fail=1
+    [[ "$line" == *unsupported* ]] && unsupported=$((unsupported + 1))
+  done
+done
+echo "==== $([[ $fail == 0 ]] && echo "no findings" || echo "FINDINGS or FAILED TESTS above (see the logs)"); $unsupported runs unsupported (dynamic parallelism)"
+exit $fail
