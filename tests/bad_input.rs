@@ -466,15 +466,13 @@ fn invalid_launch_configurations_are_refused_and_launch_nothing() {
     assert_still_works("invalid launch configurations");
 }
 
-/// KNOWN BUG (issue 7), run with `--ignored`: a recoverable error that cuda-rt returned as a
-/// `Result` stays the thread's "last error" (`cudaGetLastError`), so the next kernel launcher
-/// written the usual way (`kernel<<<...>>>(...); return cudaGetLastError();` — `smoke.cu`,
-/// `pipeline.cu`, the merge sort's host launch) reports that stale error although its own
-/// launch succeeded and its work was queued and runs. The caller then treats queued work as
-/// failed. Fix: cuda-rt clears the last error when it turns a recoverable status into an
-/// `Err` (or every launcher clears it before launching / launches with `cudaLaunchKernel`).
+/// Regression test (found by this suite): a recoverable error that cuda-rt returned as a
+/// `Result` used to stay the thread's "last error" (`cudaGetLastError`), so the next kernel
+/// launcher written the usual way (`kernel<<<...>>>(...); return cudaGetLastError();` —
+/// `smoke.cu`, `pipeline.cu`, the merge sort's host launch) reported that stale error although
+/// its own launch succeeded and its work was queued and ran. cuda-rt now consumes the last
+/// error when it turns a recoverable status into an `Err` (`raw::consume_last_error`).
 #[test]
-#[ignore = "known bug (issue 7): a recoverable error stays the thread's last error and the next <<<>>> launcher reports it"]
 fn a_returned_error_is_not_reported_again_by_the_next_kernel_launch() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     let _serial = serial();
@@ -553,13 +551,11 @@ fn sorting_zero_keys_or_with_a_workspace_too_small() {
     assert_still_works("sorts with too small workspaces");
 }
 
-/// KNOWN BUG (issue 7), the merge sort's face of
-/// [`a_returned_error_is_not_reported_again_by_the_next_kernel_launch`]: after any recoverable
-/// error on the thread, `SortWorkspace::sort` (through `RawWorkspace::enqueue`) returns
-/// `SortError::Cuda` with that stale status although the sort was queued and runs (and, with the
-/// raw API, a caller who takes the error at its word may free the keys under the running sort).
+/// Regression test, the merge sort's face of
+/// [`a_returned_error_is_not_reported_again_by_the_next_kernel_launch`]: after a recoverable
+/// error on the thread, `SortWorkspace::sort` used to return `SortError::Cuda` with that stale
+/// status although the sort was queued and ran.
 #[test]
-#[ignore = "known bug (issue 7): the sort's host launch reports a stale error of an earlier call"]
 fn a_returned_error_is_not_reported_again_by_the_next_sort() {
     use cuda_rt_kernels::sort::{Order, SortWorkspace};
     let Some(_gpu) = gpu_test::gpu() else { return };

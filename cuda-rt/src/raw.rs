@@ -168,9 +168,25 @@ pub mod flags {
 #[inline]
 fn check(status: RawStatus, call: &'static str) -> Result<()> {
     if status == sys::cudaSuccess {
-        Ok(())
-    } else {
-        Err(Error::cuda(status, call))
+        return Ok(());
+    }
+    consume_last_error(status);
+    Err(Error::cuda(status, call))
+}
+
+/// The runtime also keeps a failed call's status as the calling thread's "last error", where
+/// the next `cudaGetLastError` would report it again, as its own, e.g. in a kernel launcher that
+/// ends with `return cudaGetLastError();` after a launch that succeeded. The error is returned
+/// as `Err` by the caller of this function, so that second copy is consumed here. Anything else
+/// that was waiting there (an earlier, unfetched error of raw code) is kept as a deferred error
+/// rather than dropped. Sticky errors are not reset by `cudaGetLastError` and stay visible.
+fn consume_last_error(returned: RawStatus) {
+    if returned == sys::cudaErrorNotReady {
+        return; // not an error: never recorded as the last error
+    }
+    let last = get_last_error();
+    if last != sys::cudaSuccess && last != returned {
+        crate::error::defer(Error::cuda(last, "cudaGetLastError (an earlier call's error)"));
     }
 }
 
