@@ -169,7 +169,7 @@ cudaError_t run_timed(const SortPlan& plan, cudaStream_t stream, const StageTime
     for (; created <= stages && error == cudaSuccess; ++created) error = cudaEventCreate(&events[created]);
     if (error == cudaSuccess) error = cudaEventRecord(events[0], stream);
     for (int stage = 0; stage < stages && error == cudaSuccess; ++stage) {
-        error = launch_stage<K, V>(plan, stage, stream);
+        error = launch_stage_from_host<K, V>(plan, stage, stream);
         if (error == cudaSuccess) error = cudaEventRecord(events[stage + 1], stream);
     }
     if (error == cudaSuccess) error = cudaEventSynchronize(events[stages]);
@@ -244,11 +244,13 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
         plan.device_driven = 0;
         return run_timed<K, V>(plan, stream, *timer);
     }
-    if (plan.device_driven) return launch_stage<K, V>(plan, 0, stream);
-    // Host-driven: the same kernels, queued on the stream one after another.
-    const int last = last_stage(plan);
+    if (plan.device_driven) return launch_stage_from_host<K, V>(plan, 0, stream);
+    // Host-driven: the same kernels, queued on the stream one after another. Without scratch
+    // only the tile sort is queued: it reports kStatusScratchMissing and writes nothing, and
+    // merge passes would write through the null pointers.
+    const int last = plan_has_scratch(plan) ? last_stage(plan) : 0;
     for (int stage = 0; stage <= last; ++stage) {
-        error = launch_stage<K, V>(plan, stage, stream);
+        error = launch_stage_from_host<K, V>(plan, stage, stream);
         if (error != cudaSuccess) return error;
     }
     return cudaSuccess;

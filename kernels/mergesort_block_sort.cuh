@@ -164,21 +164,11 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
     }
 }
 
-// Whether the plan has the buffers it needs. The same answer in every block, so either every
-// block works or none does.
-__device__ __forceinline__ bool has_scratch(const SortPlan& plan) {
-    if (plan.passes == 0) return true;
-    if (plan.keys[1] == nullptr) return false;
-    if (plan.values[0] != nullptr && plan.values[1] == nullptr) return false;
-    if (!plan.fused && plan.cuts == nullptr) return false;
-    return true;
-}
-
 // Stage 0: one block per tile; the full/partial choice is made once per block.
 template <class K, class V, int SORT_THREADS>
 __global__ void __launch_bounds__(SORT_THREADS, Policy<K, V>::SORT_MIN_THREADS / SORT_THREADS)
     block_sort_kernel(SortPlan plan) {
-    if (!has_scratch(plan)) {
+    if (!plan_has_scratch(plan)) {
         if (blockIdx.x == 0 && threadIdx.x == 0) *plan.status = kStatusScratchMissing;
         return;
     }

@@ -21,50 +21,103 @@ __global__ void merge_pass_kernel(SortPlan plan, int stage);
 // block per SM (see Policy::MERGE_GROUPS_WIDE).
 constexpr int kPartitionThreads = 1024;
 
-// Launches stage `stage` of `plan` into `stream` and returns the launch status. Runs on the host
-// (host-driven chains, and stage 0 of every sort) and on the device, where `stream` is
-// cudaStreamTailLaunch: the grid then starts after the launching grid and all its work finish.
+// Which kernel runs stage `stage` of a plan, and its launch configuration.
+enum class StageKernel { kSortNarrow, kSortWide, kPartition, kMergeNarrow, kMergeWide };
+struct StageLaunch {
+    StageKernel kernel;
+    unsigned grid;
+    unsigned block;
+    size_t smem;
+};
+
 template <class K, class V>
-__host__ __device__ cudaError_t launch_stage(const SortPlan& plan, int stage,
-                                             cudaStream_t stream) {
+__host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int stage) {
     using P = Policy<K, V>;
     // Tests of the error path: a block of 0 threads is an invalid launch configuration.
-    const int block_scale = stage == plan.fail_stage ? 0 : 1;
+    const unsigned block_scale = stage == plan.fail_stage ? 0 : 1;
     if (stage == 0) {
         const unsigned tiles = unsigned(ceil_div<unsigned long long>(plan.n, plan.sort_tile));
-        if (plan.sort_threads == P::SORT_THREADS_WIDE) {
-            constexpr int T = P::SORT_THREADS_WIDE;
-            block_sort_kernel<K, V, T>
-                <<<tiles, T * block_scale, tile_smem_bytes<K, V>(T * P::ITEMS), stream>>>(plan);
-        } else {
-            constexpr int T = P::SORT_THREADS_NARROW;
-            block_sort_kernel<K, V, T>
-                <<<tiles, T * block_scale, tile_smem_bytes<K, V>(T * P::ITEMS), stream>>>(plan);
-        }
-    } else {
-        const unsigned long long merge_blocks =  // merge tiles
-            ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
-        if (is_partition_stage(plan, stage)) {
-            const unsigned grid =
-                unsigned(ceil_div<unsigned long long>(merge_blocks, kPartitionThreads));
-            partition_kernel<K, V><<<grid, kPartitionThreads * block_scale, 0, stream>>>(plan, stage);
-        } else {
-            if (plan.merge_groups == P::MERGE_GROUPS_WIDE) {
-                constexpr int G = P::MERGE_GROUPS_WIDE;
-                const unsigned grid = unsigned(ceil_div<unsigned long long>(merge_blocks, G));
-                merge_pass_kernel<K, V, G>
-                    <<<grid, G * P::MERGE_THREADS * block_scale,
-                       G * tile_smem_bytes<K, V>(P::MERGE_TILE), stream>>>(plan, stage);
-            } else {
-                constexpr int G = P::MERGE_GROUPS_NARROW;
-                const unsigned grid = unsigned(ceil_div<unsigned long long>(merge_blocks, G));
-                merge_pass_kernel<K, V, G>
-                    <<<grid, G * P::MERGE_THREADS * block_scale,
-                       G * tile_smem_bytes<K, V>(P::MERGE_TILE), stream>>>(plan, stage);
-            }
-        }
+        const bool wide = plan.sort_threads == P::SORT_THREADS_WIDE;
+        const int threads = wide ? P::SORT_THREADS_WIDE : P::SORT_THREADS_NARROW;
+        return {wide ? StageKernel::kSortWide : StageKernel::kSortNarrow, tiles,
+                threads * block_scale, tile_smem_bytes<K, V>(threads * P::ITEMS)};
+    }
+    const unsigned long long merge_tiles = ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
+    if (is_partition_stage(plan, stage)) {
+        return {StageKernel::kPartition,
+                unsigned(ceil_div<unsigned long long>(merge_tiles, kPartitionThreads)),
+                kPartitionThreads * block_scale, 0};
+    }
+    const bool wide = plan.merge_groups == P::MERGE_GROUPS_WIDE;
+    const int groups = wide ? P::MERGE_GROUPS_WIDE : P::MERGE_GROUPS_NARROW;
+    return {wide ? StageKernel::kMergeWide : StageKernel::kMergeNarrow,
+            unsigned(ceil_div<unsigned long long>(merge_tiles, groups)),
+            groups * P::MERGE_THREADS * block_scale,
+            groups * tile_smem_bytes<K, V>(P::MERGE_TILE)};
+}
+
+// Launches stage `stage` of `plan` from the device into cudaStreamTailLaunch: the grid starts
+// after the launching grid and all its work have finished. Returns the device runtime's status
+// of the launch (this thread's last error, fresh: the thread made no other runtime call).
+template <class K, class V>
+__device__ cudaError_t launch_stage_from_device(const SortPlan& plan, int stage) {
+    using P = Policy<K, V>;
+    const StageLaunch l = stage_launch<K, V>(plan, stage);
+    const cudaStream_t s = cudaStreamTailLaunch;
+    switch (l.kernel) {
+        case StageKernel::kSortWide:
+            block_sort_kernel<K, V, P::SORT_THREADS_WIDE><<<l.grid, l.block, l.smem, s>>>(plan);
+            break;
+        case StageKernel::kSortNarrow:
+            block_sort_kernel<K, V, P::SORT_THREADS_NARROW><<<l.grid, l.block, l.smem, s>>>(plan);
+            break;
+        case StageKernel::kPartition:
+            partition_kernel<K, V><<<l.grid, l.block, l.smem, s>>>(plan, stage);
+            break;
+        case StageKernel::kMergeWide:
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE><<<l.grid, l.block, l.smem, s>>>(plan,
+                                                                                       stage);
+            break;
+        case StageKernel::kMergeNarrow:
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW><<<l.grid, l.block, l.smem, s>>>(
+                plan, stage);
+            break;
     }
     return cudaGetLastError();
+}
+
+// Launches stage `stage` of `plan` from the host into `stream` (stage 0 of every sort, and every
+// stage of a host-driven chain) with cudaLaunchKernel, which returns this launch's own status:
+// cudaGetLastError after <<<>>> would also return an earlier call's error that is still the
+// thread's last error.
+template <class K, class V>
+__host__ cudaError_t launch_stage_from_host(const SortPlan& plan, int stage, cudaStream_t stream) {
+    using P = Policy<K, V>;
+    const StageLaunch l = stage_launch<K, V>(plan, stage);
+    SortPlan plan_arg = plan;
+    int stage_arg = stage;
+    void* args[] = {&plan_arg, &stage_arg};  // block_sort_kernel takes only the plan
+    const void* kernel = nullptr;
+    switch (l.kernel) {
+        case StageKernel::kSortWide:
+            kernel = reinterpret_cast<const void*>(&block_sort_kernel<K, V, P::SORT_THREADS_WIDE>);
+            break;
+        case StageKernel::kSortNarrow:
+            kernel =
+                reinterpret_cast<const void*>(&block_sort_kernel<K, V, P::SORT_THREADS_NARROW>);
+            break;
+        case StageKernel::kPartition:
+            kernel = reinterpret_cast<const void*>(&partition_kernel<K, V>);
+            break;
+        case StageKernel::kMergeWide:
+            kernel = reinterpret_cast<const void*>(&merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE>);
+            break;
+        case StageKernel::kMergeNarrow:
+            kernel =
+                reinterpret_cast<const void*>(&merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW>);
+            break;
+    }
+    return cudaLaunchKernel(kernel, dim3(l.grid), dim3(l.block), args, l.smem, stream);
 }
 
 // Run by every kernel of the chain before its own work; acts in thread 0 of block 0 only.
@@ -83,7 +136,7 @@ __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
     }
     if (stage == 0) *plan.status = kStatusRunning;
     if (plan.device_driven) {
-        const cudaError_t error = launch_stage<K, V>(plan, stage + 1, cudaStreamTailLaunch);
+        const cudaError_t error = launch_stage_from_device<K, V>(plan, stage + 1);
         if (error != cudaSuccess) *plan.status = launch_failure(stage + 1, int(error));
     }
 }

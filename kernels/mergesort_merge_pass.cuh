@@ -154,9 +154,11 @@ __device__ __forceinline__ void merge_tile(const SortPlan& plan, int pass, int g
 }
 
 // Merges tiles blockIdx.x * GROUPS + group of the pass's output, one per group.
+// One block per SM is what device-launched grids get (Policy), so the register budget is the
+// whole register file: 64 per thread for 1024 threads (the 4-byte kinds spill a few bytes
+// there), up to 128 for 512.
 template <class K, class V, int GROUPS>
-__global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS,
-                                  Policy<K, V>::kWideRegisters ? 1 : 4 / GROUPS)
+__global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
     merge_pass_kernel(SortPlan plan, int stage) {
     using P = Policy<K, V>;
     chain_next<K, V>(plan, stage);

@@ -133,6 +133,16 @@ __device__ __forceinline__ V* values_buffer(const SortPlan& plan, int i) {
     return static_cast<V*>(i != 0 ? plan.values[1] : plan.values[0]);
 }
 
+// Whether the plan has the buffers its merge passes need. The same answer in every block of
+// the tile sort, so either every block works or none does.
+__host__ __device__ inline bool plan_has_scratch(const SortPlan& plan) {
+    if (plan.passes == 0) return true;
+    if (plan.keys[1] == nullptr) return false;
+    if (plan.values[0] != nullptr && plan.values[1] == nullptr) return false;
+    if (!plan.fused && plan.cuts == nullptr) return false;
+    return true;
+}
+
 // The index of the last stage of the chain.
 __host__ __device__ inline int last_stage(const SortPlan& plan) {
     return plan.fused ? plan.passes : 2 * plan.passes;

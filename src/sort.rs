@@ -3,14 +3,18 @@
 //! values of 4, 8 or 16 bytes, ascending or descending.
 //!
 //! # How it works
-//! One host launch per sort: a grid sorts tiles of a few thousand keys in shared memory (one
-//! block per tile), and its first thread launches the first merge pass into
+//! One host launch per sort: a grid sorts tiles in shared memory (one block per tile: 1024
+//! threads × 17 keys for 4-byte keys, fewer keys per thread for larger keys and pairs), and its
+//! first thread launches the first merge pass into
 //! `cudaStreamTailLaunch`; every merge pass launches the next the same way, so the
 //! `ceil(log2(n / tile))` passes run back to back with no host round trip. Each pass merges
 //! pairs of sorted runs over the whole array, cut by merge path into equal tiles, one per block,
 //! so every pass keeps the whole GPU busy. Passes ping-pong between the caller's buffer and a
 //! scratch buffer of the same size, ordered so that the last one writes the caller's buffer.
-//! At most one device-side launch per sort is pending at any time, whatever `n`.
+//! At most one device-side launch per sort is pending at any time, whatever `n`, far below the
+//! device runtime's 2048 (`cudaLimitDevRuntimePendingLaunchCount`, left untouched).
+//!
+//! Throughput on an H100 and what bounds it: `BENCHMARKS.md` at the repository root.
 //!
 //! Floats sort in IEEE 754 total order, as [`f32::total_cmp`]:
 //! `-NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN`. Every sort is stable: equal keys keep
@@ -111,7 +115,7 @@ sort_key!(
 /// Which kernel launches the stages after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Driver {
-    /// Chosen by the library.
+    /// Chosen by the library: the device.
     #[default]
     Auto,
     /// The device: every stage tail-launches the next (one host launch per sort).
@@ -123,7 +127,8 @@ pub enum Driver {
 /// How each merge pass finds where its blocks' inputs begin (merge-path cuts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Cuts {
-    /// Chosen by the library.
+    /// Chosen by the library: fused below 2^25 keys, where launches cost more than the
+    /// searches, a partition kernel from 2^25 keys on.
     #[default]
     Auto,
     /// A partition kernel before each merge kernel (two launches per pass).
@@ -135,7 +140,7 @@ pub enum Cuts {
 /// Threads of a tile-sort block; tiles are threads × items per thread keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TileWidth {
-    /// Chosen by the library.
+    /// Chosen by the library: wide.
     #[default]
     Auto,
     /// 512 threads.
