@@ -442,14 +442,12 @@ fn child_sort_launch_failures() {
 
 const SCRATCHLESS_TEST: &str = "a_host_driven_sort_without_scratch_is_refused";
 
-/// KNOWN BUG (issue 7), run with `--ignored`: through the C interface (`cuda_rt_kernels_sort`),
-/// a sort that needs merge passes but gets null scratch is refused by the tile-sort kernel
-/// (status word `STATUS_SCRATCH_MISSING`) only when the chain is device-driven. Host-driven,
-/// the host queues the merge passes anyway (`run_sort` in kernels/mergesort.cu): they write
-/// through the null scratch pointers, the context fails with a sticky illegal address, and the
-/// last stage would have overwritten the status word with "done". Runs in a child process.
+/// Regression test (found by this suite): through the C interface (`cuda_rt_kernels_sort`), a
+/// host-driven sort that needs merge passes but gets null scratch used to queue the merge passes
+/// anyway, which wrote through null pointers (a sticky fault). The host-driven chain now stops
+/// after the tile sort, which refuses with `STATUS_SCRATCH_MISSING`, as the device-driven chain
+/// does. Runs in a child process, in case it regresses into a sticky fault.
 #[test]
-#[ignore = "known bug (issue 7): host-driven sorts do not check for missing scratch (sticky fault)"]
 fn a_host_driven_sort_without_scratch_is_refused() {
     if child_scenario().as_deref() == Some("scratchless_host_sort") {
         let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();

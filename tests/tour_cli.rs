@@ -1,5 +1,8 @@
 //! The tour's command line and its exits, through the built binary and through the parser.
 
+mod tour_common;
+use tour_common::tour_binary;
+
 use clap::Parser;
 use cuda_rt_kernels::tour::cli::{Cli, Step};
 use std::process::Command;
@@ -124,12 +127,4 @@ fn a_missing_device_index_exits_2() {
     let out = tour(&["--device", "4096"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
-}
-
-/// The built `cuda-rt-tour`, or `CUDA_RT_TOUR_BIN` when the tests run on another machine than
-/// the one that built them (the GPU machine gets the binaries copied, not the target folder).
-fn tour_binary() -> std::path::PathBuf {
-    std::env::var_os("CUDA_RT_TOUR_BIN")
-        .map(Into::into)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_cuda-rt-tour").into())
 }

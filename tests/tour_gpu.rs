@@ -1,6 +1,9 @@
 //! The tour end to end on a GPU: `--json` output whose numbers agree with one another, and the
 //! trace and picture files it writes.
 
+mod tour_common;
+use tour_common::tour_binary;
+
 use serde_json::Value;
 use std::process::Command;
 
@@ -107,12 +110,4 @@ fn tour_json_is_consistent() {
     let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     assert!(trace["traceEvents"].as_array().unwrap().len() > 3 * 8 * 2);
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// The built `cuda-rt-tour`, or `CUDA_RT_TOUR_BIN` when the tests run on another machine than
-/// the one that built them (the GPU machine gets the binaries copied, not the target folder).
-fn tour_binary() -> std::path::PathBuf {
-    std::env::var_os("CUDA_RT_TOUR_BIN")
-        .map(Into::into)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_cuda-rt-tour").into())
 }
