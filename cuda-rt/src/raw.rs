@@ -186,7 +186,10 @@ fn consume_last_error(returned: RawStatus) {
     }
     let last = get_last_error();
     if last != sys::cudaSuccess && last != returned {
-        crate::error::defer(Error::cuda(last, "cudaGetLastError (an earlier call's error)"));
+        crate::error::defer(Error::cuda(
+            last,
+            "cudaGetLastError (an earlier call's error)",
+        ));
     }
 }
 
