@@ -15,7 +15,7 @@
 use clap::Parser;
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, DeviceMemory, Error, Pending, StreamRef};
-use cuda_rt_kernels::ffi;
+use cuda_rt_kernels::affine::{affine_u32, affine_u32_cpu};
 use cuda_rt_kernels::sort::{Driver, Order, SortKey, SortWorkspace, Strategy};
 use cuda_rt_kernels::tour::progress::Progress;
 use cuda_rt_kernels::tour::random::SplitMix64;
@@ -414,9 +414,9 @@ fn small_operations(args: &Args, figures: &mut Figures) -> Result<(), Error> {
                     let i = pick % slots.len();
                     let slot = &mut slots[i];
                     let (a, b) = (rng.next_u64() as u32, rng.next_u64() as u32);
-                    affine(&mut slot.buffer, stream, a, b)?;
+                    affine_u32(&mut slot.buffer, stream, a, b)?;
                     for x in &mut slot.model {
-                        *x = x.wrapping_mul(a).wrapping_add(b);
+                        *x = affine_u32_cpu(*x, a, b);
                     }
                 }
                 "event record and wait" => {
@@ -535,24 +535,6 @@ fn pair_mut<T>(items: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
     } else {
         let (left, right) = items.split_at_mut(a);
         (&mut right[0], &mut left[b])
-    }
-}
-
-/// `data[i] = data[i] * a + b` on `stream`, ordered by the buffer's marker.
-fn affine(
-    data: &mut DeviceBuffer<u32>,
-    stream: StreamRef<'_>,
-    a: u32,
-    b: u32,
-) -> Result<(), Error> {
-    let n = data.len();
-    let status = data.enqueue_mut(stream, |ptr| {
-        // SAFETY: the kernel touches `n` words at `ptr`, queued on `stream` inside enqueue_mut.
-        unsafe { ffi::cuda_rt_affine_u32(ptr, n, a, b, stream.as_raw()) }
-    })?;
-    match Error::from_status(status, "cuda_rt_affine_u32") {
-        None => Ok(()),
-        Some(e) => Err(e),
     }
 }
 

@@ -25,7 +25,7 @@ fn zero_lengths_are_accepted_and_queue_nothing() {
     empty.copy_to_host(&mut []).unwrap();
     empty.set_bytes(7).unwrap();
     empty.set_bytes_async(&stream, 7).unwrap();
-    affine(&mut empty, &stream, 3, 1).unwrap();
+    affine_u32(&mut empty, &stream, 3, 1).unwrap();
     let mut empty_async = DeviceBuffer::<u32>::new_async(0, &stream).unwrap();
     empty_async.copy_from_device_async(&stream, &empty).unwrap();
     assert!(DeviceBuffer::<u32>::zeroed(0).unwrap().is_empty());
@@ -237,7 +237,7 @@ fn out_of_range_stream_priorities_are_clamped_to_the_range() {
         let stream = Stream::with_priority(StreamFlags::NON_BLOCKING, asked).unwrap();
         assert_eq!(stream.priority().unwrap(), expected, "asked for {asked}");
         let mut buffer = DeviceBuffer::<u32>::zeroed(1000).unwrap();
-        affine(&mut buffer, &stream, 1, 5).unwrap();
+        affine_u32(&mut buffer, &stream, 1, 5).unwrap();
         assert_eq!(buffer.to_vec().unwrap(), vec![5; 1000]);
         stream.close().unwrap();
     }
@@ -457,7 +457,7 @@ fn invalid_launch_configurations_are_refused_and_launch_nothing() {
     stream.synchronize().unwrap();
     assert_eq!(data.to_vec().unwrap(), input);
     launch_affine(&mut data, &stream, LaunchConfig::for_items(10_000, 128)).unwrap();
-    let expected: Vec<u32> = input.iter().map(|&x| affine_cpu(x, 2, 1)).collect();
+    let expected: Vec<u32> = input.iter().map(|&x| affine_u32_cpu(x, 2, 1)).collect();
     assert_eq!(data.to_vec().unwrap(), expected);
     drop((data, stream));
     // The refused launches are the thread's last error until it is read (CUDA's rule).

@@ -236,7 +236,7 @@ fn a_panicking_host_callback_is_reported_and_the_stream_keeps_working() {
     stream
         .launch_host_fn(|| panic!("deliberate panic in a host function (issue 7 test)"))
         .unwrap();
-    affine(&mut data, &stream, 1, 42).unwrap();
+    affine_u32(&mut data, &stream, 1, 42).unwrap();
     let flag = Arc::clone(&after);
     stream
         .launch_host_fn(move || flag.store(true, Ordering::SeqCst))

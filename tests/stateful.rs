@@ -312,11 +312,11 @@ impl Case<'_> {
                 };
                 let slot = &mut self.slots[i];
                 ok(
-                    affine(&mut slot.buffer, self.streams[stream], a, b),
+                    affine_u32(&mut slot.buffer, self.streams[stream], a, b),
                     "affine",
                 )?;
                 for x in &mut slot.model {
-                    *x = affine_cpu(*x, a, b);
+                    *x = affine_u32_cpu(*x, a, b);
                 }
             }
             Op::RecordAndWait { on, waiter } => {

@@ -5,7 +5,6 @@
 
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, Error};
-use cuda_rt_kernels::ffi;
 use cuda_rt_sys as sys;
 use std::sync::{Mutex, MutexGuard};
 
@@ -93,7 +92,7 @@ pub fn warm_up() {
         let work = || -> Result<(), Box<dyn std::error::Error>> {
             let stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
             let mut pooled = DeviceBuffer::<u32>::zeroed_async(1 << 20, &stream)?;
-            affine(&mut pooled, &stream, 1, 1)?;
+            affine_u32(&mut pooled, &stream, 1, 1)?;
             let (start, end) = (Event::new()?, Event::new()?);
             start.record(&stream)?;
             stream.launch_host_fn(|| {})?;
@@ -133,32 +132,7 @@ pub fn host_memory_type(address: usize) -> u32 {
     attributes.type_
 }
 
-/// Queues `data[i] = data[i] * a + b` (wrapping) on `stream` through the buffer's
-/// `enqueue_mut`, so that the kernel is ordered after earlier work on the buffer and later users
-/// wait for it.
-pub fn affine<'s>(
-    data: &mut DeviceBuffer<u32>,
-    stream: impl Into<cuda_rt::StreamRef<'s>>,
-    a: u32,
-    b: u32,
-) -> cuda_rt::Result<()> {
-    let stream = stream.into();
-    let n = data.len();
-    let status = data.enqueue_mut(stream, |ptr| {
-        // SAFETY: the kernel touches exactly `n` words at `ptr` and is queued on `stream`, as
-        // enqueue_mut requires; the buffer outlives it (its drop waits for the marker).
-        unsafe { ffi::cuda_rt_affine_u32(ptr, n, a, b, stream.as_raw()) }
-    })?;
-    match Error::from_status(status, "cuda_rt_affine_u32") {
-        None => Ok(()),
-        Some(e) => Err(e),
-    }
-}
-
-/// The wrapping affine map of the kernel, on the CPU.
-pub fn affine_cpu(x: u32, a: u32, b: u32) -> u32 {
-    x.wrapping_mul(a).wrapping_add(b)
-}
+pub use cuda_rt_kernels::affine::{affine_u32, affine_u32_cpu};
 
 /// Asserts that the process can still use the device normally: allocate, upload, run a kernel
 /// on a stream, download, synchronize, with the right result and no deferred error.
@@ -167,9 +141,9 @@ pub fn assert_still_works(after: &str) {
         let stream = Stream::new()?;
         let input: Vec<u32> = (0..4099).collect();
         let mut buffer = DeviceBuffer::from_slice(&input)?;
-        affine(&mut buffer, &stream, 3, 1)?;
+        affine_u32(&mut buffer, &stream, 3, 1)?;
         stream.synchronize()?;
-        let expected: Vec<u32> = input.iter().map(|&x| affine_cpu(x, 3, 1)).collect();
+        let expected: Vec<u32> = input.iter().map(|&x| affine_u32_cpu(x, 3, 1)).collect();
         assert_eq!(
             buffer.to_vec()?,
             expected,
