@@ -16,11 +16,16 @@
 //! benchmark compares against) into an archive of its own, as ordinary whole-program device code
 //! (no `-rdc`), the way a C++ program would build it.
 
+#[path = "build-support/cuda_build.rs"]
+mod cuda_build;
+
+use cuda_build::{env, fail, Toolkit};
 use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=kernels");
+    println!("cargo:rerun-if-changed=build-support");
     let Some(toolkit) = Toolkit::from_cuda_rt_sys() else {
         // docs.rs: cuda-rt-sys found no toolkit on purpose; there is nothing to compile.
         println!("cargo:rustc-cfg=cuda_rt_kernels_docs_only");
@@ -28,8 +33,7 @@ fn main() {
         return;
     };
     let sources = kernel_sources(Path::new("kernels"));
-    let archs = env("CUDA_RT_ARCHS").unwrap_or_else(|| "90".into());
-    let archs = parse_archs(&archs).unwrap_or_else(|e| fail(&e));
+    let archs = cuda_build::archs();
 
     // cc finds nvcc through NVCC; it must be the toolkit cuda-rt-sys found, not whatever is on PATH.
     // (A build script runs single-threaded, so setting a variable here races with nothing.)
@@ -52,20 +56,14 @@ fn main() {
         .flag(format!("-L{}", toolkit.lib_dir.display()))
         .flag("-lcudadevrt")
         .warnings(true);
-    for arch in &archs {
-        build.flag(format!("-gencode=arch=compute_{arch},code=sm_{arch}"));
+    for flag in cuda_build::gencode_flags(&archs) {
+        build.flag(flag);
     }
-    let newest = archs.iter().max().expect("at least one arch");
-    build.flag(format!(
-        "-gencode=arch=compute_{newest},code=compute_{newest}"
-    ));
     if env("CUDA_RT_LINEINFO").is_some_and(|v| v == "1") {
         build.flag("-lineinfo");
     }
-    if let Some(extra) = env("CUDA_RT_NVCC_FLAGS") {
-        for flag in extra.split_whitespace() {
-            build.flag(flag);
-        }
+    for flag in cuda_build::extra_nvcc_flags() {
+        build.flag(flag);
     }
     for source in &sources {
         build.file(source);
@@ -89,35 +87,6 @@ fn main() {
             "cargo:rustc-link-arg=-Wl,-rpath,{}",
             toolkit.lib_dir.display()
         );
-    }
-}
-
-struct Toolkit {
-    nvcc: PathBuf,
-    include_dir: PathBuf,
-    lib_dir: PathBuf,
-    link_mode: String,
-}
-
-impl Toolkit {
-    fn from_cuda_rt_sys() -> Option<Toolkit> {
-        let nvcc = PathBuf::from(env("DEP_CUDART_NVCC")?);
-        let lib_dir = PathBuf::from(env("DEP_CUDART_LIB_DIR")?);
-        let include_dir = PathBuf::from(env("DEP_CUDART_INCLUDE")?);
-        let link_mode = env("DEP_CUDART_LINK").unwrap_or_else(|| "static".into());
-        if !nvcc.is_file() {
-            fail(&format!(
-                "cuda-rt-sys found a CUDA toolkit without nvcc ({} is missing). Install nvcc \
-                 (PyPI: nvidia-cuda-nvcc==13.0.88) or set CUDA_PATH to a full toolkit.",
-                nvcc.display()
-            ));
-        }
-        Some(Toolkit {
-            nvcc,
-            include_dir,
-            lib_dir,
-            link_mode,
-        })
     }
 }
 
@@ -161,30 +130,4 @@ fn kernel_sources(dir: &Path) -> Vec<PathBuf> {
         println!("cargo:rerun-if-changed={}", source.display());
     }
     sources
-}
-
-fn parse_archs(list: &str) -> Result<Vec<u32>, String> {
-    let archs: Result<Vec<u32>, _> = list
-        .split(',')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .map(|a| a.trim_start_matches("sm_").parse::<u32>())
-        .collect();
-    match archs {
-        Ok(a) if !a.is_empty() && a.iter().all(|&x| x >= 50) => Ok(a),
-        _ => Err(format!(
-            "CUDA_RT_ARCHS={list:?} is not a list of compute capabilities such as \"90\" or \"80,90\" \
-             (dynamic parallelism with CUDA 13 needs 5.0 or newer)"
-        )),
-    }
-}
-
-fn env(name: &str) -> Option<String> {
-    println!("cargo:rerun-if-env-changed={name}");
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-fn fail(message: &str) -> ! {
-    eprintln!("error: cuda-rt-kernels: {message}");
-    std::process::exit(1);
 }

@@ -19,6 +19,10 @@
 //! Variables (each registered for reruns): `CUDA_RT_ARCHS` (compute capabilities,
 //! comma-separated, default `90`; as in the root package) and `CUDA_RT_NVCC_FLAGS`.
 
+#[path = "../build-support/cuda_build.rs"]
+mod cuda_build;
+
+use cuda_build::{env, fail, Toolkit};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -26,18 +30,14 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=cpp");
     println!("cargo:rerun-if-changed=include");
+    println!("cargo:rerun-if-changed=../build-support");
     let Some(toolkit) = Toolkit::from_cuda_rt_sys() else {
         println!("cargo:warning=cuda-rt-interop: no CUDA toolkit (DOCS_RS); C++ side not built");
         return;
     };
     let out_dir = PathBuf::from(env("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let archs = gencode_flags(&env("CUDA_RT_ARCHS").unwrap_or_else(|| "90".into()))
-        .unwrap_or_else(|e| fail(&e));
-    let extra: Vec<String> = env("CUDA_RT_NVCC_FLAGS")
-        .map(|f| f.split_whitespace().map(String::from).collect())
-        .unwrap_or_default();
-    let mut flags = archs;
-    flags.extend(extra);
+    let mut flags = cuda_build::gencode_flags(&cuda_build::archs());
+    flags.extend(cuda_build::extra_nvcc_flags());
 
     // cc finds nvcc through NVCC (a build script is single-threaded: this races with nothing).
     std::env::set_var("NVCC", &toolkit.nvcc);
@@ -90,32 +90,6 @@ fn main() {
             "cargo:rustc-link-arg=-Wl,-rpath,{}",
             toolkit.lib_dir.display()
         );
-    }
-}
-
-struct Toolkit {
-    nvcc: PathBuf,
-    include_dir: PathBuf,
-    lib_dir: PathBuf,
-    link_mode: String,
-}
-
-impl Toolkit {
-    fn from_cuda_rt_sys() -> Option<Toolkit> {
-        let nvcc = PathBuf::from(env("DEP_CUDART_NVCC")?);
-        if !nvcc.is_file() {
-            fail(&format!(
-                "cuda-rt-sys found a CUDA toolkit without nvcc ({} is missing). Install nvcc \
-                 (PyPI: nvidia-cuda-nvcc==13.0.88) or set CUDA_PATH to a full toolkit.",
-                nvcc.display()
-            ));
-        }
-        Some(Toolkit {
-            nvcc,
-            include_dir: PathBuf::from(env("DEP_CUDART_INCLUDE")?),
-            lib_dir: PathBuf::from(env("DEP_CUDART_LIB_DIR")?),
-            link_mode: env("DEP_CUDART_LINK").unwrap_or_else(|| "static".into()),
-        })
     }
 }
 
@@ -237,43 +211,4 @@ fn run(command: &mut Command, what: &str) {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-}
-
-/// nvcc `-gencode` flags for a list of compute capabilities: machine code for each, PTX for the
-/// newest (as the root package's build does).
-fn gencode_flags(list: &str) -> Result<Vec<String>, String> {
-    let archs: Result<Vec<u32>, _> = list
-        .split(',')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .map(|a| a.trim_start_matches("sm_").parse::<u32>())
-        .collect();
-    let archs = match archs {
-        Ok(a) if !a.is_empty() && a.iter().all(|&x| x >= 50) => a,
-        _ => {
-            return Err(format!(
-                "CUDA_RT_ARCHS={list:?} is not a list of compute capabilities such as \"90\" \
-                 or \"80,90\""
-            ))
-        }
-    };
-    let mut flags: Vec<String> = archs
-        .iter()
-        .map(|a| format!("-gencode=arch=compute_{a},code=sm_{a}"))
-        .collect();
-    let newest = archs.iter().max().expect("at least one arch");
-    flags.push(format!(
-        "-gencode=arch=compute_{newest},code=compute_{newest}"
-    ));
-    Ok(flags)
-}
-
-fn env(name: &str) -> Option<String> {
-    println!("cargo:rerun-if-env-changed={name}");
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-fn fail(message: &str) -> ! {
-    eprintln!("error: cuda-rt-interop: {message}");
-    std::process::exit(1);
 }
