@@ -500,6 +500,7 @@ fn main() {
     let variants = args.iter().any(|a| a == "--variants");
     let stages = args.iter().any(|a| a == "--stages");
     let profile = args.iter().any(|a| a == "--profile");
+    let focus = args.iter().any(|a| a == "--focus");
     let mut count = 0;
     // SAFETY: writes one int.
     if unsafe { cudaGetDeviceCount(&mut count) } != cudaSuccess || count == 0 {
@@ -518,6 +519,11 @@ fn main() {
         warmups: 3,
         reps: if quick { 5 } else { 15 },
     };
+    if focus {
+        println!("GPU: {}", gpu_name());
+        focus_report(&mut bench);
+        return;
+    }
     if stages || profile {
         println!("GPU: {}", gpu_name());
         if profile {
@@ -710,7 +716,7 @@ fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
             println!("2^{log} u32 CUB merge sort: {ms:.3} ms");
         }
         let strategies: &[(Cuts, TileWidth)] = if profile {
-            &[(Cuts::Kernel, TileWidth::Narrow)]
+            &[(Cuts::Fused, TileWidth::Wide)]
         } else {
             &[
                 (Cuts::Kernel, TileWidth::Narrow),
@@ -835,6 +841,39 @@ fn measure_variants<K: SortKey + Copy + PartialOrd>(
         ));
     }
     lines
+}
+
+/// Tuning runs: u32 keys, u64 keys and u32 pairs against CUB merge sort, with the strategy
+/// variants of the merge grid and the cuts (ms, median).
+fn focus_report(bench: &mut Bench) {
+    use cuda_rt_kernels::sort::ffi::flags::{GRID_PERSISTENT, GRID_PER_TILE};
+    for log in [16u32, 20, 24, 26, 28] {
+        let n = 1usize << log;
+        let mut rng = Rng(u64::from(log) * 7919);
+        let keys32: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+        let pristine = Dev::<u32>::new(n);
+        pristine.upload(&keys32);
+        let cub = cub_merge(bench, &pristine, None, |t, b, k, _, n, s| {
+            // SAFETY: CUB over live device buffers of n elements, on a live stream.
+            unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
+        });
+        let mut line = format!("2^{log} u32: CUB merge {cub:.3} ms |");
+        for (name, cuts, grid) in [
+            ("auto", Cuts::Auto, 0),
+            ("fused/persistent", Cuts::Fused, GRID_PERSISTENT),
+            ("fused/per-tile", Cuts::Fused, GRID_PER_TILE),
+            ("kernel/persistent", Cuts::Kernel, GRID_PERSISTENT),
+            ("kernel/per-tile", Cuts::Kernel, GRID_PER_TILE),
+        ] {
+            let strategy = Strategy {
+                cuts,
+                ..Strategy::default()
+            };
+            let (ms, passes, _) = bench.ours_with(&pristine, None, strategy, grid, true);
+            line += &format!(" {name} {ms:.3} ({:.2}x, {passes} passes) |", cub / ms);
+        }
+        println!("{line}");
+    }
 }
 
 /// Peak merge blocks resident per SM, host- versus device-driven (the probe of the merge

@@ -42,7 +42,12 @@ enum : uint32_t {
     // Tests only: 1 + the stage whose device-side launch is given an invalid configuration.
     CUDA_RT_SORT_FAIL_STAGE_SHIFT = 8,
     CUDA_RT_SORT_FAIL_STAGE_MASK = 0xff00,
-    CUDA_RT_SORT_FLAGS_KNOWN = 0xffff,
+    // Merge grids: one block per SM, each group looping over merge tiles ("persistent"), or one
+    // merge tile per group.
+    CUDA_RT_SORT_GRID_MASK = 0x30000,
+    CUDA_RT_SORT_GRID_PERSISTENT = 0x10000,
+    CUDA_RT_SORT_GRID_PER_TILE = 0x20000,
+    CUDA_RT_SORT_FLAGS_KNOWN = 0x3ffff,
 };
 
 // What a sort of n elements needs and does, for the given key and value sizes and flags.
@@ -95,6 +100,7 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags) {
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) flags |= CUDA_RT_SORT_TILE_WIDE;
     if ((flags & CUDA_RT_SORT_MERGE_MASK) == 0)
         flags |= n <= kNarrowMergeMaxN ? CUDA_RT_SORT_MERGE_NARROW : CUDA_RT_SORT_MERGE_WIDE;
+    if ((flags & CUDA_RT_SORT_GRID_MASK) == 0) flags |= CUDA_RT_SORT_GRID_PERSISTENT;
     return flags;
 }
 
@@ -141,6 +147,25 @@ cudaError_t prepare_kernel(const void* kernel, size_t bytes) {
                                  cudaSharedmemCarveoutMaxShared);
     if (error == cudaSuccess) error = cudaFuncSetCacheConfig(kernel, cudaFuncCachePreferShared);
     if (error == cudaSuccess && bit != 0) done_devices.fetch_or(bit, std::memory_order_relaxed);
+    return error;
+}
+
+// The number of SMs of the current device, asked once per device.
+cudaError_t sm_count(int* out) {
+    static std::atomic<int> counts[64] = {};
+    int device = 0;
+    cudaError_t error = cudaGetDevice(&device);
+    if (error != cudaSuccess) return error;
+    if (device >= 0 && device < 64) {
+        const int known = counts[device].load(std::memory_order_relaxed);
+        if (known > 0) {
+            *out = known;
+            return cudaSuccess;
+        }
+    }
+    error = cudaDeviceGetAttribute(out, cudaDevAttrMultiProcessorCount, device);
+    if (error == cudaSuccess && device >= 0 && device < 64)
+        counts[device].store(*out, std::memory_order_relaxed);
     return error;
 }
 
@@ -199,12 +224,12 @@ cudaError_t prepare_kernels(const SortPlan& plan) {
         constexpr int G = P::MERGE_GROUPS_WIDE;
         return prepare_kernel<MergeTag<K, V, G>>(
             reinterpret_cast<const void*>(&merge_pass_kernel<K, V, G>),
-            G * tile_smem_bytes<K, V>(P::MERGE_TILE));
+            G * P::kMergeGroupSmem);
     }
     constexpr int G = P::MERGE_GROUPS_NARROW;
     return prepare_kernel<MergeTag<K, V, G>>(
         reinterpret_cast<const void*>(&merge_pass_kernel<K, V, G>),
-        G * tile_smem_bytes<K, V>(P::MERGE_TILE));
+        G * P::kMergeGroupSmem);
 }
 
 template <class K, class V>
@@ -237,8 +262,13 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
                             ? Policy<K, V>::MERGE_GROUPS_NARROW
                             : Policy<K, V>::MERGE_GROUPS_WIDE;
     plan.probe = args.probe;
-
-    cudaError_t error = prepare_kernels<K, V>(plan);
+    plan.merge_grid = 0;
+    cudaError_t error = cudaSuccess;
+    if ((flags & CUDA_RT_SORT_GRID_MASK) == CUDA_RT_SORT_GRID_PERSISTENT) {
+        error = sm_count(&plan.merge_grid);
+        if (error != cudaSuccess) return error;
+    }
+    error = prepare_kernels<K, V>(plan);
     if (error != cudaSuccess) return error;
     if (timer != nullptr) {
         plan.device_driven = 0;

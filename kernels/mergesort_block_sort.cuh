@@ -27,6 +27,7 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
     constexpr bool PAIRS = kHasValues<V>;
     static_assert((THREADS & (THREADS - 1)) == 0, "merge rounds pair runs of 2^r threads");
     static_assert(TILE <= 65536, "tile positions fit in uint16_t");
+    static_assert(THREADS % 256 == 0 && THREADS / 256 <= 15, "whole sections, named barriers");
 
     // Shared memory: values first (the largest alignment), then keys, then value positions.
     extern __shared__ __align__(16) unsigned char smem[];
@@ -104,12 +105,18 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
 
     // Merge rounds. Invariant at the top of round r: the tile is made of sorted runs of
     // width = 2^r threads (2^r * ITEMS keys), held blocked in registers.
-    // While a pair of runs spans at most one warp (width <= 16 threads), a round reads only
-    // what its own warp wrote, and a warp barrier is enough.
+    // A round reads only what the threads of its own pair of runs wrote, so its barriers need
+    // only span the pair: a warp while the pair fits in one (width <= 16), then one of the
+    // block's SECTION-thread sections (named barrier 1 + section), then the whole block. Sections
+    // that finish a round early go on without waiting for the rest of the block.
+    constexpr int SECTION = 256;
+    const int section = t / SECTION;
     for (int width = 1; width < THREADS; width *= 2) {
         // Every thread of the pair has finished reading the previous round's layout.
         if (width <= 16) {
             __syncwarp();
+        } else if (2 * width <= SECTION) {
+            asm volatile("bar.sync %0, %1;" ::"r"(1 + section), "n"(SECTION) : "memory");
         } else {
             __syncthreads();
         }
@@ -120,6 +127,8 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
         }
         if (width <= 16) {
             __syncwarp();
+        } else if (2 * width <= SECTION) {
+            asm volatile("bar.sync %0, %1;" ::"r"(1 + section), "n"(SECTION) : "memory");
         } else {
             __syncthreads();
         }

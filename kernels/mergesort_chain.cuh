@@ -50,10 +50,12 @@ __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int st
     }
     const bool wide = plan.merge_groups == P::MERGE_GROUPS_WIDE;
     const int groups = wide ? P::MERGE_GROUPS_WIDE : P::MERGE_GROUPS_NARROW;
+    const unsigned long long blocks = ceil_div<unsigned long long>(merge_tiles, groups);
+    const bool capped = plan.merge_grid > 0 && blocks > (unsigned long long)plan.merge_grid;
     return {wide ? StageKernel::kMergeWide : StageKernel::kMergeNarrow,
-            unsigned(ceil_div<unsigned long long>(merge_tiles, groups)),
+            capped ? unsigned(plan.merge_grid) : unsigned(blocks),
             groups * P::MERGE_THREADS * block_scale,
-            groups * tile_smem_bytes<K, V>(P::MERGE_TILE)};
+            groups * P::kMergeGroupSmem};
 }
 
 // Launches stage `stage` of `plan` from the device into cudaStreamTailLaunch: the grid starts

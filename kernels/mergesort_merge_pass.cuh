@@ -49,8 +49,6 @@ __global__ void __launch_bounds__(kPartitionThreads) partition_kernel(SortPlan p
     if (b < tiles) plan.cuts[b] = cut_at<K>(plan, pass_of_stage(plan, stage), b * TILE);
 }
 
-// Merges one tile of outputs: na keys of the first run starting at a, and nb keys of the
-// second run starting at b, into dst (FULL: na + nb == MERGE_TILE, so no bounds checks).
 // A barrier for the MERGE_THREADS threads of one group (named barrier 1 + group; barrier 0 is
 // __syncthreads). Orders shared memory among the group like __syncthreads does for a block.
 template <int THREADS>
@@ -58,68 +56,139 @@ __device__ __forceinline__ void group_sync(int group) {
     asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "n"(THREADS) : "memory");
 }
 
+// Asynchronous copies from global to shared memory (cp.async, sm_80+), in groups: a group of
+// copies is committed, and wait<N> returns once at most N committed groups are still pending.
+// Elements of 4, 8 or 16 bytes go through cp.async; smaller ones are loaded and stored by the
+// thread (synchronously).
+template <class T>
+constexpr bool kAsyncCopy = sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16;
+
+template <class T>
+__device__ __forceinline__ void copy_to_shared(T* dst, const T* src) {
+    if constexpr (kAsyncCopy<T>) {
+        const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src),
+                     "n"(int(sizeof(T)))
+                     : "memory");
+    } else {
+        *dst = *src;
+    }
+}
+__device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Where merge tile `tile` of pass `pass` reads and writes: na keys of the first run from a_begin
+// and nb keys of the second from b_begin, merged into out_begin ... out_begin + na + nb.
+struct TileGeometry {
+    unsigned long long out_begin, a_begin, b_begin;
+    int na, nb;
+};
+
+// The geometry of a tile from the cut of its first output (cut0) and, unless the tile ends its
+// pair of runs, the cut of its last output + 1 (next_cut).
+template <class K, class V>
+__device__ __forceinline__ TileGeometry tile_geometry(const SortPlan& plan, int pass,
+                                                      unsigned long long tile,
+                                                      unsigned long long cut0,
+                                                      unsigned long long next_cut) {
+    constexpr int TILE = Policy<K, V>::MERGE_TILE;
+    const unsigned long long k0 = tile * TILE;
+    // A tile never straddles two pairs: pairs are 2 * run = 2^pass sorted tiles long, and a
+    // sorted tile is a whole number of merge tiles (static_assert in Policy).
+    const PairOfRuns pair = pair_at(plan, pass, k0);
+    const unsigned long long d0 = k0 - pair.begin;
+    const unsigned long long d1 = d0 + TILE < pair.la + pair.lb ? d0 + TILE : pair.la + pair.lb;
+    const unsigned long long cut1 = d1 == pair.la + pair.lb ? pair.la : next_cut;
+    TileGeometry g;
+    g.out_begin = k0;
+    g.na = int(cut1 - cut0);
+    g.nb = int((d1 - cut1) - (d0 - cut0));
+    g.a_begin = pair.begin + cut0;
+    g.b_begin = pair.begin + pair.la + (d0 - cut0);
+    return g;
+}
+
+// The shared memory of group `group`: buffer 0 and 1 (values, then keys), then positions.
+template <class K, class V>
+struct GroupSmem {
+    static constexpr int TILE = Policy<K, V>::MERGE_TILE;
+    static constexpr size_t kBuffer = size_t(TILE) * (sizeof(K) + size_t(kValueBytes<V>));
+    unsigned char* base;
+    __device__ __forceinline__ V* values(int buffer) const {
+        return reinterpret_cast<V*>(base + buffer * kBuffer);
+    }
+    __device__ __forceinline__ K* keys(int buffer) const {
+        return reinterpret_cast<K*>(base + buffer * kBuffer +
+                                    (kHasValues<V> ? TILE * sizeof(V) : 0));
+    }
+    __device__ __forceinline__ uint16_t* positions() const {
+        return reinterpret_cast<uint16_t*>(base + 2 * kBuffer);
+    }
+};
+
+template <class K, class V>
+__device__ __forceinline__ GroupSmem<K, V> group_smem(int group) {
+    extern __shared__ __align__(16) unsigned char block_smem[];
+    return {block_smem + group * Policy<K, V>::kMergeGroupSmem};
+}
+
+// Starts copying a tile's inputs into buffer `buffer` of the group, striped: s[0..na) from the
+// first run, s[na..na+nb) from the second. Commits nothing.
+template <class K, class V>
+__device__ __forceinline__ void load_tile(const SortPlan& plan, int pass, const GroupSmem<K, V>& s,
+                                          int buffer, const TileGeometry& g) {
+    using P = Policy<K, V>;
+    constexpr int THREADS = P::MERGE_THREADS;
+    const int t = threadIdx.x % THREADS;
+    const int count = g.na + g.nb;
+    const int src = pass_source(plan, pass);
+    {
+        // Position x of the tile is a[x] for x < na and b[x - na] after.
+        const K* a = keys_buffer<const K>(plan, src) + g.a_begin;
+        const K* b = keys_buffer<const K>(plan, src) + g.b_begin - g.na;
+        K* s_keys = s.keys(buffer);
+#pragma unroll
+        for (int k = 0; k < P::ITEMS; ++k) {
+            const int x = k * THREADS + t;
+            if (x < count) copy_to_shared(s_keys + x, (x < g.na ? a : b) + x);
+        }
+    }
+    if constexpr (kHasValues<V>) {
+        const V* a = values_buffer<const V>(plan, src) + g.a_begin;
+        const V* b = values_buffer<const V>(plan, src) + g.b_begin - g.na;
+        V* s_vals = s.values(buffer);
+#pragma unroll
+        for (int k = 0; k < P::ITEMS; ++k) {
+            const int x = k * THREADS + t;
+            if (x < count) copy_to_shared(s_vals + x, (x < g.na ? a : b) + x);
+        }
+    }
+}
+
+// Merges the tile whose inputs are in buffer `buffer` (loaded, and visible to the whole group)
+// and stores it (FULL: na + nb == MERGE_TILE, so no bounds checks). Leaves the buffer free
+// once the group has passed its next barrier.
 template <class K, class V, bool FULL>
-__device__ __forceinline__ void merge_tile(const SortPlan& plan, int pass, int group,
-                                           unsigned long long out_begin,
-                                           unsigned long long a_begin, int na,
-                                           unsigned long long b_begin, int nb) {
+__device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, int group,
+                                                const GroupSmem<K, V>& s, int buffer,
+                                                const TileGeometry& g) {
     using P = Policy<K, V>;
     constexpr int ITEMS = P::ITEMS;
     constexpr int THREADS = P::MERGE_THREADS;
-    constexpr int TILE = P::MERGE_TILE;
     constexpr bool PAIRS = kHasValues<V>;
-
-    extern __shared__ __align__(16) unsigned char block_smem[];
-    unsigned char* smem = block_smem + group * tile_smem_bytes<K, V>(TILE);
-    V* s_vals = reinterpret_cast<V*>(smem);
-    K* s_keys = reinterpret_cast<K*>(smem + (PAIRS ? TILE * sizeof(V) : 0));
-    uint16_t* s_pos = reinterpret_cast<uint16_t*>(reinterpret_cast<unsigned char*>(s_keys) +
-                                                  TILE * sizeof(K));
-
     const int t = threadIdx.x % THREADS;
-    const int count = na + nb;
-    const int src = pass_source(plan, pass);
-    const int dst = pass_destination(plan, pass);
-
-    // Load both inputs striped into one array: s[0..na) from the first run, s[na..count) from
-    // the second. All loads of a thread are issued before its first shared store.
-    {
-        // Position x of the tile is a[x] for x < na and b[x - na] after: one base pointer
-        // per run, and a 32-bit offset per load.
-        const K* a = keys_buffer<const K>(plan, src) + a_begin;
-        const K* b = keys_buffer<const K>(plan, src) + b_begin - na;
-        K loaded[ITEMS];
-#pragma unroll
-        for (int k = 0; k < ITEMS; ++k) {
-            const int x = k * THREADS + t;
-            if (FULL || x < count) loaded[k] = (x < na ? a : b)[x];
-        }
-#pragma unroll
-        for (int k = 0; k < ITEMS; ++k) {
-            const int x = k * THREADS + t;
-            if (FULL || x < count) s_keys[x] = loaded[k];
-        }
-    }
-    if constexpr (PAIRS) {
-        const V* a = values_buffer<const V>(plan, src) + a_begin;
-        const V* b = values_buffer<const V>(plan, src) + b_begin - na;
-        V loaded[ITEMS];
-#pragma unroll
-        for (int k = 0; k < ITEMS; ++k) {
-            const int x = k * THREADS + t;
-            if (FULL || x < count) loaded[k] = (x < na ? a : b)[x];
-        }
-#pragma unroll
-        for (int k = 0; k < ITEMS; ++k) {
-            const int x = k * THREADS + t;
-            if (FULL || x < count) s_vals[x] = loaded[k];
-        }
-    }
-    group_sync<THREADS>(group);
+    const int na = g.na;
+    const int count = FULL ? P::MERGE_TILE : g.na + g.nb;
+    K* s_keys = s.keys(buffer);
+    V* s_vals = s.values(buffer);
+    uint16_t* s_pos = s.positions();
 
     // Each thread merges ITEMS outputs from its own cut of the tile's merge path.
     const int diag = t * ITEMS < count ? t * ITEMS : count;
-    const int cut = merge_path(s_keys, na, s_keys + na, nb, diag);
+    const int cut = merge_path(s_keys, na, s_keys + na, count - na, diag);
     K keys[ITEMS];
     int from[ITEMS];
     serial_merge<ITEMS, PAIRS>(s_keys, cut, na, na + diag - cut, count, count - 1, keys, from);
@@ -134,7 +203,8 @@ __device__ __forceinline__ void merge_tile(const SortPlan& plan, int pass, int g
     group_sync<THREADS>(group);
     const bool decode = pass == plan.passes;  // the last stage restores the caller's key format
     const uint32_t mode = plan.key_mode;
-    K* out = keys_buffer<K>(plan, dst) + out_begin;
+    const int dst = pass_destination(plan, pass);
+    K* out = keys_buffer<K>(plan, dst) + g.out_begin;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
         const int x = k * THREADS + t;
@@ -144,7 +214,7 @@ __device__ __forceinline__ void merge_tile(const SortPlan& plan, int pass, int g
         }
     }
     if constexpr (PAIRS) {
-        V* vout = values_buffer<V>(plan, dst) + out_begin;
+        V* vout = values_buffer<V>(plan, dst) + g.out_begin;
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
             const int x = k * THREADS + t;
@@ -153,59 +223,129 @@ __device__ __forceinline__ void merge_tile(const SortPlan& plan, int pass, int g
     }
 }
 
-// Merges tiles blockIdx.x * GROUPS + group of the pass's output, one per group.
-// One block per SM is what device-launched grids get (Policy), so the register budget is the
-// whole register file: 64 per thread for 1024 threads (the 4-byte kinds spill a few bytes
-// there), up to 128 for 512.
+// Finds the cuts of `count` consecutive tile boundaries of pass `pass`, starting at the first
+// output of tile `first`, into s_cuts[0..count), with every thread of the block. Each cut is
+// searched by `lanes` lanes at once (the most that gives every boundary its own lanes, at most
+// a warp): each round the lanes test evenly spaced candidates of the range that holds the cut,
+// which shrinks it from r to about r / (lanes + 1). Every round costs a memory latency, so a
+// warp per cut needs 5 or 6 rounds where one thread needs up to 30.
+template <class K, class V>
+__device__ __forceinline__ void find_block_cuts(const SortPlan& plan, int pass,
+                                                unsigned long long first, int count,
+                                                unsigned long long* s_cuts) {
+    using Index = unsigned long long;
+    constexpr int TILE = Policy<K, V>::MERGE_TILE;
+    int lanes = 32;
+    while (lanes > 1 && count * lanes > int(blockDim.x)) lanes /= 2;
+    const int lane = int(threadIdx.x % 32);
+    const int sub = lane & (lanes - 1);
+    const int slot = int(threadIdx.x) / lanes;
+    const K* a = nullptr;
+    const K* b = nullptr;
+    Index diag = 0, lo = 0, hi = 0;
+    if (slot < count) {
+        const PairOfRuns pair = pair_at(plan, pass, (first + Index(slot)) * TILE);
+        a = keys_buffer<const K>(plan, pass_source(plan, pass)) + pair.begin;
+        b = a + pair.la;
+        diag = (first + Index(slot)) * TILE - pair.begin;
+        lo = diag > pair.lb ? diag - pair.lb : Index(0);
+        hi = diag < pair.la ? diag : pair.la;
+    }
+    const unsigned sub_mask = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+    // Every lane of the warp runs the same rounds (the ballot needs the whole warp), until no
+    // cut of the warp has a range left. Stable merge path test as in merge_path.
+    while (__any_sync(0xffffffffu, lo < hi)) {
+        const Index range = hi - lo;
+        bool before = false;
+        if (range > 0) {
+            // Candidate c_k = lo + (k+1) * range / (lanes+1) < hi, nondecreasing in k.
+            const Index c = lo + Index(sub + 1) * range / Index(lanes + 1);
+            before = !(b[diag - 1 - c] < a[c]);
+        }
+        const unsigned ballot = __ballot_sync(0xffffffffu, before);
+        // The test is monotone in the candidate: c_0 .. c_{t-1} test true, the others false.
+        const int t = __popc((ballot >> (lane - sub)) & sub_mask);
+        if (range > 0) {
+            const Index new_lo = t > 0 ? lo + Index(t) * range / Index(lanes + 1) + 1 : lo;
+            const Index new_hi = t < lanes ? lo + Index(t + 1) * range / Index(lanes + 1) : hi;
+            lo = new_lo;
+            hi = new_hi;
+        }
+    }
+    if (slot < count && sub == 0) s_cuts[slot] = lo;
+}
+
+// One merge pass. GROUPS groups of MERGE_THREADS threads per block, each merging one tile at a
+// time with its own barrier. One block per SM is what device-launched grids get (Policy), so
+// the register budget is the whole register file: 64 per thread for 1024 threads, up to 128
+// for 512.
+//
+// Block b merges a range of consecutive tiles (one block per SM with plan.merge_grid), in
+// chunks of up to THREADS - 1 tiles. First the cuts of the chunk's tile boundaries come into
+// shared memory (each inner boundary serves two tiles): from the partition kernel, or, fused,
+// searched by the whole block at once (find_block_cuts: one search latency per chunk). Then
+// the groups take the chunk's tiles round robin, double-buffered: a group starts the copies of
+// its next tile's inputs (cp.async) before it merges the current one, so loads, merges and
+// stores of the groups overlap without waiting for one another.
 template <class K, class V, int GROUPS>
 __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
     merge_pass_kernel(SortPlan plan, int stage) {
     using P = Policy<K, V>;
+    constexpr int TILE = P::MERGE_TILE;
+    constexpr int THREADS = GROUPS * P::MERGE_THREADS;
     chain_next<K, V>(plan, stage);
     const unsigned sm = probe_enter(plan);
-    constexpr int TILE = P::MERGE_TILE;
     const int pass = pass_of_stage(plan, stage);
     const int group = threadIdx.x / P::MERGE_THREADS;
-    const unsigned long long tile = (unsigned long long)blockIdx.x * GROUPS + group;
-    const unsigned long long k0 = tile * TILE;
-    if (k0 < plan.n) {  // the last block may have idle groups
-        // A tile never straddles two pairs: pairs are 2 * run = 2^pass sorted tiles long, and a
-        // sorted tile is a whole number of merge tiles (static_assert in Policy).
-        const PairOfRuns pair = pair_at(plan, pass, k0);
-        const unsigned long long d0 = k0 - pair.begin;
-        const unsigned long long d1 =
-            d0 + TILE < pair.la + pair.lb ? d0 + TILE : pair.la + pair.lb;
-        unsigned long long cut0, cut1;
+    const GroupSmem<K, V> s = group_smem<K, V>(group);
+    const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, TILE);
+    __shared__ unsigned long long s_cuts[THREADS];
+    const unsigned long long per_block = ceil_div<unsigned long long>(tiles, gridDim.x);
+    const unsigned long long first = blockIdx.x * per_block;
+    const unsigned long long last = first + per_block < tiles ? first + per_block : tiles;
+    for (unsigned long long chunk = first; chunk < last; chunk += THREADS - 1) {
+        const int chunk_tiles = int(chunk + THREADS - 1 < last ? THREADS - 1 : last - chunk);
+        // Boundaries 0 ..= chunk_tiles of the chunk, but not the end of the array (the end of
+        // a pair needs no cut).
+        const int count = chunk + chunk_tiles < tiles ? chunk_tiles + 1 : chunk_tiles;
+        __syncthreads();  // the previous chunk's cuts have been used
         if (plan.fused) {
-            __shared__ unsigned long long s_cut[GROUPS][2];
-            // Warp 0 of the group finds the first cut and warp 1 the second, 32 candidates per
-            // round.
-            const K* a = keys_buffer<const K>(plan, pass_source(plan, pass)) + pair.begin;
-            const int warp = (threadIdx.x % P::MERGE_THREADS) / 32;
-            if (warp < 2) {
-                const unsigned long long d = warp == 0 ? d0 : d1;
-                const unsigned long long cut =
-                    warp == 1 && d1 == pair.la + pair.lb
-                        ? pair.la
-                        : warp_merge_path(a, pair.la, a + pair.la, pair.lb, d);
-                if (threadIdx.x % 32 == 0) s_cut[group][warp] = cut;
+            find_block_cuts<K, V>(plan, pass, chunk, count, s_cuts);
+        } else if (int(threadIdx.x) < count) {
+            s_cuts[threadIdx.x] = plan.cuts[chunk + threadIdx.x];
+        }
+        __syncthreads();
+        int i = group;  // this group's tiles in the chunk: i, i + GROUPS, ...
+        int buffer = 0;
+        if (i < chunk_tiles) {
+            load_tile<K, V>(plan, pass, s, 0,
+                            tile_geometry<K, V>(plan, pass, chunk + i, s_cuts[i],
+                                                i + 1 < count ? s_cuts[i + 1] : 0));
+        }
+        async_commit();
+        for (; i < chunk_tiles; i += GROUPS) {
+            const int next = i + GROUPS;
+            if (next < chunk_tiles) {
+                load_tile<K, V>(plan, pass, s, buffer ^ 1,
+                                tile_geometry<K, V>(plan, pass, chunk + next, s_cuts[next],
+                                                    next + 1 < count ? s_cuts[next + 1] : 0));
             }
+            async_commit();
+            async_wait<1>();  // this thread's copies of tile i have landed
+            group_sync<P::MERGE_THREADS>(group);  // ... and every thread's
+            const TileGeometry g = tile_geometry<K, V>(plan, pass, chunk + i, s_cuts[i],
+                                                       i + 1 < count ? s_cuts[i + 1] : 0);
+            if (g.na + g.nb == TILE) {
+                merge_and_store<K, V, true>(plan, pass, group, s, buffer, g);
+            } else {
+                merge_and_store<K, V, false>(plan, pass, group, s, buffer, g);
+            }
+            // Every thread of the group has read the buffer before the copies of tile
+            // i + 2 * GROUPS overwrite it.
             group_sync<P::MERGE_THREADS>(group);
-            cut0 = s_cut[group][0];
-            cut1 = s_cut[group][1];
-        } else {
-            cut0 = plan.cuts[tile];
-            cut1 = d1 == pair.la + pair.lb ? pair.la : plan.cuts[tile + 1];
+            buffer ^= 1;
         }
-        const int na = int(cut1 - cut0);
-        const int nb = int((d1 - cut1) - (d0 - cut0));
-        const unsigned long long a_begin = pair.begin + cut0;
-        const unsigned long long b_begin = pair.begin + pair.la + (d0 - cut0);
-        if (na + nb == TILE) {
-            merge_tile<K, V, true>(plan, pass, group, k0, a_begin, na, b_begin, nb);
-        } else {
-            merge_tile<K, V, false>(plan, pass, group, k0, a_begin, na, b_begin, nb);
-        }
+        async_wait<0>();
     }
     probe_leave(plan, sm);
 }

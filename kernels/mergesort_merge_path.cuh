@@ -35,36 +35,6 @@ __device__ __forceinline__ Index merge_path(const K* a, Index la, const K* b, In
     return lo;
 }
 
-// merge_path by one warp: each round the 32 lanes test 32 evenly spaced candidates of the range
-// [lo, hi] that holds the cut, at once; the test is monotone in the candidate (true, then false),
-// so the ballot is a prefix of lanes, and the cut lies after the last true candidate and at or
-// before the first false one. A range of r shrinks to at most r/33 + 1: about log33(r) rounds of
-// two parallel loads each, where merge_path needs log2(r) rounds of dependent loads. For cuts in
-// global memory, where each round costs a memory latency. Every lane of the warp must call it;
-// every lane returns the cut.
-template <class K>
-__device__ __forceinline__ unsigned long long warp_merge_path(const K* a, unsigned long long la,
-                                                              const K* b, unsigned long long lb,
-                                                              unsigned long long diag) {
-    using Index = unsigned long long;
-    constexpr Index kProbes = 32;
-    const Index lane = threadIdx.x % 32;
-    Index lo = diag > lb ? diag - lb : Index(0);
-    Index hi = diag < la ? diag : la;
-    while (lo < hi) {  // lo and hi are the same in every lane
-        const Index range = hi - lo;
-        // Candidate c_k = lo + (k+1) * range / (kProbes+1) < hi, nondecreasing in k.
-        const Index c = lo + (lane + 1) * range / (kProbes + 1);
-        const bool before = !(b[diag - 1 - c] < a[c]);
-        const int t = __popc(__ballot_sync(0xffffffffu, before));  // c_0 .. c_{t-1} test true
-        const Index new_lo = t > 0 ? lo + Index(t) * range / (kProbes + 1) + 1 : lo;
-        const Index new_hi = Index(t) < kProbes ? lo + Index(t + 1) * range / (kProbes + 1) : hi;
-        lo = new_lo;
-        hi = new_hi;
-    }
-    return lo;
-}
-
 // Sequential stable merge of ITEMS outputs from two sorted ranges of one shared-memory array,
 // s[a..a_end) and s[b..b_end), starting from a merge-path cut. Writes the keys to `keys` and, if
 // WANT_POS, the index in `s` each came from to `pos`.

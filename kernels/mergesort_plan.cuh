@@ -71,7 +71,16 @@ struct Policy {
     // that need more than 64 registers per thread get 2 groups.
     // Groups per merge block: the wide choice (4 groups, 1024 threads) caps registers at 64,
     // which spills for some kinds; the narrow one (2 groups, 512 threads) does not.
-    static constexpr int MERGE_GROUPS_WIDE = kWideRegisters ? 2 : 4;
+    // Shared memory of one merge group: two tile buffers (values, if any, then keys), so that
+    // the next tile's inputs arrive while the current tile merges, and each output's 16-bit
+    // source position (values only).
+    static constexpr size_t kMergeGroupSmem =
+        2 * size_t(MERGE_TILE) * (sizeof(K) + size_t(kValueBytes<V>)) +
+        (kHasValues<V> ? size_t(MERGE_TILE) * sizeof(uint16_t) : 0);
+    // Dynamic shared memory a block may have on sm_90 (227 KiB).
+    static constexpr int kGroupsBySmem = int(232448 / kMergeGroupSmem);
+    static constexpr int MERGE_GROUPS_WIDE =
+        kWideRegisters || kGroupsBySmem < 4 ? 2 : 4;
     static constexpr int MERGE_GROUPS_NARROW = 2;
     // Threads of a tile-sort block: either width sorts tiles of SORT_THREADS * ITEMS keys.
     static constexpr int SORT_THREADS_NARROW = 512;
@@ -118,6 +127,7 @@ struct SortPlan {
     int device_driven;          // 1: each stage launches the next from the device
     int fail_stage;             // tests only: launch this stage with an invalid configuration
     int merge_groups;           // groups (merge tiles) per merge block
+    int merge_grid;             // most blocks of a merge grid (one per SM), or 0: one per tile
 };
 
 // Buffer i (0: the caller's, 1: scratch) of the keys or values. Kernels must select with a

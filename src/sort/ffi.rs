@@ -30,6 +30,12 @@ pub mod flags {
     pub const MERGE_WIDE: u32 = 0x40;
     /// Merge blocks of 2 merge tiles (512 threads).
     pub const MERGE_NARROW: u32 = 0x80;
+    /// Mask of the merge-grid field (0: chosen by the library).
+    pub const GRID_MASK: u32 = 0x30000;
+    /// Merge grids of one block per SM, whose groups loop over the merge tiles.
+    pub const GRID_PERSISTENT: u32 = 0x10000;
+    /// Merge grids of one merge tile per group.
+    pub const GRID_PER_TILE: u32 = 0x20000;
     /// Tests only: `(stage + 1) << FAIL_STAGE_SHIFT` makes the launch of `stage` fail (an
     /// invalid configuration), to exercise the error path.
     pub const FAIL_STAGE_SHIFT: u32 = 8;
