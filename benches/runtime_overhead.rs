@@ -23,6 +23,9 @@
 //! - **Per-operation cost**: host clock (`Instant`) around a loop of N operations, divided by N;
 //!   the stream is synchronized after the loop, untimed. The overhead is the median of the
 //!   per-pair differences (cuda-rt trial minus the raw trial just before it), with its p10–p90.
+//! - **Graph launch** uses one executable graph for both sides, launched on one stream (the raw
+//!   side through its handle), and many short trials (401 pairs of 100 launches): the goal
+//!   (+50 ns) is small against the trial-to-trial scatter of a ~2 µs launch.
 //! - **Every CUDA status is checked**, on both sides and inside the timed loops (the raw side
 //!   compares each status with `cudaSuccess`; the safe side propagates its `Result`).
 //! - The safe side is the idiomatic API (what a user writes); where the safe layer offers two
@@ -246,6 +249,9 @@ struct Settings {
     op_trials: usize,
     /// Host-func round trips vary more (the runtime's callback thread must wake up): more trials.
     callback_trials: usize,
+    /// Graph launches: a goal of +50 ns on a ~2 µs launch whose trials scatter by hundreds of
+    /// ns needs many short trials to pin the median down.
+    graph_trials: usize,
     records: usize,
     queries: usize,
     launches: usize,
@@ -263,13 +269,15 @@ impl Settings {
             register_trials: 9,
             op_trials: 21,
             callback_trials: 41,
+            graph_trials: 401,
             records: 10_000,
             queries: 10_000,
             // Few enough that the launch queue never fills (the GPU runs an empty kernel faster
             // than the host enqueues one, a graph in a few µs): the loop then times the host's
-            // enqueue, not the GPU.
+            // enqueue, not the GPU. Graphs run slower than the host launches them, so their
+            // loop is shorter still (the queue drains between trials, untimed).
             launches: 2_000,
-            graph_launches: 200,
+            graph_launches: 100,
             callbacks: 1_000,
             small_copies: 1_000,
         }
@@ -283,6 +291,7 @@ impl Settings {
             register_trials: 3,
             op_trials: 3,
             callback_trials: 3,
+            graph_trials: 3,
             records: 100,
             queries: 100,
             launches: 100,
@@ -1133,7 +1142,10 @@ impl Bench {
     }
 
     /// Graph launch: a captured graph of a 4 KiB memset and two empty kernels, instantiated and
-    /// uploaded; the loop times `cudaGraphLaunch` against `Scope::launch_graph`.
+    /// uploaded once; both sides launch that one executable on the same stream, the raw side
+    /// with `cudaGraphLaunch` of its handle, the safe side with `Scope::launch_graph` (one scope
+    /// per trial, as a launch loop is written). More, shorter trials than the other rows (see
+    /// `Settings::graph_trials`).
     fn graphs(&self) -> Vec<Outcome> {
         const NAME: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
         let goal = Goal::MaxOverheadNs(50.0);
@@ -1147,16 +1159,12 @@ impl Bench {
         const BYTES: usize = 4096;
         let Settings {
             graph_launches,
-            op_trials,
+            graph_trials,
             ..
         } = self.settings;
-        let rs = self.raw_stream;
         let stream = &self.stream;
+        let rs = stream.as_raw();
 
-        // Raw: capture on a stream of its own, launch on the raw stream.
-        let (raw_exec, raw_graph_handles) = raw_graph(rs)?;
-
-        // Safe: the same graph, through Stream::capture.
         let mut target = DeviceBuffer::<u8>::new(BYTES)?;
         let mut capture_stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
         let graph = capture_stream.capture(CaptureMode::ThreadLocal, |c| {
@@ -1174,12 +1182,14 @@ impl Bench {
         })?;
         let exec = graph.instantiate()?;
         exec.upload(stream)?;
+        let raw_exec = exec.as_raw();
 
-        let measured = self.interleave(op_trials, |side| match side {
+        let measured = self.interleave(graph_trials, |side| match side {
             Side::Raw => {
                 let ns = per_op(graph_launches, || {
-                    // SAFETY: a live executable graph whose memory outlives it; live stream.
                     check(
+                        // SAFETY: `exec` is live and its memory (`target`) outlives it; no other
+                        // thread uses it; live stream, synchronized before `exec` goes.
                         unsafe { sys::cudaGraphLaunch(raw_exec, rs) },
                         "cudaGraphLaunch",
                     )
@@ -1193,7 +1203,6 @@ impl Bench {
         });
 
         raw_stream_synchronize(rs)?;
-        release(raw_graph_handles)?;
         exec.synchronize()?;
         drop(exec);
         target.close()?;
@@ -1543,14 +1552,15 @@ fn run(settings: Settings) -> BenchResult<()> {
     println!();
     println!(
         "Median (p10–p90) over {} interleaved trials per side ({} for bandwidth, {} for host \
-         registration, {} for host-func round trips) after {} warm-up rounds; per-operation \
-         loops of N = {} records, {} queries, {} launches, {} graph launches, {} host-func \
+         registration, {} for host-func round trips, {} for graph launches) after {} warm-up \
+         rounds; per-operation loops of N = {} records, {} queries, {} launches, {} graph launches, {} host-func \
          round trips, {} small copies. Overhead: median of the paired differences (cuda-rt \
          minus raw), p10 … p90. Run took {:.1} s.",
         settings.op_trials,
         settings.bandwidth_trials,
         settings.register_trials,
         settings.callback_trials,
+        settings.graph_trials,
         settings.warmup,
         settings.records,
         settings.queries,
