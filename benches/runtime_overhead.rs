@@ -24,8 +24,9 @@
 //!   the stream is synchronized after the loop, untimed. The overhead is the median of the
 //!   per-pair differences (cuda-rt trial minus the raw trial just before it), with its p10–p90.
 //! - **Graph launch** uses one executable graph for both sides, launched on one stream (the raw
-//!   side through its handle), and many short trials (401 pairs of 100 launches): the goal
-//!   (+50 ns) is small against the trial-to-trial scatter of a ~2 µs launch.
+//!   side through its handle), and many short trials (1001 pairs of 100 launches): the goal
+//!   (+50 ns) is small against the trial-to-trial scatter of a ~2 µs launch. Below the table,
+//!   a 95% confidence interval of its median overhead says how well the trials pin it down.
 //! - **Every CUDA status is checked**, on both sides and inside the timed loops (the raw side
 //!   compares each status with `cudaSuccess`; the safe side propagates its `Result`).
 //! - The safe side is the idiomatic API (what a user writes); where the safe layer offers two
@@ -269,7 +270,7 @@ impl Settings {
             register_trials: 9,
             op_trials: 21,
             callback_trials: 41,
-            graph_trials: 401,
+            graph_trials: 1001,
             records: 10_000,
             queries: 10_000,
             // Few enough that the launch queue never fills (the GPU runs an empty kernel faster
@@ -650,6 +651,44 @@ fn print_table(outcomes: &[Outcome]) {
     }
 }
 
+/// A distribution-free 95% confidence interval of the median of `sorted` (n ≥ 1): the order
+/// statistics of ranks n/2 ∓ 0.98·√n (normal approximation to the binomial).
+fn median_interval_95(sorted: &[f64]) -> (f64, f64) {
+    let n = sorted.len() as f64;
+    let half_width = 0.98 * n.sqrt();
+    let low = ((n / 2.0 - half_width).floor().max(1.0) as usize).min(sorted.len()) - 1;
+    let high = ((n / 2.0 + half_width).ceil() as usize).clamp(1, sorted.len()) - 1;
+    (sorted[low], sorted[high])
+}
+
+/// For the row named `name`: how precisely the median of its paired differences is known.
+fn print_median_interval(outcomes: &[Outcome], name: &str) {
+    for outcome in outcomes {
+        if let Outcome::Measured {
+            operation,
+            raw,
+            safe,
+            ..
+        } = outcome
+        {
+            if operation != name {
+                continue;
+            }
+            let mut differences: Vec<f64> = safe.iter().zip(raw).map(|(s, r)| s - r).collect();
+            differences.sort_by(f64::total_cmp);
+            let (low, high) = median_interval_95(&differences);
+            let median = percentile(&differences, 0.5);
+            println!(
+                "{operation}: median overhead {}, 95% confidence interval {} … {} ({} pairs).",
+                time_text(median, median.abs().max(1.0), true),
+                time_text(low, median.abs().max(1.0), true),
+                time_text(high, median.abs().max(1.0), true),
+                differences.len()
+            );
+        }
+    }
+}
+
 /// The experiments that locate the overhead: baseline and variant, both on the raw bindings.
 fn print_diagnosis(outcomes: &[Outcome]) {
     println!("| experiment (raw bindings) | baseline | variant | overhead |");
@@ -661,6 +700,9 @@ fn print_diagnosis(outcomes: &[Outcome]) {
 
 // ---------------------------------------------------------------------------------------------
 // The benchmark
+
+/// The graph-launch row, whose median overhead is also given with a confidence interval.
+const GRAPH_LAUNCH_ROW: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
 
 /// Streams and settings shared by the sections. Each side has its own non-blocking stream.
 struct Bench {
@@ -1147,11 +1189,10 @@ impl Bench {
     /// per trial, as a launch loop is written). More, shorter trials than the other rows (see
     /// `Settings::graph_trials`).
     fn graphs(&self) -> Vec<Outcome> {
-        const NAME: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
         let goal = Goal::MaxOverheadNs(50.0);
         match self.graph_row() {
-            Ok(measured) => vec![outcome(NAME, goal, measured)],
-            Err(e) => vec![outcome(NAME, goal, Err(e))],
+            Ok(measured) => vec![outcome(GRAPH_LAUNCH_ROW, goal, measured)],
+            Err(e) => vec![outcome(GRAPH_LAUNCH_ROW, goal, Err(e))],
         }
     }
 
@@ -1545,6 +1586,8 @@ fn run(settings: Settings) -> BenchResult<()> {
     let diagnosis = bench.diagnosis();
     println!();
     print_table(&outcomes);
+    println!();
+    print_median_interval(&outcomes, GRAPH_LAUNCH_ROW);
     println!();
     println!("Where the overhead goes:");
     println!();
