@@ -23,6 +23,10 @@
 //! - **Per-operation cost**: host clock (`Instant`) around a loop of N operations, divided by N;
 //!   the stream is synchronized after the loop, untimed. The overhead is the median of the
 //!   per-pair differences (cuda-rt trial minus the raw trial just before it), with its p10–p90.
+//! - **Graph launch** uses one executable graph for both sides, launched on one stream (the raw
+//!   side through its handle), and many short trials (1001 pairs of 100 launches): the goal
+//!   (+50 ns) is small against the trial-to-trial scatter of a ~2 µs launch. Below the table,
+//!   a 95% confidence interval of its median overhead says how well the trials pin it down.
 //! - **Every CUDA status is checked**, on both sides and inside the timed loops (the raw side
 //!   compares each status with `cudaSuccess`; the safe side propagates its `Result`).
 //! - The safe side is the idiomatic API (what a user writes); where the safe layer offers two
@@ -246,6 +250,9 @@ struct Settings {
     op_trials: usize,
     /// Host-func round trips vary more (the runtime's callback thread must wake up): more trials.
     callback_trials: usize,
+    /// Graph launches: a goal of +50 ns on a ~2 µs launch whose trials scatter by hundreds of
+    /// ns needs many short trials to pin the median down.
+    graph_trials: usize,
     records: usize,
     queries: usize,
     launches: usize,
@@ -263,13 +270,15 @@ impl Settings {
             register_trials: 9,
             op_trials: 21,
             callback_trials: 41,
+            graph_trials: 1001,
             records: 10_000,
             queries: 10_000,
             // Few enough that the launch queue never fills (the GPU runs an empty kernel faster
             // than the host enqueues one, a graph in a few µs): the loop then times the host's
-            // enqueue, not the GPU.
+            // enqueue, not the GPU. Graphs run slower than the host launches them, so their
+            // loop is shorter still (the queue drains between trials, untimed).
             launches: 2_000,
-            graph_launches: 200,
+            graph_launches: 100,
             callbacks: 1_000,
             small_copies: 1_000,
         }
@@ -283,6 +292,7 @@ impl Settings {
             register_trials: 3,
             op_trials: 3,
             callback_trials: 3,
+            graph_trials: 3,
             records: 100,
             queries: 100,
             launches: 100,
@@ -641,6 +651,44 @@ fn print_table(outcomes: &[Outcome]) {
     }
 }
 
+/// A distribution-free 95% confidence interval of the median of `sorted` (n ≥ 1): the order
+/// statistics of ranks n/2 ∓ 0.98·√n (normal approximation to the binomial).
+fn median_interval_95(sorted: &[f64]) -> (f64, f64) {
+    let n = sorted.len() as f64;
+    let half_width = 0.98 * n.sqrt();
+    let low = ((n / 2.0 - half_width).floor().max(1.0) as usize).min(sorted.len()) - 1;
+    let high = ((n / 2.0 + half_width).ceil() as usize).clamp(1, sorted.len()) - 1;
+    (sorted[low], sorted[high])
+}
+
+/// For the row named `name`: how precisely the median of its paired differences is known.
+fn print_median_interval(outcomes: &[Outcome], name: &str) {
+    for outcome in outcomes {
+        if let Outcome::Measured {
+            operation,
+            raw,
+            safe,
+            ..
+        } = outcome
+        {
+            if operation != name {
+                continue;
+            }
+            let mut differences: Vec<f64> = safe.iter().zip(raw).map(|(s, r)| s - r).collect();
+            differences.sort_by(f64::total_cmp);
+            let (low, high) = median_interval_95(&differences);
+            let median = percentile(&differences, 0.5);
+            println!(
+                "{operation}: median overhead {}, 95% confidence interval {} … {} ({} pairs).",
+                time_text(median, median.abs().max(1.0), true),
+                time_text(low, median.abs().max(1.0), true),
+                time_text(high, median.abs().max(1.0), true),
+                differences.len()
+            );
+        }
+    }
+}
+
 /// The experiments that locate the overhead: baseline and variant, both on the raw bindings.
 fn print_diagnosis(outcomes: &[Outcome]) {
     println!("| experiment (raw bindings) | baseline | variant | overhead |");
@@ -652,6 +700,9 @@ fn print_diagnosis(outcomes: &[Outcome]) {
 
 // ---------------------------------------------------------------------------------------------
 // The benchmark
+
+/// The graph-launch row, whose median overhead is also given with a confidence interval.
+const GRAPH_LAUNCH_ROW: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
 
 /// Streams and settings shared by the sections. Each side has its own non-blocking stream.
 struct Bench {
@@ -1133,13 +1184,15 @@ impl Bench {
     }
 
     /// Graph launch: a captured graph of a 4 KiB memset and two empty kernels, instantiated and
-    /// uploaded; the loop times `cudaGraphLaunch` against `Scope::launch_graph`.
+    /// uploaded once; both sides launch that one executable on the same stream, the raw side
+    /// with `cudaGraphLaunch` of its handle, the safe side with `Scope::launch_graph` (one scope
+    /// per trial, as a launch loop is written). More, shorter trials than the other rows (see
+    /// `Settings::graph_trials`).
     fn graphs(&self) -> Vec<Outcome> {
-        const NAME: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
         let goal = Goal::MaxOverheadNs(50.0);
         match self.graph_row() {
-            Ok(measured) => vec![outcome(NAME, goal, measured)],
-            Err(e) => vec![outcome(NAME, goal, Err(e))],
+            Ok(measured) => vec![outcome(GRAPH_LAUNCH_ROW, goal, measured)],
+            Err(e) => vec![outcome(GRAPH_LAUNCH_ROW, goal, Err(e))],
         }
     }
 
@@ -1147,16 +1200,12 @@ impl Bench {
         const BYTES: usize = 4096;
         let Settings {
             graph_launches,
-            op_trials,
+            graph_trials,
             ..
         } = self.settings;
-        let rs = self.raw_stream;
         let stream = &self.stream;
+        let rs = stream.as_raw();
 
-        // Raw: capture on a stream of its own, launch on the raw stream.
-        let (raw_exec, raw_graph_handles) = raw_graph(rs)?;
-
-        // Safe: the same graph, through Stream::capture.
         let mut target = DeviceBuffer::<u8>::new(BYTES)?;
         let mut capture_stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
         let graph = capture_stream.capture(CaptureMode::ThreadLocal, |c| {
@@ -1174,12 +1223,14 @@ impl Bench {
         })?;
         let exec = graph.instantiate()?;
         exec.upload(stream)?;
+        let raw_exec = exec.as_raw();
 
-        let measured = self.interleave(op_trials, |side| match side {
+        let measured = self.interleave(graph_trials, |side| match side {
             Side::Raw => {
                 let ns = per_op(graph_launches, || {
-                    // SAFETY: a live executable graph whose memory outlives it; live stream.
                     check(
+                        // SAFETY: `exec` is live and its memory (`target`) outlives it; no other
+                        // thread uses it; live stream, synchronized before `exec` goes.
                         unsafe { sys::cudaGraphLaunch(raw_exec, rs) },
                         "cudaGraphLaunch",
                     )
@@ -1193,7 +1244,6 @@ impl Bench {
         });
 
         raw_stream_synchronize(rs)?;
-        release(raw_graph_handles)?;
         exec.synchronize()?;
         drop(exec);
         target.close()?;
@@ -1537,20 +1587,23 @@ fn run(settings: Settings) -> BenchResult<()> {
     println!();
     print_table(&outcomes);
     println!();
+    print_median_interval(&outcomes, GRAPH_LAUNCH_ROW);
+    println!();
     println!("Where the overhead goes:");
     println!();
     print_diagnosis(&diagnosis);
     println!();
     println!(
         "Median (p10–p90) over {} interleaved trials per side ({} for bandwidth, {} for host \
-         registration, {} for host-func round trips) after {} warm-up rounds; per-operation \
-         loops of N = {} records, {} queries, {} launches, {} graph launches, {} host-func \
+         registration, {} for host-func round trips, {} for graph launches) after {} warm-up \
+         rounds; per-operation loops of N = {} records, {} queries, {} launches, {} graph launches, {} host-func \
          round trips, {} small copies. Overhead: median of the paired differences (cuda-rt \
          minus raw), p10 … p90. Run took {:.1} s.",
         settings.op_trials,
         settings.bandwidth_trials,
         settings.register_trials,
         settings.callback_trials,
+        settings.graph_trials,
         settings.warmup,
         settings.records,
         settings.queries,

@@ -23,8 +23,12 @@
 //! graph's memory.
 //!
 //! # What a launch costs
-//! [`Scope::launch_graph`](crate::Scope::launch_graph) is one `cudaGraphLaunch`, behind an
-//! uncontended lock (CUDA graph objects are not thread-safe); nothing is recorded per launch.
+//! [`Scope::launch_graph`](crate::Scope::launch_graph) is one `cudaGraphLaunch` behind a one-word
+//! lock held for that call only (CUDA graph objects are not thread-safe: two threads must not
+//! call into one executable at once); nothing is recorded per launch. When a scope launches the
+//! same executable on the same stream as its previous graph launch (a launch loop), it knows
+//! from a remembered key of that launch that the stream is already enlisted and listed, and goes
+//! straight to the launch: one compare-and-swap and one release store around `cudaGraphLaunch`.
 //! The ordering that memory needs is settled without per-launch work:
 //! - *before* the first launch: the capture waited for the earlier work on the bound memory, and
 //!   from then on the memory is borrowed by the graph for `'a` — exclusively when bound with
@@ -37,10 +41,11 @@
 //!   the executable (and with it the borrows) can go.
 //!
 //! To answer [`GraphExec::synchronize`] the executable remembers, once per scope and stream,
-//! which streams of scopes still running it was launched on, and waits for those. A launch
-//! outside a scope ([`GraphExec::launch`], or a scope's launch on the per-thread default
-//! stream, whose handle names another stream on another thread) records a marker after it
-//! instead (one `cudaEventRecord`), as its stream may not outlive the executable. (An
+//! which streams of scopes still running it was launched on (a list behind a lock of its own,
+//! which launches in a loop never touch), and waits for those. A launch outside a scope
+//! ([`GraphExec::launch`], or a scope's launch on the per-thread default stream, whose handle
+//! names another stream on another thread) records a marker after it instead (one
+//! `cudaEventRecord`), as its stream may not outlive the executable. (An
 //! event-record node appended to the graph at instantiation would record the completion without
 //! an API call, but it makes every `cudaGraphLaunch` dearer by about as much as the record:
 //! the `graph_launch_cost` example of this crate measures both.)
@@ -86,6 +91,7 @@ use crate::stream::{Stream, StreamRef};
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// How a stream capture restricts other CUDA calls while it lasts (`cudaStreamCaptureMode`).
@@ -485,25 +491,86 @@ impl Drop for Graph<'_> {
 /// Dropping it waits for its launches, then destroys it.
 ///
 /// # Thread safety
-/// `Send` and `Sync`: its methods launch, upload and wait; the calls that use the executable
-/// graph are serialized by a lock (CUDA graph objects are not thread-safe), and CUDA orders its
-/// launches one after another.
+/// `Send` and `Sync`: its methods launch, upload and wait; the calls into the executable graph
+/// (`cudaGraphLaunch`, `cudaGraphUpload`) are serialized by a lock held for the call alone (CUDA
+/// graph objects are not thread-safe), and CUDA orders its launches one after another.
 #[derive(Debug)]
 pub struct GraphExec<'a> {
     raw: RawGraphExec,
-    /// Serializes the calls that use `raw`; says where the launches in scopes went.
+    /// Serializes the calls into `raw`.
+    calls: CallLock,
+    /// Where the launches in scopes went (for `synchronize`).
     launches: Mutex<ScopedLaunches>,
     /// Recorded after each launch that is not made through a running scope's stream.
     marker: Tracker,
     _memory: PhantomData<&'a mut ()>,
 }
 
+/// A lock held for the duration of one call into an executable graph (`cudaGraphLaunch`,
+/// `cudaGraphUpload`): one compare-and-swap to take it, one release store to give it back.
+///
+/// Those calls take microseconds and never wait for the device's work, except when the launch
+/// queue is full; a thread that finds the lock taken spins a little, then yields until it is
+/// free. Nothing that can panic runs while it is held.
+#[derive(Debug, Default)]
+struct CallLock {
+    held: AtomicBool,
+}
+
+/// Proof that the [`CallLock`] is held; gives it back when dropped.
+struct CallGuard<'l>(&'l CallLock);
+
+impl CallLock {
+    #[inline]
+    fn lock(&self) -> CallGuard<'_> {
+        if self
+            .held
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        CallGuard(self)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self) {
+        let mut spins = 0u32;
+        loop {
+            // Read before writing, so that waiters do not fight over the cache line.
+            if !self.held.load(Ordering::Relaxed)
+                && self
+                    .held
+                    .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+            if spins < 64 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+impl Drop for CallGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.held.store(false, Ordering::Release);
+    }
+}
+
 /// The streams that a [`GraphExec`] was launched on by scopes that have not returned yet.
 ///
-/// An entry is added by the first launch of a scope on a stream, and removed by that scope
-/// before it returns (after it has waited for the stream): so every stream listed is live, as
-/// the scope borrows it. [`GraphExec::synchronize`] waits for them, under the lock, which keeps
-/// the scope from removing them (and returning) meanwhile.
+/// An entry is added by the first launch of a scope on a stream (before the launch), and removed
+/// by that scope before it returns (after it has waited for the stream), never by anyone else:
+/// so every stream listed is live, as the scope borrows it, and a scope may rely on an entry it
+/// added staying until it returns. [`GraphExec::synchronize`] waits for them, under the list's
+/// lock, which keeps the scope from removing them (and returning) meanwhile.
 #[derive(Debug, Default)]
 pub(crate) struct ScopedLaunches {
     entries: Vec<ScopedLaunch>,
@@ -519,6 +586,15 @@ struct ScopedLaunch {
 }
 
 impl ScopedLaunches {
+    /// Lists `launch` unless it is listed; says whether it was added.
+    fn list(&mut self, launch: ScopedLaunch) -> bool {
+        let known = self.entries.contains(&launch);
+        if !known {
+            self.entries.push(launch);
+        }
+        !known
+    }
+
     /// Forgets the launches of a scope that has waited for its streams.
     pub(crate) fn forget_scope(&mut self, scope: usize) {
         self.entries.retain(|launch| launch.scope != scope);
@@ -533,8 +609,8 @@ pub(crate) fn lock_launches(launches: &Mutex<ScopedLaunches>) -> MutexGuard<'_, 
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-// SAFETY: executable graph handles may be used from any thread; calls that use the executable
-// graph are serialized by `launches`; the marker is Sync.
+// SAFETY: executable graph handles may be used from any thread; the calls into the executable
+// graph are serialized by `calls`; the launch list is behind a Mutex; the marker is Sync.
 unsafe impl Send for GraphExec<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for GraphExec<'_> {}
@@ -550,6 +626,7 @@ impl<'a> GraphExec<'a> {
     pub unsafe fn from_raw(raw: RawGraphExec) -> GraphExec<'a> {
         GraphExec {
             raw,
+            calls: CallLock::default(),
             launches: Mutex::new(ScopedLaunches::default()),
             marker: Tracker::new(),
             _memory: PhantomData,
@@ -578,10 +655,6 @@ impl<'a> GraphExec<'a> {
         self.raw
     }
 
-    fn lock(&self) -> MutexGuard<'_, ScopedLaunches> {
-        lock_launches(&self.launches)
-    }
-
     /// `cudaGraphUpload`: prepares the graph's device resources on `stream`, so that the first
     /// launch is as cheap as later ones. Touches none of the graph's memory.
     ///
@@ -589,9 +662,9 @@ impl<'a> GraphExec<'a> {
     /// `cudaErrorInvalidValue`, `cudaErrorInvalidResourceHandle`.
     pub fn upload<'s>(&self, stream: impl Into<StreamRef<'s>>) -> Result<()> {
         let stream = stream.into();
-        let _serial = self.lock();
-        // SAFETY: our live executable graph, used by no other thread now; a live stream; an
-        // upload runs none of the graph's nodes.
+        let _serial = self.calls.lock();
+        // SAFETY: our live executable graph, used by no other thread now (the call lock); a live
+        // stream; an upload runs none of the graph's nodes.
         unsafe { raw::graph_upload(self.raw, stream.as_raw()) }
             .map_err(|e| e.context("GraphExec::upload"))
     }
@@ -605,54 +678,48 @@ impl<'a> GraphExec<'a> {
     fn launch_marked(&self, stream: StreamRef<'_>) -> Result<()> {
         self.marker
             .use_on(stream, |s| {
-                let _serial = self.lock();
-                // SAFETY: our live executable graph, used by no other thread now (the lock);
-                // the caller keeps the memory of 'a alive until the launch has finished.
+                let _serial = self.calls.lock();
+                // SAFETY: our live executable graph, used by no other thread now (the call
+                // lock); the caller keeps the memory of 'a alive until the launch has finished.
                 unsafe { raw::graph_launch(self.raw, s) }
             })
             .map_err(|e| e.context("GraphExec::launch"))
     }
 
-    /// `cudaGraphLaunch` on a stream of the running scope `scope` that the scope will wait for
-    /// (it enlisted it). The first launch of the scope on the stream lists it (see
-    /// [`ScopedLaunches`]) and says so (`true`, also when the launch fails), so that the scope
-    /// removes the entry before returning.
-    #[inline]
-    fn launch_in_scope(
-        &self,
-        scope: usize,
-        stream: StreamRef<'_>,
-        device: i32,
-    ) -> (bool, Result<()>) {
-        let launch = ScopedLaunch {
+    /// Lists `stream` of the running scope `scope` (see [`ScopedLaunches`]) if it is not
+    /// listed yet, before the scope's first launch of this executable on it; says whether it
+    /// was added (the scope then removes the entry before it returns).
+    fn list_scoped(&self, scope: usize, stream: StreamRef<'_>, device: i32) -> bool {
+        lock_launches(&self.launches).list(ScopedLaunch {
             scope,
             stream: stream.as_raw(),
             device,
-        };
-        let mut launches = self.lock();
-        let newly_listed = launches.entries.last() != Some(&launch) && {
-            let known = launches.entries.contains(&launch);
-            if !known {
-                launches.entries.push(launch);
-            }
-            !known
-        };
-        // SAFETY: our live executable graph, used by no other thread now (the lock); the scope
-        // keeps the memory of 'a alive until the launch has finished (it waits for `stream`).
-        let launched = unsafe { raw::graph_launch(self.raw, stream.as_raw()) }
-            .map_err(|e| e.context("GraphExec::launch"));
-        (newly_listed, launched)
+        })
     }
 
-    /// Waits for every launch so far: `cudaStreamSynchronize` of the streams of running scopes
-    /// it was launched on, and `cudaEventSynchronize` of the marker recorded after the others.
-    /// Launches by other threads wait meanwhile.
+    /// `cudaGraphLaunch` on a stream of a running scope that the scope will wait for (it
+    /// enlisted it) and that is listed for [`synchronize`](Self::synchronize).
+    #[inline]
+    fn launch_listed(&self, stream: StreamRef<'_>) -> Result<()> {
+        let launched = {
+            let _serial = self.calls.lock();
+            // SAFETY: our live executable graph, used by no other thread now (the call lock);
+            // the scope keeps the memory of 'a alive until the launch has finished (it waits
+            // for `stream`).
+            unsafe { raw::graph_launch(self.raw, stream.as_raw()) }
+        };
+        launched.map_err(|e| e.context("GraphExec::launch"))
+    }
+
+    /// Waits for every launch made before this call: `cudaStreamSynchronize` of the streams of
+    /// running scopes it was launched on, and `cudaEventSynchronize` of the marker recorded
+    /// after the others. Launches by other threads meanwhile may or may not be waited for.
     ///
     /// # Errors
     /// An error of the launched work (or of other work queued on those streams).
     pub fn synchronize(&self) -> Result<()> {
         const WHAT: &str = "GraphExec::synchronize";
-        let launches = self.lock();
+        let launches = lock_launches(&self.launches);
         for launch in &launches.entries {
             // The stream is live: its scope is running, and cannot return before it has removed
             // the entry, which needs the lock we hold.
@@ -705,34 +772,105 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ///
     /// It records nothing: the scope's final wait is what ends the launch's use of memory. The
     /// first launch of an executable on a stream in this scope lists the stream (so that
-    /// [`GraphExec::synchronize`] can wait for it until the scope returns); the per-thread
-    /// default stream is marked per launch instead (see the [module docs](crate::graph)).
+    /// [`GraphExec::synchronize`] can wait for it until the scope returns); a launch of the same
+    /// executable on the same stream as the scope's previous graph launch is the
+    /// `cudaGraphLaunch` alone, behind the executable's call lock. The per-thread default stream
+    /// is marked per launch instead (see the [module docs](crate::graph)).
     ///
     /// # Errors
     /// `cudaErrorInvalidResourceHandle` and errors of earlier work.
+    #[inline]
     pub fn launch_graph(
         &self,
         stream: impl Into<StreamRef<'env>>,
         exec: &'env GraphExec<'_>,
     ) -> Result<()> {
         let stream = stream.into();
+        let device = stream.device_ordinal()?;
+        let key = GraphLaunchKey {
+            exec: std::ptr::from_ref(exec).cast(),
+            stream: stream.as_raw(),
+            device,
+        };
+        if self.last_graph_launch() == key {
+            // An earlier launch of this scope with this key enlisted the stream for the final
+            // wait and listed it in `exec`; both stay until the scope returns, and `exec`, which
+            // outlives the scope, is the only executable at that address meanwhile.
+            return exec.launch_listed(stream);
+        }
+        self.launch_graph_first(stream, exec, key)
+    }
+
+    /// [`launch_graph`](Self::launch_graph) with a key other than the previous launch's:
+    /// enlists and lists the stream as needed, then launches.
+    #[cold]
+    #[inline(never)]
+    fn launch_graph_first(
+        &self,
+        stream: StreamRef<'env>,
+        exec: &'env GraphExec<'_>,
+        key: GraphLaunchKey,
+    ) -> Result<()> {
         let device = self.enlist_stream(stream)?;
         if stream.as_raw() == raw::STREAM_PER_THREAD {
             // Its handle names the calling thread's stream: another thread's synchronize could
-            // not wait for it by name.
+            // not wait for it by name. (Never remembered as a key: every launch comes here.)
             return exec.launch_marked(stream);
         }
-        let (newly_listed, launched) = exec.launch_in_scope(self.id(), stream, device);
-        if newly_listed {
+        if exec.list_scoped(self.id(), stream, device) {
             self.enlist_graph(&exec.launches);
         }
-        launched
+        self.remember_graph_launch(GraphLaunchKey { device, ..key });
+        exec.launch_listed(stream)
     }
+}
+
+/// What a scope's graph launch was made with: the executable (its address), the stream and its
+/// device. [`Scope::launch_graph`] remembers the key of its last launch that enlisted and
+/// listed its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GraphLaunchKey {
+    pub(crate) exec: *const (),
+    pub(crate) stream: RawStream,
+    pub(crate) device: i32,
+}
+
+impl GraphLaunchKey {
+    /// Matches no launch (no executable lives at the null address).
+    pub(crate) const NONE: GraphLaunchKey = GraphLaunchKey {
+        exec: std::ptr::null(),
+        stream: std::ptr::null_mut(),
+        device: -1,
+    };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_call_lock_lets_one_thread_in_at_a_time() {
+        let lock = CallLock::default();
+        let inside = AtomicBool::new(false);
+        let overlaps = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|t| {
+            for _ in 0..4 {
+                t.spawn(|| {
+                    for _ in 0..20_000 {
+                        let _held = lock.lock();
+                        if inside.swap(true, Ordering::Relaxed) {
+                            overlaps.fetch_add(1, Ordering::Relaxed);
+                        }
+                        std::hint::spin_loop();
+                        inside.store(false, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        assert_eq!(overlaps.load(Ordering::Relaxed), 0);
+        // Given back: free again.
+        assert!(!lock.held.load(Ordering::Relaxed));
+    }
 
     #[test]
     fn capture_mode_values() {

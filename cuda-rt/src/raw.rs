@@ -170,8 +170,16 @@ fn check(status: RawStatus, call: &'static str) -> Result<()> {
     if status == sys::cudaSuccess {
         return Ok(());
     }
+    Err(failed(status, call))
+}
+
+/// The error of a call that returned `status` (out of line: the callers' success path stays
+/// one compare).
+#[cold]
+#[inline(never)]
+fn failed(status: RawStatus, call: &'static str) -> Error {
     consume_last_error(status);
-    Err(Error::cuda(status, call))
+    Error::cuda(status, call)
 }
 
 /// The runtime also keeps a failed call's status as the calling thread's "last error", where
@@ -1254,6 +1262,7 @@ pub unsafe fn graph_upload(exec: RawGraphExec, stream: RawStream) -> Result<()> 
 /// # Safety
 /// Both handles must be live; all memory the graph's nodes use must stay valid until the
 /// launch has finished.
+#[inline]
 pub unsafe fn graph_launch(exec: RawGraphExec, stream: RawStream) -> Result<()> {
     check(
         // SAFETY: the caller's contract.

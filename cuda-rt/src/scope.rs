@@ -64,7 +64,7 @@
 
 use crate::callback::{run_guarded, status_result};
 use crate::error::{defer, take_deferred_error, Error, ErrorKind, Result};
-use crate::graph::{lock_launches, ScopedLaunches};
+use crate::graph::{lock_launches, GraphLaunchKey, ScopedLaunches};
 use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory};
 use crate::raw::{self, RawStatus, RawStream};
 use crate::stream::{wait_until_idle_on, StreamRef};
@@ -104,6 +104,7 @@ where
             callback_count: 0,
             graphs: Vec::new(),
         }),
+        last_graph_launch: Cell::new(GraphLaunchKey::NONE),
         _scope: PhantomData,
         _env: PhantomData,
         _one_thread: PhantomData,
@@ -245,6 +246,10 @@ impl Ledger<'_> {
 /// [`scope`].
 pub struct Scope<'scope, 'env: 'scope> {
     ledger: RefCell<Ledger<'env>>,
+    /// The key of the last graph launch that enlisted and listed its stream (see
+    /// `Scope::launch_graph`): a launch with the same key needs neither again. Outside the
+    /// ledger, so that a launch loop reads it without a `RefCell` borrow.
+    last_graph_launch: Cell<GraphLaunchKey>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
     _one_thread: PhantomData<*const ()>,
@@ -280,6 +285,18 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         std::ptr::from_ref(self) as usize
     }
 
+    /// The key of the last graph launch whose stream is enlisted and listed.
+    #[inline]
+    pub(crate) fn last_graph_launch(&self) -> GraphLaunchKey {
+        self.last_graph_launch.get()
+    }
+
+    /// Remembers the key of a graph launch whose stream has been enlisted (for the final wait)
+    /// and listed in the executable (for its `synchronize`) by this scope.
+    pub(crate) fn remember_graph_launch(&self, key: GraphLaunchKey) {
+        self.last_graph_launch.set(key);
+    }
+
     /// Remembers an executable graph's launch list, from which the scope removes its entries
     /// before returning.
     pub(crate) fn enlist_graph(&self, launches: &'env Mutex<ScopedLaunches>) {
@@ -291,6 +308,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     fn wait_all(&self) -> Result<()> {
         let mut first = Ok(());
+        self.last_graph_launch.set(GraphLaunchKey::NONE);
         let (streams, callbacks, graphs) = {
             let mut ledger = self.ledger.borrow_mut();
             ledger.callback_count = 0;

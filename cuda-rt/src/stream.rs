@@ -345,10 +345,18 @@ impl<'a> StreamRef<'a> {
         self.device_ordinal().map(crate::Device::from_ordinal)
     }
 
+    #[inline]
     pub(crate) fn device_ordinal(&self) -> Result<i32> {
         if self.device >= 0 {
             return Ok(self.device);
         }
+        self.query_device_ordinal()
+    }
+
+    /// [`device_ordinal`](Self::device_ordinal) of a stream whose device is not known from its
+    /// creation: asks CUDA.
+    #[inline(never)]
+    fn query_device_ordinal(&self) -> Result<i32> {
         if self.raw.is_null()
             || self.raw == raw::STREAM_LEGACY
             || self.raw == raw::STREAM_PER_THREAD

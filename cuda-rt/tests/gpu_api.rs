@@ -544,6 +544,97 @@ fn graph_synchronize_waits_for_every_launch_and_launches_never_overlap() {
     first.synchronize().unwrap();
 }
 
+/// Runs so far of `counting_host_node`, how many run at once now, and the most that ever did.
+static COUNTING_NODE_RUNS: AtomicUsize = AtomicUsize::new(0);
+static COUNTING_NODE_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+static COUNTING_NODE_MOST_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// A host node that counts its runs (and how many overlap).
+///
+/// # Safety
+/// None (it ignores `user_data`).
+unsafe extern "C" fn counting_host_node(_: *mut std::ffi::c_void) {
+    let now = COUNTING_NODE_IN_FLIGHT.fetch_add(1, Ordering::SeqCst) + 1;
+    COUNTING_NODE_MOST_IN_FLIGHT.fetch_max(now, Ordering::SeqCst);
+    COUNTING_NODE_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    COUNTING_NODE_RUNS.fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn one_executable_launched_in_loops_from_several_threads_runs_every_launch() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    const THREADS: usize = 3;
+    const LAUNCHES: usize = 300;
+    let mut capturing = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let exec = capturing
+        .capture(CaptureMode::ThreadLocal, |c| {
+            // SAFETY: the host function touches no memory of the graph and calls no CUDA; the
+            // stream is capturing, so this adds a host node.
+            unsafe {
+                cuda_rt::raw::launch_host_func(
+                    c.as_raw_stream(),
+                    counting_host_node,
+                    std::ptr::null_mut(),
+                )
+            }
+        })
+        .unwrap()
+        .instantiate()
+        .unwrap();
+    let streams: Vec<[Stream; 2]> = (0..THREADS)
+        .map(|_| {
+            [
+                Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+                Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+            ]
+        })
+        .collect();
+    let done = AtomicBool::new(false);
+    let before = COUNTING_NODE_RUNS.load(Ordering::SeqCst);
+    std::thread::scope(|t| {
+        let (exec, done) = (&exec, &done);
+        // Waits for the executable while the others launch it.
+        let waiter = t.spawn(move || {
+            while !done.load(Ordering::Acquire) {
+                exec.synchronize().unwrap();
+            }
+        });
+        let launchers: Vec<_> = streams
+            .iter()
+            .map(|pair| {
+                t.spawn(move || {
+                    cuda_rt::scope(|s| {
+                        // Runs of launches on one stream (the loop's path), a switch to the other
+                        // stream every 50, and now and then the per-thread default stream.
+                        for i in 0..LAUNCHES {
+                            if i % 100 == 99 {
+                                s.launch_graph(StreamRef::per_thread(), exec)?;
+                            } else {
+                                s.launch_graph(&pair[(i / 50) % 2], exec)?;
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        for launcher in launchers {
+            launcher.join().unwrap().unwrap();
+        }
+        done.store(true, Ordering::Release);
+        waiter.join().unwrap();
+    });
+    // Every scope waited for its launches before returning.
+    assert_eq!(
+        COUNTING_NODE_RUNS.load(Ordering::SeqCst) - before,
+        THREADS * LAUNCHES
+    );
+    assert_eq!(COUNTING_NODE_MOST_IN_FLIGHT.load(Ordering::SeqCst), 1);
+    exec.synchronize().unwrap();
+    drop(exec);
+}
+
 #[test]
 fn scoped_callbacks_run_once_each_and_free_what_they_own() {
     let Some(_gpu) = gpu_test::gpu() else { return };
