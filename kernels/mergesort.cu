@@ -54,7 +54,7 @@ enum : uint32_t {
 struct CudaRtSortLayout {
     unsigned long long keys_scratch_bytes;    // 0 when no merge pass is needed
     unsigned long long values_scratch_bytes;  // 0 when keys only or no merge pass
-    unsigned long long cuts_bytes;            // 0 when fused or no merge pass
+    unsigned long long cuts_bytes;            // cuts, or (fused) tile samples; 0: no merge pass
     uint32_t passes;                          // merge passes after the tile sort
     uint32_t kernels;                         // kernel launches per sort (1 from the host)
     uint32_t sort_tile;                       // keys per sorted tile
@@ -83,20 +83,20 @@ struct CudaRtSortArgs {
 namespace cuda_rt_sort {
 namespace {
 
-// The choices the library makes by size, from H100 measurements (BENCHMARKS.md):
-// - cuts: up to kFusedCutsMaxN keys the merge blocks find their own cuts, which saves the
-//   partition kernel and its tail launch (~10 us) per pass; above, the partition kernel's cuts
-//   cost less than the searches every merge block would make;
+// The choices the library makes, from H100 measurements (BENCHMARKS.md):
+// - cuts: fused at every size: each merge block searches the cuts of all its tiles when it
+//   starts, narrowed by the previous stage's tile samples, which costs less than a partition
+//   kernel and its tail launch per pass (2^28 keys: 15.7 against 16.2 ms);
 // - tiles: always wide (one pass fewer, for a tile sort that costs a little more);
-// - merge blocks: up to kNarrowMergeMaxN keys, 512 threads (two merge tiles), above 1024.
-constexpr unsigned long long kFusedCutsMaxN = (1ull << 25) - 1;
+// - merge blocks: up to kNarrowMergeMaxN keys, 512 threads (two merge tiles), above 1024;
+// - merge grids: one block per SM, looping over its tiles.
 constexpr unsigned long long kNarrowMergeMaxN = 1ull << 21;
 
 template <class K, class V>
 uint32_t resolve_flags(unsigned long long n, uint32_t flags) {
     if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0) flags |= CUDA_RT_SORT_DRIVER_DEVICE;
     if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0)
-        flags |= n <= kFusedCutsMaxN ? CUDA_RT_SORT_CUTS_FUSED : CUDA_RT_SORT_CUTS_KERNEL;
+        flags |= CUDA_RT_SORT_CUTS_FUSED;
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) flags |= CUDA_RT_SORT_TILE_WIDE;
     if ((flags & CUDA_RT_SORT_MERGE_MASK) == 0)
         flags |= n <= kNarrowMergeMaxN ? CUDA_RT_SORT_MERGE_NARROW : CUDA_RT_SORT_MERGE_WIDE;
@@ -119,8 +119,9 @@ void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     if (passes > 0) {
         out->keys_scratch_bytes = n * sizeof(K);
         out->values_scratch_bytes = kHasValues<V> ? n * sizeof(V) : 0;
-        out->cuts_bytes =
-            fused ? 0 : ceil_div<unsigned long long>(n, P::MERGE_TILE) * sizeof(unsigned long long);
+        // Fused: the first and last key of every merge tile, for two passes (see SortPlan).
+        out->cuts_bytes = ceil_div<unsigned long long>(n, P::MERGE_TILE) *
+                          (fused ? 4 * sizeof(K) : sizeof(unsigned long long));
     }
     out->passes = passes;
     out->kernels = 1 + (fused ? passes : 2 * passes);
@@ -263,6 +264,8 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
                             : Policy<K, V>::MERGE_GROUPS_WIDE;
     plan.probe = args.probe;
     plan.merge_grid = 0;
+    plan.sort_tile_shift = 0;
+    while ((Policy<K, V>::MERGE_TILE << plan.sort_tile_shift) < plan.sort_tile) ++plan.sort_tile_shift;
     cudaError_t error = cudaSuccess;
     if ((flags & CUDA_RT_SORT_GRID_MASK) == CUDA_RT_SORT_GRID_PERSISTENT) {
         error = sm_count(&plan.merge_grid);

@@ -154,6 +154,19 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
         if (PAIRS) s_pos[t * ITEMS + k] = uint16_t(pos[k]);
     }
     __syncthreads();
+    // Fused plans: the first and the last key of every merge tile of this sorted tile (the
+    // samples that narrow pass 1's merge-path searches).
+    if (plan.fused && plan.passes > 0) {
+        constexpr int MERGE_TILE = P::MERGE_TILE;
+        if (t < TILE / MERGE_TILE && t * MERGE_TILE < count) {
+            const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, MERGE_TILE);
+            K* samples = tile_samples<K>(plan, 0, tiles);
+            const unsigned long long m = begin / MERGE_TILE + t;
+            const int end = (t + 1) * MERGE_TILE < count ? (t + 1) * MERGE_TILE : count;
+            samples[m] = s_keys[t * MERGE_TILE];
+            samples[tiles + m] = s_keys[end - 1];
+        }
+    }
     const bool decode = plan.passes == 0;  // the tile sort is the last stage
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {

@@ -30,13 +30,15 @@ __host__ __device__ inline int pass_destination(const SortPlan& plan, int pass) 
     return (plan.passes - pass) & 1;
 }
 
-// The merge-path cut (keys taken from the first run) of output position k of pass `pass`.
-template <class K>
+// The merge-path cut (keys taken from the first run) of the first output of merge tile `tile`
+// of pass `pass`.
+template <class K, class V>
 __device__ __forceinline__ unsigned long long cut_at(const SortPlan& plan, int pass,
-                                                     unsigned long long k) {
-    const PairOfRuns pair = pair_at(plan, pass, k);
+                                                     unsigned long long tile) {
+    constexpr int TILE = Policy<K, V>::MERGE_TILE;
+    const PairOfRuns pair = pair_of_tile(plan, pass, tile, TILE);
     const K* a = keys_buffer<const K>(plan, pass_source(plan, pass)) + pair.begin;
-    return merge_path(a, pair.la, a + pair.la, pair.lb, k - pair.begin);
+    return merge_path(a, pair.la, a + pair.la, pair.lb, tile * TILE - pair.begin);
 }
 
 // Finds the cut of every merge tile of a pass: cuts[b] for output position b * MERGE_TILE.
@@ -46,7 +48,7 @@ __global__ void __launch_bounds__(kPartitionThreads) partition_kernel(SortPlan p
     constexpr int TILE = Policy<K, V>::MERGE_TILE;
     const unsigned long long b = (unsigned long long)blockIdx.x * kPartitionThreads + threadIdx.x;
     const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, TILE);
-    if (b < tiles) plan.cuts[b] = cut_at<K>(plan, pass_of_stage(plan, stage), b * TILE);
+    if (b < tiles) plan.cuts[b] = cut_at<K, V>(plan, pass_of_stage(plan, stage), b);
 }
 
 // A barrier for the MERGE_THREADS threads of one group (named barrier 1 + group; barrier 0 is
@@ -98,7 +100,7 @@ __device__ __forceinline__ TileGeometry tile_geometry(const SortPlan& plan, int 
     const unsigned long long k0 = tile * TILE;
     // A tile never straddles two pairs: pairs are 2 * run = 2^pass sorted tiles long, and a
     // sorted tile is a whole number of merge tiles (static_assert in Policy).
-    const PairOfRuns pair = pair_at(plan, pass, k0);
+    const PairOfRuns pair = pair_of_tile(plan, pass, tile, TILE);
     const unsigned long long d0 = k0 - pair.begin;
     const unsigned long long d1 = d0 + TILE < pair.la + pair.lb ? d0 + TILE : pair.la + pair.lb;
     const unsigned long long cut1 = d1 == pair.la + pair.lb ? pair.la : next_cut;
@@ -202,15 +204,28 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
     }
     group_sync<THREADS>(group);
     const bool decode = pass == plan.passes;  // the last stage restores the caller's key format
+    if (plan.fused && !decode && t == 0) {
+        // The tile's samples, for the next pass's searches.
+        const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
+        K* samples = tile_samples<K>(plan, pass, tiles);
+        const unsigned long long m = g.out_begin / P::MERGE_TILE;
+        samples[m] = s_keys[0];
+        samples[tiles + m] = s_keys[count - 1];
+    }
     const uint32_t mode = plan.key_mode;
     const int dst = pass_destination(plan, pass);
     K* out = keys_buffer<K>(plan, dst) + g.out_begin;
+    if (decode) {
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        const int x = k * THREADS + t;
-        if (FULL || x < count) {
-            const K key = s_keys[x];
-            out[x] = decode ? decode_key(key, mode) : key;
+        for (int k = 0; k < ITEMS; ++k) {
+            const int x = k * THREADS + t;
+            if (FULL || x < count) out[x] = decode_key(s_keys[x], mode);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            const int x = k * THREADS + t;
+            if (FULL || x < count) out[x] = s_keys[x];
         }
     }
     if constexpr (PAIRS) {
@@ -244,12 +259,35 @@ __device__ __forceinline__ void find_block_cuts(const SortPlan& plan, int pass,
     const K* b = nullptr;
     Index diag = 0, lo = 0, hi = 0;
     if (slot < count) {
-        const PairOfRuns pair = pair_at(plan, pass, (first + Index(slot)) * TILE);
+        const PairOfRuns pair = pair_of_tile(plan, pass, first + Index(slot), TILE);
         a = keys_buffer<const K>(plan, pass_source(plan, pass)) + pair.begin;
         b = a + pair.la;
         diag = (first + Index(slot)) * TILE - pair.begin;
         lo = diag > pair.lb ? diag - pair.lb : Index(0);
         hi = diag < pair.la ? diag : pair.la;
+        // Narrow [lo, hi] to one tile with the previous stage's samples (small, and cached in
+        // L2): the test at a multiple i = u * TILE of the tile size reads a[i], the first key of
+        // a tile of the first run, and b[diag - 1 - i], the last key of a tile of the second
+        // (diag and the runs' starts are multiples of TILE).
+        const Index tiles = ceil_div<Index>(plan.n, TILE);
+        const K* first_keys = tile_samples<const K>(plan, pass - 1, tiles);
+        const K* last_keys = first_keys + tiles;
+        const Index a_tile = pair.begin / TILE;
+        const Index b_end_tile = (pair.begin + pair.la + diag) / TILE;  // b[diag - 1 - i]: tile
+        Index u_lo = ceil_div<Index>(lo, TILE);
+        const Index u_end = ceil_div<Index>(hi, TILE);  // candidates u * TILE in [lo, hi)
+        Index u_hi = u_end;
+        while (u_lo < u_hi) {  // the first u whose test is true (u_end if none)
+            const Index mid = u_lo + (u_hi - u_lo) / 2;
+            if (!(last_keys[b_end_tile - mid - 1] < first_keys[a_tile + mid])) {
+                u_lo = mid + 1;
+            } else {
+                u_hi = mid;
+            }
+        }
+        // The test is false at (u - 1) * TILE and true at u * TILE: the cut is in between.
+        if (u_lo > ceil_div<Index>(lo, TILE)) lo = (u_lo - 1) * TILE + 1;
+        if (u_lo < u_end) hi = u_lo * TILE;
     }
     const unsigned sub_mask = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
     // Every lane of the warp runs the same rounds (the ballot needs the whole warp), until no

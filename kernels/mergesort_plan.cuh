@@ -115,7 +115,8 @@ struct SortPlan {
     const void* values_in;      // null when sorting keys only
     void* keys[2];
     void* values[2];            // null when sorting keys only
-    unsigned long long* cuts;   // merge-path cuts, one per merge block (null when fused)
+    // Merge-path cuts, one per merge tile; fused: tile samples instead (tile_samples).
+    unsigned long long* cuts;
     uint32_t* status;           // the status word (see above)
     uint32_t* probe;            // benchmarks only: per-SM residency of merge blocks, or null
     unsigned long long n;       // number of keys
@@ -128,6 +129,7 @@ struct SortPlan {
     int fail_stage;             // tests only: launch this stage with an invalid configuration
     int merge_groups;           // groups (merge tiles) per merge block
     int merge_grid;             // most blocks of a merge grid (one per SM), or 0: one per tile
+    int sort_tile_shift;        // log2(sort_tile / merge tile): merge tiles per sorted tile
 };
 
 // Buffer i (0: the caller's, 1: scratch) of the keys or values. Kernels must select with a
@@ -149,7 +151,7 @@ __host__ __device__ inline bool plan_has_scratch(const SortPlan& plan) {
     if (plan.passes == 0) return true;
     if (plan.keys[1] == nullptr) return false;
     if (plan.values[0] != nullptr && plan.values[1] == nullptr) return false;
-    if (!plan.fused && plan.cuts == nullptr) return false;
+    if (plan.cuts == nullptr) return false;
     return true;
 }
 
@@ -179,11 +181,16 @@ __host__ __device__ inline unsigned long long run_length(const SortPlan& plan, i
     return (unsigned long long)plan.sort_tile << (pass - 1);
 }
 
-__host__ __device__ inline PairOfRuns pair_at(const SortPlan& plan, int pass,
-                                              unsigned long long k) {
+// The pair of runs that merge tile `tile` (of `merge_tile` outputs) of pass `pass` belongs to.
+// A pair is 2 * run = sort_tile << pass keys, a power-of-two number of merge tiles
+// (1 << (pass + plan.sort_tile_shift)), so the pair is found with shifts rather than a 64-bit
+// division (a long instruction sequence on the GPU).
+__host__ __device__ inline PairOfRuns pair_of_tile(const SortPlan& plan, int pass,
+                                                   unsigned long long tile, int merge_tile) {
     const unsigned long long run = run_length(plan, pass);
+    const unsigned long long tiles_per_pair = 1ull << (pass + plan.sort_tile_shift);
     PairOfRuns pair;
-    pair.begin = k / (2 * run) * (2 * run);
+    pair.begin = (tile & ~(tiles_per_pair - 1)) * (unsigned long long)merge_tile;
     const unsigned long long rest = plan.n - pair.begin;
     pair.la = rest < run ? rest : run;
     pair.lb = rest - pair.la < run ? rest - pair.la : run;
@@ -193,6 +200,17 @@ __host__ __device__ inline PairOfRuns pair_at(const SortPlan& plan, int pass,
 template <class T>
 __host__ __device__ constexpr T ceil_div(T a, T b) {
     return (a + b - 1) / b;
+}
+
+// Tile samples (fused plans): the first and the last key of every merge tile of a stage's
+// output, which bound the merge-path search of the next pass to one tile (find_block_cuts).
+// Stage outputs alternate between two sets, so that a pass reads the samples of the previous
+// stage while it writes its own: set (pass & 1) holds pass `pass`'s (the tile sort's: set 0).
+// Each set is `tiles` first keys, then `tiles` last keys (encoded).
+template <class K>
+__device__ __forceinline__ K* tile_samples(const SortPlan& plan, int pass,
+                                           unsigned long long tiles) {
+    return reinterpret_cast<K*>(plan.cuts) + (pass & 1) * 2 * tiles;
 }
 
 }  // namespace cuda_rt_sort

@@ -127,13 +127,13 @@ pub enum Driver {
 /// How each merge pass finds where its blocks' inputs begin (merge-path cuts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Cuts {
-    /// Chosen by the library: fused below 2^25 keys, where launches cost more than the
-    /// searches, a partition kernel from 2^25 keys on.
+    /// Chosen by the library: fused.
     #[default]
     Auto,
     /// A partition kernel before each merge kernel (two launches per pass).
     Kernel,
-    /// Every merge block searches its own (one launch per pass).
+    /// Every merge block searches the cuts of all its tiles when it starts, narrowed to one
+    /// tile by samples of the previous stage's output (one launch per pass).
     Fused,
 }
 
