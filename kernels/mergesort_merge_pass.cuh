@@ -82,6 +82,41 @@ __device__ __forceinline__ void async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// Bulk copies (the Hopper tensor memory accelerator, 1D form) from global to shared memory,
+// completed on an mbarrier: one thread says how many bytes to expect and starts the copies; the
+// barrier's phase completes when they have all landed. Source, destination and size must be
+// multiples of 16 bytes.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return unsigned(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
+}
+__device__ __forceinline__ void mbarrier_expect(uint64_t* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                     shared_address(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
+    unsigned done = 0;
+    do {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+            "selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(shared_address(bar)), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes,
+                                                    uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+        ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+        : "memory");
+}
+
 // Where merge tile `tile` of pass `pass` reads and writes: na keys of the first run from a_begin
 // and nb keys of the second from b_begin, merged into out_begin ... out_begin + na + nb.
 struct TileGeometry {
@@ -117,7 +152,7 @@ __device__ __forceinline__ TileGeometry tile_geometry(const SortPlan& plan, int 
 template <class K, class V>
 struct GroupSmem {
     static constexpr int TILE = Policy<K, V>::MERGE_TILE;
-    static constexpr size_t kBuffer = size_t(TILE) * (sizeof(K) + size_t(kValueBytes<V>));
+    static constexpr size_t kBuffer = Policy<K, V>::kMergeBuffer;
     unsigned char* base;
     __device__ __forceinline__ V* values(int buffer) const {
         return reinterpret_cast<V*>(base + buffer * kBuffer);
@@ -170,13 +205,77 @@ __device__ __forceinline__ void load_tile(const SortPlan& plan, int pass, const 
     }
 }
 
+// Where a tile's two runs start in its shared-memory buffer (elements): pairs take s[0..na) and
+// s[na..na+nb); keys-only tiles keep each run at its global address's offset in 16 bytes, so
+// that bulk copies can move them (a_off, b_off < TILE + kKeySlack - na, - nb).
+struct TileLayout {
+    int a_off, b_off;
+};
+
+template <class K, class V>
+__device__ __forceinline__ TileLayout tile_layout(const SortPlan& plan, int pass,
+                                                  const TileGeometry& g) {
+    if constexpr (kHasValues<V>) {
+        return {0, g.na};
+    } else {
+        constexpr int VEC = int(16 / sizeof(K));
+        const K* keys = keys_buffer<const K>(plan, pass_source(plan, pass));
+        const int a_off = int((reinterpret_cast<uintptr_t>(keys + g.a_begin) & 15) / sizeof(K));
+        const int b_off = (a_off + g.na + VEC - 1) / VEC * VEC +
+                          int((reinterpret_cast<uintptr_t>(keys + g.b_begin) & 15) / sizeof(K));
+        return {a_off, b_off};
+    }
+}
+
+// Keys only: starts copying n keys from `src` to `dst` (at the same offset within 16 bytes):
+// the threads copy the unaligned head and tail themselves; returns the aligned middle's
+// length, which the caller's thread 0 moves with one bulk copy from src + head.
+template <class K, int THREADS>
+__device__ __forceinline__ void copy_segment_ends(K* dst, const K* src, int n, int t, int* head,
+                                                  int* body) {
+    constexpr int VEC = int(16 / sizeof(K));
+    int h = int(((16 - (reinterpret_cast<uintptr_t>(src) & 15)) & 15) / sizeof(K));
+    h = h < n ? h : n;
+    const int b = (n - h) & ~(VEC - 1);
+    const int tail = n - h - b;
+    if (t < h) dst[t] = src[t];
+    if (t < tail) dst[h + b + t] = src[h + b + t];
+    *head = h;
+    *body = b;
+}
+
+// Keys only: starts moving a tile's inputs into buffer `buffer` (at tile_layout's offsets); its
+// bulk part completes on `bar`, the rest is visible to the group after its next barrier.
+template <class K, class V>
+__device__ __forceinline__ void load_tile_bulk(const SortPlan& plan, int pass,
+                                               const GroupSmem<K, V>& s, int buffer,
+                                               const TileGeometry& g, uint64_t* bar) {
+    constexpr int THREADS = Policy<K, V>::MERGE_THREADS;
+    const int t = threadIdx.x % THREADS;
+    const TileLayout l = tile_layout<K, V>(plan, pass, g);
+    const K* keys = keys_buffer<const K>(plan, pass_source(plan, pass));
+    K* s_keys = s.keys(buffer);
+    int a_head, a_body, b_head, b_body;
+    copy_segment_ends<K, THREADS>(s_keys + l.a_off, keys + g.a_begin, g.na, t, &a_head, &a_body);
+    copy_segment_ends<K, THREADS>(s_keys + l.b_off, keys + g.b_begin, g.nb, t, &b_head, &b_body);
+    if (t == 0) {
+        mbarrier_expect(bar, unsigned(a_body + b_body) * unsigned(sizeof(K)));
+        if (a_body > 0)
+            bulk_copy_to_shared(s_keys + l.a_off + a_head, keys + g.a_begin + a_head,
+                                unsigned(a_body) * unsigned(sizeof(K)), bar);
+        if (b_body > 0)
+            bulk_copy_to_shared(s_keys + l.b_off + b_head, keys + g.b_begin + b_head,
+                                unsigned(b_body) * unsigned(sizeof(K)), bar);
+    }
+}
+
 // Merges the tile whose inputs are in buffer `buffer` (loaded, and visible to the whole group)
 // and stores it (FULL: na + nb == MERGE_TILE, so no bounds checks). Leaves the buffer free
 // once the group has passed its next barrier.
 template <class K, class V, bool FULL>
 __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, int group,
                                                 const GroupSmem<K, V>& s, int buffer,
-                                                const TileGeometry& g) {
+                                                const TileGeometry& g, const TileLayout& l) {
     using P = Policy<K, V>;
     constexpr int ITEMS = P::ITEMS;
     constexpr int THREADS = P::MERGE_THREADS;
@@ -189,11 +288,14 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
     uint16_t* s_pos = s.positions();
 
     // Each thread merges ITEMS outputs from its own cut of the tile's merge path.
+    const int nb = count - na;
     const int diag = t * ITEMS < count ? t * ITEMS : count;
-    const int cut = merge_path(s_keys, na, s_keys + na, count - na, diag);
+    const int cut = merge_path(s_keys + l.a_off, na, s_keys + l.b_off, nb, diag);
     K keys[ITEMS];
     int from[ITEMS];
-    serial_merge<ITEMS, PAIRS>(s_keys, cut, na, na + diag - cut, count, count - 1, keys, from);
+    serial_merge<ITEMS, PAIRS>(s_keys, l.a_off + cut, l.a_off + na, l.b_off + diag - cut,
+                               l.b_off + nb, nb > 0 ? l.b_off + nb - 1 : l.a_off + na - 1, keys,
+                               from);
     group_sync<THREADS>(group);
 
     // Blocked to striped through shared memory, so that stores coalesce.
@@ -338,6 +440,15 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
     const GroupSmem<K, V> s = group_smem<K, V>(group);
     const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, TILE);
     __shared__ unsigned long long s_cuts[THREADS];
+    // Keys only: bulk copies, one mbarrier per group and buffer, and the parity each waits for.
+    constexpr bool kBulk = !kHasValues<V>;
+    __shared__ uint64_t s_bar[GROUPS][2];
+    unsigned phases = 0;
+    if (kBulk && threadIdx.x % P::MERGE_THREADS == 0) {
+        mbarrier_init(&s_bar[group][0]);
+        mbarrier_init(&s_bar[group][1]);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
     const unsigned long long per_block = ceil_div<unsigned long long>(tiles, gridDim.x);
     const unsigned long long first = blockIdx.x * per_block;
     const unsigned long long last = first + per_block < tiles ? first + per_block : tiles;
@@ -355,35 +466,44 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
         __syncthreads();
         int i = group;  // this group's tiles in the chunk: i, i + GROUPS, ...
         int buffer = 0;
-        if (i < chunk_tiles) {
-            load_tile<K, V>(plan, pass, s, 0,
-                            tile_geometry<K, V>(plan, pass, chunk + i, s_cuts[i],
-                                                i + 1 < count ? s_cuts[i + 1] : 0));
-        }
-        async_commit();
-        for (; i < chunk_tiles; i += GROUPS) {
-            const int next = i + GROUPS;
-            if (next < chunk_tiles) {
-                load_tile<K, V>(plan, pass, s, buffer ^ 1,
-                                tile_geometry<K, V>(plan, pass, chunk + next, s_cuts[next],
-                                                    next + 1 < count ? s_cuts[next + 1] : 0));
+        // Starts moving tile j's inputs into buffer b: keys only, by bulk copies completing on
+        // the buffer's mbarrier; pairs, by cp.async in a committed group.
+        const auto load = [&](int j, int b) {
+            if (j < chunk_tiles) {
+                const TileGeometry g = tile_geometry<K, V>(plan, pass, chunk + j, s_cuts[j],
+                                                           j + 1 < count ? s_cuts[j + 1] : 0);
+                if constexpr (kBulk) {
+                    load_tile_bulk<K, V>(plan, pass, s, b, g, &s_bar[group][b]);
+                } else {
+                    load_tile<K, V>(plan, pass, s, b, g);
+                }
             }
-            async_commit();
-            async_wait<1>();  // this thread's copies of tile i have landed
+            if constexpr (!kBulk) async_commit();
+        };
+        load(i, 0);
+        for (; i < chunk_tiles; i += GROUPS) {
+            load(i + GROUPS, buffer ^ 1);
+            if constexpr (kBulk) {
+                mbarrier_wait(&s_bar[group][buffer], (phases >> buffer) & 1);
+                phases ^= 1u << buffer;
+            } else {
+                async_wait<1>();  // this thread's copies of tile i have landed
+            }
             group_sync<P::MERGE_THREADS>(group);  // ... and every thread's
             const TileGeometry g = tile_geometry<K, V>(plan, pass, chunk + i, s_cuts[i],
                                                        i + 1 < count ? s_cuts[i + 1] : 0);
+            const TileLayout l = tile_layout<K, V>(plan, pass, g);
             if (g.na + g.nb == TILE) {
-                merge_and_store<K, V, true>(plan, pass, group, s, buffer, g);
+                merge_and_store<K, V, true>(plan, pass, group, s, buffer, g, l);
             } else {
-                merge_and_store<K, V, false>(plan, pass, group, s, buffer, g);
+                merge_and_store<K, V, false>(plan, pass, group, s, buffer, g, l);
             }
             // Every thread of the group has read the buffer before the copies of tile
             // i + 2 * GROUPS overwrite it.
             group_sync<P::MERGE_THREADS>(group);
             buffer ^= 1;
         }
-        async_wait<0>();
+        if constexpr (!kBulk) async_wait<0>();
     }
     probe_leave(plan, sm);
 }

@@ -74,9 +74,13 @@ struct Policy {
     // Shared memory of one merge group: two tile buffers (values, if any, then keys), so that
     // the next tile's inputs arrive while the current tile merges, and each output's 16-bit
     // source position (values only).
+    // Keys-only tiles arrive by bulk copies (TMA), which keep each run's 16-byte alignment in
+    // shared memory: a buffer has 32 bytes of slack for the two runs' offsets.
+    static constexpr int kKeySlack = kHasValues<V> ? 0 : int(32 / sizeof(K));
+    static constexpr size_t kMergeBuffer =
+        size_t(MERGE_TILE + kKeySlack) * sizeof(K) + size_t(MERGE_TILE) * size_t(kValueBytes<V>);
     static constexpr size_t kMergeGroupSmem =
-        2 * size_t(MERGE_TILE) * (sizeof(K) + size_t(kValueBytes<V>)) +
-        (kHasValues<V> ? size_t(MERGE_TILE) * sizeof(uint16_t) : 0);
+        2 * kMergeBuffer + (kHasValues<V> ? size_t(MERGE_TILE) * sizeof(uint16_t) : 0);
     // Dynamic shared memory a block may have on sm_90 (227 KiB).
     static constexpr int kGroupsBySmem = int(232448 / kMergeGroupSmem);
     static constexpr int MERGE_GROUPS_WIDE =
