@@ -298,6 +298,43 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
                                from);
     group_sync<THREADS>(group);
 
+    const bool decode = pass == plan.passes;  // the last stage restores the caller's key format
+    const uint32_t mode = plan.key_mode;
+    const int dst = pass_destination(plan, pass);
+    K* out = keys_buffer<K>(plan, dst) + g.out_begin;
+    // Keys only, whole tiles to a 16-byte aligned place: the sorted tile goes out from shared
+    // memory in one bulk copy (TMA), decoded on its way into shared memory in the last pass.
+    const bool bulk_store =
+        !PAIRS && FULL && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+    if (bulk_store) {
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k)
+            s_keys[t * ITEMS + k] = decode ? decode_key(keys[k], mode) : keys[k];
+        // The writes above, made through the generic proxy, are seen by the bulk copy (async
+        // proxy) once every thread has fenced them and the group has met.
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        group_sync<THREADS>(group);
+        if (t == 0) {
+            if (plan.fused && !decode) {
+                // The tile's samples, for the next pass's searches.
+                const unsigned long long tiles =
+                    ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
+                K* samples = tile_samples<K>(plan, pass, tiles);
+                const unsigned long long m = g.out_begin / P::MERGE_TILE;
+                samples[m] = s_keys[0];
+                samples[tiles + m] = s_keys[count - 1];
+            }
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(out),
+                         "r"(shared_address(s_keys)), "r"(unsigned(count * sizeof(K)))
+                         : "memory");
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            // The copy has read the buffer before the group's next barrier lets anyone
+            // overwrite it (its writes to global memory may still be on their way).
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+        }
+        return;
+    }
+
     // Blocked to striped through shared memory, so that stores coalesce.
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
@@ -305,7 +342,6 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
         if (PAIRS) s_pos[t * ITEMS + k] = uint16_t(from[k]);
     }
     group_sync<THREADS>(group);
-    const bool decode = pass == plan.passes;  // the last stage restores the caller's key format
     if (plan.fused && !decode && t == 0) {
         // The tile's samples, for the next pass's searches.
         const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
@@ -314,9 +350,6 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
         samples[m] = s_keys[0];
         samples[tiles + m] = s_keys[count - 1];
     }
-    const uint32_t mode = plan.key_mode;
-    const int dst = pass_destination(plan, pass);
-    K* out = keys_buffer<K>(plan, dst) + g.out_begin;
     if (decode) {
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
@@ -505,6 +538,9 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
         }
         if constexpr (!kBulk) async_wait<0>();
     }
+    // Bulk stores issued by this thread have completed before it exits.
+    if (kBulk && threadIdx.x % P::MERGE_THREADS == 0)
+        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     probe_leave(plan, sm);
 }
 
