@@ -111,7 +111,7 @@ void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     const int threads = (flags & CUDA_RT_SORT_TILE_MASK) == CUDA_RT_SORT_TILE_WIDE
                             ? P::SORT_THREADS_WIDE
                             : P::SORT_THREADS_NARROW;
-    const unsigned long long tile = (unsigned long long)threads * P::ITEMS;
+    const unsigned long long tile = (unsigned long long)threads * P::SORT_ITEMS;
     uint32_t passes = 0;
     for (unsigned long long run = tile; run < n; run *= 2) ++passes;
     const bool fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
@@ -213,12 +213,12 @@ cudaError_t prepare_kernels(const SortPlan& plan) {
         constexpr int T = P::SORT_THREADS_WIDE;
         error = prepare_kernel<BlockSortTag<K, V, T>>(
             reinterpret_cast<const void*>(&block_sort_kernel<K, V, T>),
-            tile_smem_bytes<K, V>(T * P::ITEMS));
+            tile_smem_bytes<K, V>(T * P::SORT_ITEMS));
     } else {
         constexpr int T = P::SORT_THREADS_NARROW;
         error = prepare_kernel<BlockSortTag<K, V, T>>(
             reinterpret_cast<const void*>(&block_sort_kernel<K, V, T>),
-            tile_smem_bytes<K, V>(T * P::ITEMS));
+            tile_smem_bytes<K, V>(T * P::SORT_ITEMS));
     }
     if (error != cudaSuccess || plan.passes == 0) return error;
     if (plan.merge_groups == P::MERGE_GROUPS_WIDE) {
@@ -254,7 +254,7 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.key_mode = args.key_mode;
     plan.passes = int(layout.passes);
     plan.sort_tile = int(layout.sort_tile);
-    plan.sort_threads = int(layout.sort_tile / Policy<K, V>::ITEMS);
+    plan.sort_threads = int(layout.sort_tile / Policy<K, V>::SORT_ITEMS);
     plan.fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
     plan.fail_stage =

@@ -40,7 +40,7 @@ __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int st
         const bool wide = plan.sort_threads == P::SORT_THREADS_WIDE;
         const int threads = wide ? P::SORT_THREADS_WIDE : P::SORT_THREADS_NARROW;
         return {wide ? StageKernel::kSortWide : StageKernel::kSortNarrow, tiles,
-                threads * block_scale, tile_smem_bytes<K, V>(threads * P::ITEMS)};
+                threads * block_scale, tile_smem_bytes<K, V>(threads * P::SORT_ITEMS)};
     }
     const unsigned long long merge_tiles = ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
     if (is_partition_stage(plan, stage)) {

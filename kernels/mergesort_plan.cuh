@@ -86,9 +86,14 @@ struct Policy {
     static constexpr int MERGE_GROUPS_WIDE =
         kWideRegisters || kGroupsBySmem < 4 ? 2 : 4;
     static constexpr int MERGE_GROUPS_NARROW = 2;
-    // Threads of a tile-sort block: either width sorts tiles of SORT_THREADS * ITEMS keys.
-    static constexpr int SORT_THREADS_NARROW = 512;
-    static constexpr int SORT_THREADS_WIDE = 1024;
+    // Keys per thread of the tile sort. 4-byte keys without values take twice the merge's
+    // (34): a tile of the same length then needs half the threads, so every merge round of the
+    // tile sort makes half as many merge-path searches, and there is one round fewer.
+    static constexpr bool kLongSortThreads = sizeof(K) == 4 && !kHasValues<V>;
+    static constexpr int SORT_ITEMS = kLongSortThreads ? 2 * ITEMS : ITEMS;
+    // Threads of a tile-sort block: either width sorts tiles of SORT_THREADS * SORT_ITEMS keys.
+    static constexpr int SORT_THREADS_NARROW = kLongSortThreads ? 256 : 512;
+    static constexpr int SORT_THREADS_WIDE = kLongSortThreads ? 512 : 1024;
     // Tile-sort threads resident per SM (64 registers per thread).
     static constexpr int SORT_MIN_THREADS = 1024;
     static_assert((MERGE_THREADS & (MERGE_THREADS - 1)) == 0, "power-of-two merge blocks");
@@ -97,7 +102,9 @@ struct Policy {
                   "a sorted tile must be a whole number of merge tiles, so that no merge block "
                   "straddles two pairs of runs");
     // Shared-memory indices of a tile are stored in 16 bits.
-    static_assert(SORT_THREADS_WIDE * ITEMS <= 65536, "tile positions fit in uint16_t");
+    static_assert(SORT_THREADS_WIDE * SORT_ITEMS <= 65536, "tile positions fit in uint16_t");
+    static_assert(SORT_ITEMS % ITEMS == 0 && (SORT_ITEMS / ITEMS & (SORT_ITEMS / ITEMS - 1)) == 0,
+                  "a sorted tile is a power-of-two number of merge tiles");
 };
 
 // Dynamic shared memory of a tile of `tile` elements: values (if any), keys, and (if values)
