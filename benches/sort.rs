@@ -860,6 +860,7 @@ fn focus_report(bench: &mut Bench) {
         let mut line = format!("2^{log} u32: CUB merge {cub:.3} ms |");
         for (name, cuts, grid) in [
             ("auto", Cuts::Auto, 0),
+            ("narrow-tile", Cuts::Auto, 0x10),
             ("fused/persistent", Cuts::Fused, GRID_PERSISTENT),
             ("fused/per-tile", Cuts::Fused, GRID_PER_TILE),
             ("kernel/persistent", Cuts::Kernel, GRID_PERSISTENT),
@@ -867,8 +868,14 @@ fn focus_report(bench: &mut Bench) {
         ] {
             let strategy = Strategy {
                 cuts,
+                tile: if grid == 0x10 {
+                    TileWidth::Narrow
+                } else {
+                    TileWidth::Auto
+                },
                 ..Strategy::default()
             };
+            let grid = if grid == 0x10 { 0 } else { grid };
             let (ms, passes, _) = bench.ours_with(&pristine, None, strategy, grid, true);
             line += &format!(" {name} {ms:.3} ({:.2}x, {passes} passes) |", cub / ms);
         }

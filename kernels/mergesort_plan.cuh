@@ -92,8 +92,8 @@ struct Policy {
     static constexpr bool kLongSortThreads = sizeof(K) == 4 && !kHasValues<V>;
     static constexpr int SORT_ITEMS = kLongSortThreads ? 2 * ITEMS : ITEMS;
     // Threads of a tile-sort block: either width sorts tiles of SORT_THREADS * SORT_ITEMS keys.
-    static constexpr int SORT_THREADS_NARROW = kLongSortThreads ? 256 : 512;
-    static constexpr int SORT_THREADS_WIDE = kLongSortThreads ? 512 : 1024;
+    static constexpr int SORT_THREADS_NARROW = 512;
+    static constexpr int SORT_THREADS_WIDE = 1024;
     // Tile-sort threads resident per SM (64 registers per thread).
     static constexpr int SORT_MIN_THREADS = 1024;
     static_assert((MERGE_THREADS & (MERGE_THREADS - 1)) == 0, "power-of-two merge blocks");

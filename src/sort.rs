@@ -140,7 +140,7 @@ pub enum Cuts {
 /// Threads of a tile-sort block; tiles are threads × items per thread keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TileWidth {
-    /// Chosen by the library: wide.
+    /// Chosen by the library: narrow up to 2^22 keys, wide above.
     #[default]
     Auto,
     /// 512 threads.
