@@ -521,7 +521,7 @@ fn main() {
     };
     if focus {
         println!("GPU: {}", gpu_name());
-        focus_report(&mut bench);
+        focus_report(&mut bench, args.iter().any(|a| a == "pairs"));
         return;
     }
     if stages || profile {
@@ -845,7 +845,7 @@ fn measure_variants<K: SortKey + Copy + PartialOrd>(
 
 /// Tuning runs: u32 keys, u64 keys and u32 pairs against CUB merge sort, with the strategy
 /// variants of the merge grid and the cuts (ms, median).
-fn focus_report(bench: &mut Bench) {
+fn focus_report(bench: &mut Bench, pairs: bool) {
     use cuda_rt_kernels::sort::ffi::flags::{GRID_PERSISTENT, GRID_PER_TILE};
     for log in [16u32, 20, 24, 26, 28] {
         let n = 1usize << log;
@@ -853,11 +853,23 @@ fn focus_report(bench: &mut Bench) {
         let keys32: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
         let pristine = Dev::<u32>::new(n);
         pristine.upload(&keys32);
-        let cub = cub_merge(bench, &pristine, None, |t, b, k, _, n, s| {
-            // SAFETY: CUB over live device buffers of n elements, on a live stream.
-            unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
+        let values = pairs.then(|| {
+            let v = Dev::<u32>::new(n);
+            v.upload(&(0..n as u32).map(|i| i ^ VALUE_TAG).collect::<Vec<_>>());
+            v
         });
-        let mut line = format!("2^{log} u32: CUB merge {cub:.3} ms |");
+        let cub = match &values {
+            Some(v) => cub_merge(bench, &pristine, Some(v), |t, b, k, v, n, s| {
+                // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                unsafe { cuda_rt_bench_cub_merge_pairs_u32(t, b, k, v, n, s) }
+            }),
+            None => cub_merge(bench, &pristine, None, |t, b, k, _, n, s| {
+                // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
+            }),
+        };
+        let what = if pairs { "u32->u32 pairs" } else { "u32" };
+        let mut line = format!("2^{log} {what}: CUB merge {cub:.3} ms |");
         for (name, cuts, grid) in [
             ("auto", Cuts::Auto, 0),
             ("narrow-tile", Cuts::Auto, 0x10),
@@ -876,7 +888,7 @@ fn focus_report(bench: &mut Bench) {
                 ..Strategy::default()
             };
             let grid = if grid == 0x10 { 0 } else { grid };
-            let (ms, passes, _) = bench.ours_with(&pristine, None, strategy, grid, true);
+            let (ms, passes, _) = bench.ours_with(&pristine, values.as_ref(), strategy, grid, true);
             line += &format!(" {name} {ms:.3} ({:.2}x, {passes} passes) |", cub / ms);
         }
         println!("{line}");

@@ -84,7 +84,7 @@ struct Policy {
     // Dynamic shared memory a block may have on sm_90 (227 KiB).
     static constexpr int kGroupsBySmem = int(232448 / kMergeGroupSmem);
     static constexpr int MERGE_GROUPS_WIDE =
-        kWideRegisters || kGroupsBySmem < 4 ? 2 : 4;
+        kWideRegisters || kHasValues<V> || kGroupsBySmem < 4 ? 2 : 4;
     static constexpr int MERGE_GROUPS_NARROW = 2;
     // Keys per thread of the tile sort. 4-byte keys without values take twice the merge's
     // (34): a tile of the same length then needs half the threads, so every merge round of the
