@@ -873,6 +873,16 @@ fn focus_report(bench: &mut Bench, pairs: bool) {
         for (name, cuts, grid) in [
             ("auto", Cuts::Auto, 0),
             ("narrow-tile", Cuts::Auto, 0x10),
+            (
+                "merge-512",
+                Cuts::Auto,
+                cuda_rt_kernels::sort::ffi::flags::MERGE_NARROW,
+            ),
+            (
+                "merge-1024",
+                Cuts::Auto,
+                cuda_rt_kernels::sort::ffi::flags::MERGE_WIDE,
+            ),
             ("fused/persistent", Cuts::Fused, GRID_PERSISTENT),
             ("fused/per-tile", Cuts::Fused, GRID_PER_TILE),
             ("kernel/persistent", Cuts::Kernel, GRID_PERSISTENT),

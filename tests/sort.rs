@@ -443,3 +443,79 @@ fn prop_pairs() {
         check_pairs(&mut sorter, &keys, |i| i as u64, order, s, in_place);
     });
 }
+
+/// The paths the default strategy does not take: merge grids of one tile per group (flag
+/// GRID_PER_TILE), and buffers that start off the 16-byte alignment of an allocation (bulk
+/// copies then move each run's aligned middle only, and merged tiles leave through the
+/// threads' stores). Keys and pairs, against the CPU; the element before the offset buffer is
+/// never written.
+#[test]
+fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    use cuda_rt_kernels::sort::ffi::flags::GRID_PER_TILE;
+    let mut sorter = Sorter::new();
+    let tile = sort_tile_len::<u32>(0).unwrap();
+    let lengths: &[usize] = if quick() {
+        &[3 * tile + 7]
+    } else {
+        &[3 * tile + 7, 9 * tile + 1, (1 << 20) + 13]
+    };
+    for &n in lengths {
+        for (grid, offset) in [(GRID_PER_TILE, 0usize), (0, 1), (GRID_PER_TILE, 3)] {
+            let input: Vec<u32> = make(Dist::Uniform, n, n as u64 ^ offset as u64);
+            let mut padded = vec![0xDEAD_BEEFu32; offset];
+            padded.extend_from_slice(&input);
+            let d = DeviceVec::from_slice(&padded);
+            // SAFETY: `offset` elements into an allocation of offset + n elements.
+            let keys = unsafe { d.ptr().add(offset) };
+            let buffers = RawSortBuffers {
+                test_flags: grid,
+                ..RawSortBuffers::keys(keys, n)
+            };
+            let strategy = Strategy {
+                driver: if host_driver_only() {
+                    Driver::Host
+                } else {
+                    Driver::Device
+                },
+                ..Strategy::default()
+            };
+            sorter
+                .run(&buffers, Order::Ascending, strategy)
+                .unwrap_or_else(|e| panic!("n = {n}, grid {grid:#x}, offset {offset}: {e}"));
+            let got = d.to_vec();
+            assert!(got[..offset].iter().all(|&k| k == 0xDEAD_BEEF));
+            assert_same_keys(
+                &got[offset..],
+                &cpu_sorted(&input, Order::Ascending),
+                &format!("n = {n}, grid {grid:#x}, offset {offset}"),
+            );
+
+            // Pairs: values are the input positions, so stability shows.
+            let values: Vec<u32> = (0..n as u32).collect();
+            let mut vpadded = vec![0xDEAD_BEEFu32; offset];
+            vpadded.extend_from_slice(&values);
+            let dk = DeviceVec::from_slice(&padded);
+            let dv = DeviceVec::from_slice(&vpadded);
+            // SAFETY: as above, for both allocations.
+            let (kp, vp) = unsafe { (dk.ptr().add(offset), dv.ptr().add(offset)) };
+            let buffers = RawSortBuffers {
+                test_flags: grid,
+                ..RawSortBuffers::pairs(kp, vp, n)
+            };
+            sorter
+                .run(&buffers, Order::Ascending, strategy)
+                .unwrap_or_else(|e| panic!("pairs n = {n}, grid {grid:#x}, offset {offset}: {e}"));
+            let (gk, gv) = (dk.to_vec(), dv.to_vec());
+            let want: Vec<u32> = cpu_permutation(&input, Order::Ascending)
+                .into_iter()
+                .map(|i| i as u32)
+                .collect();
+            assert!(
+                gv[offset..] == want[..],
+                "pairs n = {n}, grid {grid:#x}, offset {offset}"
+            );
+            assert!(gk[..offset].iter().all(|&k| k == 0xDEAD_BEEF));
+        }
+    }
+}
