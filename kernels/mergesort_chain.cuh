@@ -17,8 +17,8 @@ __global__ void partition_kernel(SortPlan plan, int stage);
 template <class K, class V, int GROUPS>
 __global__ void merge_pass_kernel(SortPlan plan, int stage);
 
-// One thread per merge tile; large blocks, because grids launched from the device get one
-// block per SM (see Policy::MERGE_GROUPS_WIDE).
+// One thread per merge tile (the partition kernel uses no shared memory, so device-side
+// launches of it get full occupancy).
 constexpr int kPartitionThreads = 1024;
 
 // Which kernel runs stage `stage` of a plan, and its launch configuration.

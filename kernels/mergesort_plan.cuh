@@ -65,12 +65,14 @@ struct Policy {
         (sizeof(K) == 1 && kValueBytes<V> != 16) || (sizeof(K) == 8 && kValueBytes<V> == 4) ||
         (sizeof(K) == 4 && kValueBytes<V> == 8);
     // A merge kernel's block holds MERGE_GROUPS independent groups of MERGE_THREADS threads,
-    // each merging its own tile with its own barrier. Grids launched from the device were
-    // measured (H100, CUDA 13.0) to get one block per SM whatever the block's size, where the
-    // host gets five 256-thread blocks: large blocks keep 32 warps per SM either way. Kinds
-    // that need more than 64 registers per thread get 2 groups.
-    // Groups per merge block: the wide choice (4 groups, 1024 threads) caps registers at 64,
-    // which spills for some kinds; the narrow one (2 groups, 512 threads) does not.
+    // each merging its own tile with its own barrier. Grids launched from the device whose
+    // blocks use shared memory were measured (H100, CUDA 13.0) to get one block per SM
+    // whatever the block's size, where the host gets up to eight 256-thread blocks: large
+    // blocks keep 32 warps per SM. Groups per merge block: the wide choice (4 groups, 1024
+    // threads) caps registers at 64, which spills for some kinds; the narrow one (2 groups,
+    // 512 threads) does not. Kinds that need more than 64 registers per thread, and pairs (whose
+    // four groups' buffers would leave L1 too little room for their spills: 2^28 u32 pairs
+    // 36.4 ms with 4 groups, 31.1 with 2), get 2 groups.
     // Shared memory of one merge group: two tile buffers (values, if any, then keys), so that
     // the next tile's inputs arrive while the current tile merges, and each output's 16-bit
     // source position (values only).
