@@ -7,10 +7,10 @@
 // On the GPU machine (nvcc there):
 //   nvcc -arch=sm_90 -rdc=true -O3 scripts/residency_probe.cu -o /tmp/probe -lcudadevrt && /tmp/probe
 // Measured on the H100 (CUDA 13.0, driver 580): with 0 bytes, 8 blocks per SM from every launch;
-// with 8 KiB or more, static or dynamic, 8 (6 at 36 KiB) from the host and 1 from the device,
+// with 8 KiB or more (dynamic here; a variant with static __shared__ arrays gave the
+// same), 8 (6 at 36 KiB) from the host and 1 from the device,
 // whatever the carveout attribute, except on the SM where a parent with a large carveout was
 // still resident (fire-and-forget).
-// from the device (tail launch / fire-and-forget), by dynamic shared memory and launch bounds.
 #include <cstdio>
 #include <vector>
 #include <algorithm>
