@@ -870,9 +870,14 @@ fn focus_report(bench: &mut Bench, pairs: bool) {
         };
         let what = if pairs { "u32->u32 pairs" } else { "u32" };
         let mut line = format!("2^{log} {what}: CUB merge {cub:.3} ms |");
-        for (name, cuts, grid) in [
+        // Extra flags OR the strategy's: each variant sets one field the strategy leaves 0.
+        for (name, cuts, extra) in [
             ("auto", Cuts::Auto, 0),
-            ("narrow-tile", Cuts::Auto, 0x10),
+            (
+                "narrow-tile",
+                Cuts::Auto,
+                cuda_rt_kernels::sort::ffi::flags::TILE_NARROW,
+            ),
             (
                 "merge-512",
                 Cuts::Auto,
@@ -890,15 +895,10 @@ fn focus_report(bench: &mut Bench, pairs: bool) {
         ] {
             let strategy = Strategy {
                 cuts,
-                tile: if grid == 0x10 {
-                    TileWidth::Narrow
-                } else {
-                    TileWidth::Auto
-                },
                 ..Strategy::default()
             };
-            let grid = if grid == 0x10 { 0 } else { grid };
-            let (ms, passes, _) = bench.ours_with(&pristine, values.as_ref(), strategy, grid, true);
+            let (ms, passes, _) =
+                bench.ours_with(&pristine, values.as_ref(), strategy, extra, true);
             line += &format!(" {name} {ms:.3} ({:.2}x, {passes} passes) |", cub / ms);
         }
         println!("{line}");

@@ -134,10 +134,10 @@ void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     out->flags = flags;
 }
 
-// Raises the dynamic shared memory limit of a kernel and asks for the largest shared-memory
-// carveout, once per device. Device-side launches use the attributes the host set for the
-// function; without the carveout preference they may get an L1/shared split that fits fewer
-// blocks per SM than a host launch of the same kernel.
+// Raises the dynamic shared memory limit of a kernel (device-side launches of more than 48 KiB
+// need it set on the host first) and asks for the largest shared-memory carveout, once per
+// device. The carveout preference helps host launches; device-side launches of grids whose
+// blocks use shared memory get one block per SM whatever it says (scripts/residency_probe.cu).
 template <class Tag>
 cudaError_t prepare_kernel(const void* kernel, size_t bytes) {
     static std::atomic<unsigned long long> done_devices{0};
@@ -293,39 +293,35 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     return cudaSuccess;
 }
 
-template <class K>
-cudaError_t run_sort_by_value(const CudaRtSortArgs& args, cudaStream_t stream,
-                              const StageTimer* timer) {
-    switch (args.value_bytes) {
+// Calls f(K{}, V{}) with the key type of key_bytes bytes and the value type of value_bytes
+// bytes (NoValue for 0); cudaErrorInvalidValue for other sizes.
+template <class K, class F>
+cudaError_t with_value_type(uint32_t value_bytes, F&& f) {
+    switch (value_bytes) {
         case 0:
-            return run_sort<K, NoValue>(args, stream, timer);
+            return f(K{}, NoValue{});
         case 4:
-            return run_sort<K, uint32_t>(args, stream, timer);
+            return f(K{}, uint32_t{});
         case 8:
-            return run_sort<K, uint64_t>(args, stream, timer);
+            return f(K{}, uint64_t{});
         case 16:
-            return run_sort<K, Value16>(args, stream, timer);
+            return f(K{}, Value16{});
         default:
             return cudaErrorInvalidValue;
     }
 }
 
-template <class K>
-cudaError_t layout_by_value(unsigned long long n, uint32_t value_bytes, uint32_t flags,
-                            CudaRtSortLayout* out) {
-    switch (value_bytes) {
-        case 0:
-            fill_layout<K, NoValue>(n, flags, out);
-            return cudaSuccess;
+template <class F>
+cudaError_t with_types(uint32_t key_bytes, uint32_t value_bytes, F&& f) {
+    switch (key_bytes) {
+        case 1:
+            return with_value_type<uint8_t>(value_bytes, f);
+        case 2:
+            return with_value_type<uint16_t>(value_bytes, f);
         case 4:
-            fill_layout<K, uint32_t>(n, flags, out);
-            return cudaSuccess;
+            return with_value_type<uint32_t>(value_bytes, f);
         case 8:
-            fill_layout<K, uint64_t>(n, flags, out);
-            return cudaSuccess;
-        case 16:
-            fill_layout<K, Value16>(n, flags, out);
-            return cudaSuccess;
+            return with_value_type<uint64_t>(value_bytes, f);
         default:
             return cudaErrorInvalidValue;
     }
@@ -349,26 +345,12 @@ extern "C" cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_
     using namespace cuda_rt_sort;
     if (out == nullptr || (flags & ~uint32_t(CUDA_RT_SORT_FLAGS_KNOWN)) != 0)
         return cudaErrorInvalidValue;
-    switch (key_bytes) {
-        case 1:
-            return layout_by_value<uint8_t>(n, value_bytes, flags, out);
-        case 2:
-            return layout_by_value<uint16_t>(n, value_bytes, flags, out);
-        case 4:
-            return layout_by_value<uint32_t>(n, value_bytes, flags, out);
-        case 8:
-            return layout_by_value<uint64_t>(n, value_bytes, flags, out);
-        default:
-            return cudaErrorInvalidValue;
-    }
+    return with_types(key_bytes, value_bytes, [&](auto key, auto value) {
+        fill_layout<decltype(key), decltype(value)>(n, flags, out);
+        return cudaSuccess;
+    });
 }
 
-// Enqueues the sort described by *args on `stream` (one host launch; the device launches the
-// rest unless the flags ask for a host-driven chain). Out of place when keys_in (values_in) is
-// another buffer than keys (values): the input is then only read, by the tile sort. Returns the status of the host launch(es);
-// whether the device-side chain completed is in *args->status once the stream reaches this
-// point: kStatusDone (0) when it did. For n == 0 the status word is set to done and nothing else
-// is queued.
 namespace cuda_rt_sort {
 namespace {
 
@@ -380,23 +362,20 @@ cudaError_t sort_entry(const CudaRtSortArgs* args, cudaStream_t stream, const St
     if (args->n == 0) return cudaMemsetAsync(args->status, 0, sizeof(uint32_t), stream);
     if (args->keys == nullptr || (args->value_bytes != 0 && args->values == nullptr))
         return cudaErrorInvalidValue;
-    switch (args->key_bytes) {
-        case 1:
-            return run_sort_by_value<uint8_t>(*args, stream, timer);
-        case 2:
-            return run_sort_by_value<uint16_t>(*args, stream, timer);
-        case 4:
-            return run_sort_by_value<uint32_t>(*args, stream, timer);
-        case 8:
-            return run_sort_by_value<uint64_t>(*args, stream, timer);
-        default:
-            return cudaErrorInvalidValue;
-    }
+    return with_types(args->key_bytes, args->value_bytes, [&](auto key, auto value) {
+        return run_sort<decltype(key), decltype(value)>(*args, stream, timer);
+    });
 }
 
 }  // namespace
 }  // namespace cuda_rt_sort
 
+// Enqueues the sort described by *args on `stream` (one host launch; the device launches the
+// rest unless the flags ask for a host-driven chain). Out of place when keys_in (values_in) is
+// another buffer than keys (values): the input is then only read, by the tile sort. Returns the
+// status of the host launch(es); whether the device-side chain completed is in *args->status
+// once the stream reaches this point: kStatusDone (0) when it did. For n == 0 the status word is
+// set to done and nothing else is queued.
 extern "C" cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream) {
     return cuda_rt_sort::sort_entry(args, stream, nullptr);
 }

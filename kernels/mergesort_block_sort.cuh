@@ -153,27 +153,23 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
     // that finish a round early go on without waiting for the rest of the block.
     constexpr int SECTION = 256;
     const int section = t / SECTION;
-    for (int width = 1; width < THREADS; width *= 2) {
-        // Every thread of the pair has finished reading the previous round's layout.
+    const auto pair_barrier = [section](int width) {
         if (width <= 16) {
             __syncwarp();
         } else if (2 * width <= SECTION) {
-            asm volatile("bar.sync %0, %1;" ::"r"(1 + section), "n"(SECTION) : "memory");
+            group_sync<SECTION>(section);
         } else {
             __syncthreads();
         }
+    };
+    for (int width = 1; width < THREADS; width *= 2) {
+        pair_barrier(width);  // the pair has finished reading the previous round's layout
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
             s_keys[t * ITEMS + k] = keys[k];
             if (PAIRS) s_pos[t * ITEMS + k] = uint16_t(pos[k]);
         }
-        if (width <= 16) {
-            __syncwarp();
-        } else if (2 * width <= SECTION) {
-            asm volatile("bar.sync %0, %1;" ::"r"(1 + section), "n"(SECTION) : "memory");
-        } else {
-            __syncthreads();
-        }
+        pair_barrier(width);
         const int run = width * ITEMS;
         const int first_thread = t & ~(2 * width - 1);  // first thread of this pair of runs
         const int start = first_thread * ITEMS;

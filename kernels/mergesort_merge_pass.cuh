@@ -8,9 +8,9 @@
 // the data, and the whole GPU stays busy in every pass, from many short runs to one last merge.
 //
 // Two kernels: partition_kernel finds the cuts of all tiles (one thread per tile, a binary
-// search in global memory); merge_pass_kernel merges one tile per block. A fused plan skips the
-// partition kernel and lets every merge block search its own two cuts, which saves a launch per
-// pass where launches cost more than the searches.
+// search in global memory); merge_pass_kernel merges them, one block per SM looping over its
+// tiles. A fused plan (the default) skips the partition kernel: each merge block searches the
+// cuts of all its tiles when it starts (find_block_cuts).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,11 +51,9 @@ __global__ void __launch_bounds__(kPartitionThreads) partition_kernel(SortPlan p
     if (b < tiles) plan.cuts[b] = cut_at<K, V>(plan, pass_of_stage(plan, stage), b);
 }
 
-// A barrier for the MERGE_THREADS threads of one group (named barrier 1 + group; barrier 0 is
-// __syncthreads). Orders shared memory among the group like __syncthreads does for a block.
-template <int THREADS>
-__device__ __forceinline__ void group_sync(int group) {
-    asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "n"(THREADS) : "memory");
+// The 32-bit shared-memory address of a generic pointer into shared memory.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return unsigned(__cvta_generic_to_shared(p));
 }
 
 // Asynchronous copies from global to shared memory (cp.async, sm_80+), in groups: a group of
@@ -68,8 +66,8 @@ constexpr bool kAsyncCopy = sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16;
 template <class T>
 __device__ __forceinline__ void copy_to_shared(T* dst, const T* src) {
     if constexpr (kAsyncCopy<T>) {
-        const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src),
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(dst)),
+                     "l"(src),
                      "n"(int(sizeof(T)))
                      : "memory");
     } else {
@@ -86,9 +84,6 @@ __device__ __forceinline__ void async_wait() {
 // completed on an mbarrier: one thread says how many bytes to expect and starts the copies; the
 // barrier's phase completes when they have all landed. Source, destination and size must be
 // multiples of 16 bytes.
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-    return unsigned(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
 }
@@ -172,8 +167,20 @@ __device__ __forceinline__ GroupSmem<K, V> group_smem(int group) {
     return {block_smem + group * Policy<K, V>::kMergeGroupSmem};
 }
 
-// Starts copying a tile's inputs into buffer `buffer` of the group, striped: s[0..na) from the
-// first run, s[na..na+nb) from the second. Commits nothing.
+// Starts copying the elements of a tile into s, striped: s[x] = a[x] for x < na and b[x - na]
+// after (b is passed as its run's start minus na), for x < count.
+template <int ITEMS, int THREADS, class T>
+__device__ __forceinline__ void copy_tile_to_shared(T* s, const T* a, const T* b_minus_na,
+                                                    int na, int count, int t) {
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+        const int x = k * THREADS + t;
+        if (x < count) copy_to_shared(s + x, (x < na ? a : b_minus_na) + x);
+    }
+}
+
+// Key-value tiles: starts copying a tile's keys and values into buffer `buffer` of the group
+// (cp.async; s[0..na) from the first run, s[na..na+nb) from the second). Commits nothing.
 template <class K, class V>
 __device__ __forceinline__ void load_tile(const SortPlan& plan, int pass, const GroupSmem<K, V>& s,
                                           int buffer, const TileGeometry& g) {
@@ -182,27 +189,12 @@ __device__ __forceinline__ void load_tile(const SortPlan& plan, int pass, const 
     const int t = threadIdx.x % THREADS;
     const int count = g.na + g.nb;
     const int src = pass_source(plan, pass);
-    {
-        // Position x of the tile is a[x] for x < na and b[x - na] after.
-        const K* a = keys_buffer<const K>(plan, src) + g.a_begin;
-        const K* b = keys_buffer<const K>(plan, src) + g.b_begin - g.na;
-        K* s_keys = s.keys(buffer);
-#pragma unroll
-        for (int k = 0; k < P::ITEMS; ++k) {
-            const int x = k * THREADS + t;
-            if (x < count) copy_to_shared(s_keys + x, (x < g.na ? a : b) + x);
-        }
-    }
-    if constexpr (kHasValues<V>) {
-        const V* a = values_buffer<const V>(plan, src) + g.a_begin;
-        const V* b = values_buffer<const V>(plan, src) + g.b_begin - g.na;
-        V* s_vals = s.values(buffer);
-#pragma unroll
-        for (int k = 0; k < P::ITEMS; ++k) {
-            const int x = k * THREADS + t;
-            if (x < count) copy_to_shared(s_vals + x, (x < g.na ? a : b) + x);
-        }
-    }
+    const K* keys = keys_buffer<const K>(plan, src);
+    copy_tile_to_shared<P::ITEMS, THREADS>(s.keys(buffer), keys + g.a_begin,
+                                           keys + g.b_begin - g.na, g.na, count, t);
+    const V* values = values_buffer<const V>(plan, src);
+    copy_tile_to_shared<P::ITEMS, THREADS>(s.values(buffer), values + g.a_begin,
+                                           values + g.b_begin - g.na, g.na, count, t);
 }
 
 // Where a tile's two runs start in its shared-memory buffer (elements): pairs take s[0..na) and
@@ -304,6 +296,7 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
     K* out = keys_buffer<K>(plan, dst) + g.out_begin;
     // Keys only, whole tiles to a 16-byte aligned place: the sorted tile goes out from shared
     // memory in one bulk copy (TMA), decoded on its way into shared memory in the last pass.
+    // Otherwise blocked to striped through shared memory, so that stores coalesce.
     const bool bulk_store =
         !PAIRS && FULL && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
     if (bulk_store) {
@@ -313,17 +306,24 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
         // The writes above, made through the generic proxy, are seen by the bulk copy (async
         // proxy) once every thread has fenced them and the group has met.
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        group_sync<THREADS>(group);
+    } else {
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+            s_keys[t * ITEMS + k] = keys[k];
+            if (PAIRS) s_pos[t * ITEMS + k] = uint16_t(from[k]);
+        }
+    }
+    group_sync<THREADS>(group);
+    if (plan.fused && !decode && t == 0) {
+        // The tile's samples (encoded: not the last pass), for the next pass's searches.
+        const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
+        K* samples = tile_samples<K>(plan, pass, tiles);
+        const unsigned long long m = g.out_begin / P::MERGE_TILE;
+        samples[m] = s_keys[0];
+        samples[tiles + m] = s_keys[count - 1];
+    }
+    if (bulk_store) {
         if (t == 0) {
-            if (plan.fused && !decode) {
-                // The tile's samples, for the next pass's searches.
-                const unsigned long long tiles =
-                    ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
-                K* samples = tile_samples<K>(plan, pass, tiles);
-                const unsigned long long m = g.out_begin / P::MERGE_TILE;
-                samples[m] = s_keys[0];
-                samples[tiles + m] = s_keys[count - 1];
-            }
             asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(out),
                          "r"(shared_address(s_keys)), "r"(unsigned(count * sizeof(K)))
                          : "memory");
@@ -333,22 +333,6 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
             asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
         }
         return;
-    }
-
-    // Blocked to striped through shared memory, so that stores coalesce.
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-        s_keys[t * ITEMS + k] = keys[k];
-        if (PAIRS) s_pos[t * ITEMS + k] = uint16_t(from[k]);
-    }
-    group_sync<THREADS>(group);
-    if (plan.fused && !decode && t == 0) {
-        // The tile's samples, for the next pass's searches.
-        const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
-        K* samples = tile_samples<K>(plan, pass, tiles);
-        const unsigned long long m = g.out_begin / P::MERGE_TILE;
-        samples[m] = s_keys[0];
-        samples[tiles + m] = s_keys[count - 1];
     }
     if (decode) {
 #pragma unroll

@@ -35,6 +35,14 @@ __device__ __forceinline__ Index merge_path(const K* a, Index la, const K* b, In
     return lo;
 }
 
+// A barrier for the first THREADS-thread group of a block that `group` names (named barrier
+// 1 + group; barrier 0 is __syncthreads; at most 15 groups). Orders shared memory among the
+// group like __syncthreads does for a block.
+template <int THREADS>
+__device__ __forceinline__ void group_sync(int group) {
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "n"(THREADS) : "memory");
+}
+
 // Sequential stable merge of ITEMS outputs from two sorted ranges of one shared-memory array,
 // s[a..a_end) and s[b..b_end), starting from a merge-path cut. Writes the keys to `keys` and, if
 // WANT_POS, the index in `s` each came from to `pos`.
