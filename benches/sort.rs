@@ -529,8 +529,6 @@ fn main() {
         if profile {
             bench.warmups = 0;
             bench.reps = 1;
-        } else {
-            residency_report(&mut bench, 24);
         }
         stage_report(
             &mut bench,
@@ -902,53 +900,6 @@ fn focus_report(bench: &mut Bench, pairs: bool) {
             line += &format!(" {name} {ms:.3} ({:.2}x, {passes} passes) |", cub / ms);
         }
         println!("{line}");
-    }
-}
-
-/// Peak merge blocks resident per SM, host- versus device-driven (the probe of the merge
-/// kernel): the mean over SMs of each SM's peak, and how many SMs ran merge blocks.
-fn residency_report(bench: &mut Bench, log: u32) {
-    let n = 1usize << log;
-    let mut rng = Rng(5);
-    let keys: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
-    let work = Dev::<u32>::new(n);
-    let probe = Dev::<u32>::new(512);
-    let narrow = cuda_rt_kernels::sort::ffi::flags::MERGE_NARROW;
-    let wide = cuda_rt_kernels::sort::ffi::flags::MERGE_WIDE;
-    for (driver, extra, name) in [
-        (Driver::Host, wide, "host, 1024-thread merge blocks"),
-        (Driver::Device, wide, "device, 1024-thread merge blocks"),
-        (Driver::Host, narrow, "host, 512-thread merge blocks"),
-        (Driver::Device, narrow, "device, 512-thread merge blocks"),
-    ] {
-        for cuts in [Cuts::Kernel, Cuts::Fused] {
-            work.upload(&keys);
-            probe.upload(&[0u32; 512]);
-            let mut buffers = RawSortBuffers::keys(work.ptr, n);
-            buffers.test_flags = extra;
-            buffers.probe = probe.ptr;
-            let strategy = Strategy {
-                driver,
-                cuts,
-                tile: TileWidth::Narrow,
-            };
-            // SAFETY: the buffers are live and used only on this stream.
-            unsafe {
-                bench
-                    .workspace
-                    .enqueue(&buffers, Order::Ascending, strategy, bench.stream)
-                    .unwrap();
-                bench.workspace.finish(bench.stream).unwrap();
-            }
-            let words = probe.download();
-            let peaks: Vec<u32> = words[256..].iter().copied().filter(|&p| p > 0).collect();
-            let mean = peaks.iter().sum::<u32>() as f64 / peaks.len().max(1) as f64;
-            println!(
-                "2^{log} u32 {name} {cuts:?}: merge blocks resident per SM: mean peak {mean:.2}, max {}, on {} SMs",
-                peaks.iter().max().unwrap_or(&0),
-                peaks.len()
-            );
-        }
     }
 }
 

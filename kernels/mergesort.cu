@@ -77,7 +77,6 @@ struct CudaRtSortArgs {
     uint32_t value_bytes;  // 0 (keys only), 4, 8 or 16
     uint32_t key_mode;     // KeyKind | kKeyDescending
     uint32_t flags;
-    uint32_t* probe;       // benchmarks only: 512 zeroed words for merge-block residency, or null
 };
 
 namespace cuda_rt_sort {
@@ -266,7 +265,6 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.merge_groups = (flags & CUDA_RT_SORT_MERGE_MASK) == CUDA_RT_SORT_MERGE_NARROW
                             ? Policy<K, V>::MERGE_GROUPS_NARROW
                             : Policy<K, V>::MERGE_GROUPS_WIDE;
-    plan.probe = args.probe;
     plan.merge_grid = 0;
     plan.sort_tile_shift = 0;
     while ((Policy<K, V>::MERGE_TILE << plan.sort_tile_shift) < plan.sort_tile) ++plan.sort_tile_shift;

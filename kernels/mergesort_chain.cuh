@@ -143,22 +143,4 @@ __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
     }
 }
 
-// Benchmarks only: counts the blocks resident on this block's SM (probe[smid]) and keeps the
-// peak (probe[256 + smid]).
-__device__ __forceinline__ unsigned probe_enter(const SortPlan& plan) {
-    unsigned sm = 0;
-    if (plan.probe != nullptr && threadIdx.x == 0) {
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        sm &= 255;
-        const unsigned resident = atomicAdd(&plan.probe[sm], 1u) + 1;
-        atomicMax(&plan.probe[256 + sm], resident);
-    }
-    return sm;
-}
-__device__ __forceinline__ void probe_leave(const SortPlan& plan, unsigned sm) {
-    if (plan.probe == nullptr) return;
-    __syncthreads();
-    if (threadIdx.x == 0) atomicSub(&plan.probe[sm], 1u);
-}
-
 }  // namespace cuda_rt_sort

@@ -451,7 +451,6 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
     constexpr int TILE = P::MERGE_TILE;
     constexpr int THREADS = GROUPS * P::MERGE_THREADS;
     chain_next<K, V>(plan, stage);
-    const unsigned sm = probe_enter(plan);
     const int pass = pass_of_stage(plan, stage);
     const int group = threadIdx.x / P::MERGE_THREADS;
     const GroupSmem<K, V> s = group_smem<K, V>(group);
@@ -525,7 +524,6 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
     // Bulk stores issued by this thread have completed before it exits.
     if (kBulk && threadIdx.x % P::MERGE_THREADS == 0)
         asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-    probe_leave(plan, sm);
 }
 
 }  // namespace cuda_rt_sort

@@ -131,7 +131,6 @@ struct SortPlan {
     // Merge-path cuts, one per merge tile; fused: tile samples instead (tile_samples).
     unsigned long long* cuts;
     uint32_t* status;           // the status word (see above)
-    uint32_t* probe;            // benchmarks only: per-SM residency of merge blocks, or null
     unsigned long long n;       // number of keys
     uint32_t key_mode;          // KeyKind | kKeyDescending
     int passes;                 // merge passes after the tile sort

@@ -312,7 +312,6 @@ fn missing_scratch_is_reported_and_nothing_is_written() {
         value_bytes: 0,
         key_mode: 0,
         flags: 0,
-        probe: std::ptr::null_mut(),
     };
     // SAFETY: the key buffer and the status word are live device allocations; the stream is
     // synchronized before they are read or freed.

@@ -95,9 +95,6 @@ pub struct SortArgs {
     pub key_mode: u32,
     /// Strategy flags.
     pub flags: u32,
-    /// Benchmarks only: 512 zeroed words where merge blocks count their residency per SM
-    /// (`[sm]`: resident now, `[256 + sm]`: peak), or null.
-    pub probe: *mut u32,
 }
 
 /// Status word: the sort completed.

@@ -249,7 +249,6 @@ impl RawWorkspace {
             value_bytes: buffers.value_bytes as u32,
             key_mode: buffers.key.mode(order),
             flags: strategy.flags() | buffers.test_flags,
-            probe: buffers.probe,
         }
     }
 
@@ -436,9 +435,6 @@ pub struct RawSortBuffers {
     /// Tests only: extra flags (fault injection, launch position). 0 otherwise.
     #[doc(hidden)]
     pub test_flags: u32,
-    /// Benchmarks only: see [`SortArgs::probe`]. Null otherwise.
-    #[doc(hidden)]
-    pub probe: *mut u32,
 }
 
 impl RawSortBuffers {
@@ -453,7 +449,6 @@ impl RawSortBuffers {
             key: K::FORMAT,
             value_bytes: 0,
             test_flags: 0,
-            probe: ptr::null_mut(),
         }
     }
 

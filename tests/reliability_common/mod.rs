@@ -265,7 +265,6 @@ pub fn sort_without_scratch(
                     value_bytes: 0,
                     key_mode: 0, // unsigned keys, ascending
                     flags: plan.flags,
-                    probe: std::ptr::null_mut(),
                 };
                 // SAFETY: the keys and the status word are live device buffers of `n` and 1
                 // elements, ordered and kept alive by enqueue_mut on `stream`; the scratch is
