@@ -67,7 +67,7 @@ struct RawError {
 
 impl fmt::Display for RawError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.call, error_name(self.status))
+        write!(f, "{}: {}", self.call, gpu_test::error_name(self.status))
     }
 }
 
@@ -87,18 +87,6 @@ fn check(status: sys::cudaError_t, call: &'static str) -> BenchResult<()> {
 #[inline(never)]
 fn raw_error(status: sys::cudaError_t, call: &'static str) -> Box<dyn std::error::Error> {
     Box::new(RawError { call, status })
-}
-
-fn error_name(status: sys::cudaError_t) -> String {
-    // SAFETY: cudaGetErrorName returns a static NUL-terminated string for every value (or null).
-    let name = unsafe { sys::cudaGetErrorName(status) };
-    if name.is_null() {
-        return format!("cudaError {status}");
-    }
-    // SAFETY: non-null, static and NUL-terminated.
-    unsafe { CStr::from_ptr(name) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 // ---------------------------------------------------------------------------------------------
