@@ -16,7 +16,7 @@
 mod common;
 
 use common::child::{child_arg, is_child, run_child_with};
-use common::mylib::{object_of, rust_link_mode, status_name, Mylib, Variant};
+use common::mylib::{object_of, rust_link_mode, status_name, CppHandles, Mylib, Variant};
 use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceSlice, Error, Event, LaunchConfig, Stream};
 use cuda_rt::{Dim3, EventRef, StreamFlags, StreamRef};
 use cuda_rt_sys::{self as sys, cudaError_t};
@@ -127,15 +127,8 @@ fn streams_events_and_pointers_cross_runtimes() {
         );
 
         // 2. cuda-rt's work on mylib's stream and mylib's allocation.
-        let mut raw_stream: sys::cudaStream_t = std::ptr::null_mut();
-        let mut raw_ptr: *mut c_void = std::ptr::null_mut();
-        let mut raw_event: sys::cudaEvent_t = std::ptr::null_mut();
-        // SAFETY: each writes one handle.
-        unsafe {
-            check((lib.stream_create)(&mut raw_stream), "stream_create").unwrap();
-            check((lib.malloc)(&mut raw_ptr, n * 4), "malloc").unwrap();
-            check((lib.event_create)(&mut raw_event), "event_create").unwrap();
-        }
+        let cpp = CppHandles::new(lib, n * 4);
+        let (raw_stream, raw_ptr, raw_event) = (cpp.stream, cpp.ptr, cpp.event);
         {
             // SAFETY: mylib keeps them alive until after this block; nothing else uses the
             // allocation meanwhile.
@@ -170,13 +163,8 @@ fn streams_events_and_pointers_cross_runtimes() {
             .unwrap();
             assert_eq!(back.to_vec().unwrap(), vec![7.0; n]);
         }
-        // SAFETY: mylib's handles, alive, no longer used by cuda-rt.
-        unsafe {
-            check((lib.stream_synchronize)(raw_stream), "stream_synchronize").unwrap();
-            check((lib.event_destroy)(raw_event), "event_destroy").unwrap();
-            check((lib.free)(raw_ptr), "free").unwrap();
-            check((lib.stream_destroy)(raw_stream), "stream_destroy").unwrap();
-        }
+        // SAFETY: the views of mylib's handles ended with the block above.
+        unsafe { cpp.destroy() };
         fact(
             variant,
             "mylib's stream, event and allocation used by cuda-rt, cuda-rt's event recorded by \

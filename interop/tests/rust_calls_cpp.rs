@@ -11,7 +11,8 @@ mod common;
 
 use common::child::{is_child, run_child};
 use common::mylib::{
-    mylib_fault_illegal_address, mylib_histogram_u8, mylib_inclusive_scan_u32, mylib_saxpy, Mylib,
+    mylib_fault_illegal_address, mylib_histogram_u8, mylib_inclusive_scan_u32, mylib_saxpy,
+    CppHandles, Mylib,
 };
 use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceSlice, Error, Event, Stream, StreamFlags};
 use cuda_rt::{EventRef, StreamRef};
@@ -19,7 +20,6 @@ use cuda_rt_sys::{self as sys, cudaError_t};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use std::ffi::c_void;
 
 /// A mylib status as a cuda-rt result.
 fn check(status: cudaError_t, call: &'static str) -> Result<(), Error> {
@@ -247,15 +247,8 @@ fn cuda_rt_borrows_handles_that_cpp_owns() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     let lib = Mylib::linked_in();
     let n = 100_000usize;
-    let mut raw_stream: sys::cudaStream_t = std::ptr::null_mut();
-    let mut raw_ptr: *mut c_void = std::ptr::null_mut();
-    let mut raw_event: sys::cudaEvent_t = std::ptr::null_mut();
-    // SAFETY: each call writes one handle through a valid pointer.
-    unsafe {
-        check((lib.stream_create)(&mut raw_stream), "stream_create").unwrap();
-        check((lib.malloc)(&mut raw_ptr, n * 4), "malloc").unwrap();
-        check((lib.event_create)(&mut raw_event), "event_create").unwrap();
-    }
+    let cpp = CppHandles::new(lib, n * 4);
+    let (raw_stream, raw_ptr, raw_event) = (cpp.stream, cpp.ptr, cpp.event);
     {
         // SAFETY: C++ keeps the stream and event alive until after this block, and nothing
         // else uses the allocation meanwhile (the slice's drop waits for its queued work).
@@ -292,12 +285,7 @@ fn cuda_rt_borrows_handles_that_cpp_owns() {
         stream.synchronize().unwrap();
     } // the borrowed views end here: nothing is destroyed or freed
       // SAFETY: the handles are C++'s, alive (cuda-rt destroyed none), and no longer used.
-    unsafe {
-        check((lib.stream_synchronize)(raw_stream), "stream_synchronize").unwrap();
-        check((lib.event_destroy)(raw_event), "event_destroy").unwrap();
-        check((lib.free)(raw_ptr), "free").unwrap();
-        check((lib.stream_destroy)(raw_stream), "stream_destroy").unwrap();
-    }
+    unsafe { cpp.destroy() };
 }
 
 /// Rejected arguments come back as `cudaErrorInvalidValue`, not sticky: later work is fine.

@@ -300,3 +300,58 @@ pub fn object_of(address: *const c_void) -> String {
 pub fn status_name(status: cudaError_t) -> String {
     gpu_test::error_name(status)
 }
+
+/// A stream, an allocation and an event that one copy of mylib created and owns (the C++ side's
+/// handles, for tests where cuda-rt borrows them).
+pub struct CppHandles {
+    lib: Mylib,
+    /// mylib's stream.
+    pub stream: cudaStream_t,
+    /// mylib's device allocation.
+    pub ptr: *mut c_void,
+    /// mylib's event.
+    pub event: cudaEvent_t,
+}
+
+impl CppHandles {
+    /// Creates the three through `lib` (`bytes` of device memory); panics on an error.
+    pub fn new(lib: Mylib, bytes: usize) -> CppHandles {
+        let mut handles = CppHandles {
+            lib,
+            stream: std::ptr::null_mut(),
+            ptr: std::ptr::null_mut(),
+            event: std::ptr::null_mut(),
+        };
+        // SAFETY: each call writes one handle through a valid pointer.
+        unsafe {
+            expect_success((lib.stream_create)(&mut handles.stream), "stream_create");
+            expect_success((lib.malloc)(&mut handles.ptr, bytes), "malloc");
+            expect_success((lib.event_create)(&mut handles.event), "event_create");
+        }
+        handles
+    }
+
+    /// Synchronizes the stream, then destroys the three through mylib; panics on an error.
+    ///
+    /// # Safety
+    /// Nothing may use the handles any more (views that borrowed them have ended).
+    pub unsafe fn destroy(self) {
+        let lib = self.lib;
+        // SAFETY: mylib's live handles, unused from here on (the caller's promise).
+        unsafe {
+            expect_success((lib.stream_synchronize)(self.stream), "stream_synchronize");
+            expect_success((lib.event_destroy)(self.event), "event_destroy");
+            expect_success((lib.free)(self.ptr), "free");
+            expect_success((lib.stream_destroy)(self.stream), "stream_destroy");
+        }
+    }
+}
+
+fn expect_success(status: cudaError_t, call: &str) {
+    assert_eq!(
+        status,
+        cuda_rt_sys::cudaSuccess,
+        "{call}: {}",
+        status_name(status)
+    );
+}
