@@ -629,32 +629,13 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         stream: impl Into<StreamRef<'s>>,
         src: crate::PinnedBuffer<T>,
     ) -> Result<crate::Pending<crate::PinnedBuffer<T>>> {
-        const WHAT: &str = "DeviceMemory::copy_from_pinned_async";
-        let parts = self.parts();
-        check_len(parts.len, src.len(), WHAT)?;
-        let bytes = bytes_of::<T>(parts.len, WHAT)?;
-        let stream = stream.into();
-        crate::pinned::Pending::start(src, stream, |src, s, queued| {
-            if bytes == 0 {
-                return Ok(());
-            }
-            parts.tracker.use_on(s, |s| {
-                // SAFETY: `src` is owned by the Pending until the copy has finished (its event
-                // is recorded after this copy, and it hands the buffer back or frees it only
-                // after waiting); the destination is kept alive by its marker.
-                unsafe {
-                    raw::memcpy_async(
-                        parts.ptr.as_ptr().cast(),
-                        src.as_ptr().cast(),
-                        bytes,
-                        raw::flags::MEMCPY_HOST_TO_DEVICE,
-                        s,
-                    )
-                }
-                .inspect(|()| queued.set(true))
-            })
-        })
-        .map_err(|e| e.context(WHAT))
+        pinned_transfer(
+            self.parts(),
+            src,
+            stream.into(),
+            raw::flags::MEMCPY_HOST_TO_DEVICE,
+            "DeviceMemory::copy_from_pinned_async",
+        )
     }
 
     /// Queues a download into an owned page-locked buffer on `stream`, handed back by
@@ -667,32 +648,49 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         stream: impl Into<StreamRef<'s>>,
         dst: crate::PinnedBuffer<T>,
     ) -> Result<crate::Pending<crate::PinnedBuffer<T>>> {
-        const WHAT: &str = "DeviceMemory::copy_to_pinned_async";
-        let parts = self.parts();
-        check_len(parts.len, dst.len(), WHAT)?;
-        let bytes = bytes_of::<T>(parts.len, WHAT)?;
-        let stream = stream.into();
-        crate::pinned::Pending::start(dst, stream, |dst, s, queued| {
-            if bytes == 0 {
-                return Ok(());
-            }
-            parts.tracker.use_on(s, |s| {
-                // SAFETY: as in copy_from_pinned_async, with the roles swapped; every bit
-                // pattern written is a valid T.
-                unsafe {
-                    raw::memcpy_async(
-                        dst.as_mut_ptr().cast(),
-                        parts.ptr.as_ptr().cast(),
-                        bytes,
-                        raw::flags::MEMCPY_DEVICE_TO_HOST,
-                        s,
-                    )
-                }
-                .inspect(|()| queued.set(true))
-            })
-        })
-        .map_err(|e| e.context(WHAT))
+        pinned_transfer(
+            self.parts(),
+            dst,
+            stream.into(),
+            raw::flags::MEMCPY_DEVICE_TO_HOST,
+            "DeviceMemory::copy_to_pinned_async",
+        )
     }
+}
+
+/// The copy behind [`DeviceMemory::copy_from_pinned_async`] (`kind` host to device) and
+/// [`DeviceMemory::copy_to_pinned_async`] (device to host): the whole of `parts` and `buffer`,
+/// queued on `stream` behind the device memory's marker; the buffer is moved into the returned
+/// [`Pending`](crate::Pending).
+fn pinned_transfer<T: DeviceCopy>(
+    parts: &Parts<T>,
+    buffer: crate::PinnedBuffer<T>,
+    stream: StreamRef<'_>,
+    kind: u32,
+    what: &'static str,
+) -> Result<crate::Pending<crate::PinnedBuffer<T>>> {
+    check_len(parts.len, buffer.len(), what)?;
+    let bytes = bytes_of::<T>(parts.len, what)?;
+    crate::pinned::Pending::start(buffer, stream, |buffer, s, queued| {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let device = parts.ptr.as_ptr().cast::<c_void>();
+        let host = buffer.as_mut_ptr().cast::<c_void>();
+        let (dst, src) = if kind == raw::flags::MEMCPY_HOST_TO_DEVICE {
+            (device, host.cast_const())
+        } else {
+            (host, device.cast_const())
+        };
+        parts.tracker.use_on(s, |s| {
+            // SAFETY: the buffer is owned by the Pending until the copy has finished (its
+            // event is recorded after this copy, and it hands the buffer back or frees it only
+            // after waiting); the device memory is kept alive by its marker, and the caller
+            // holds it mutably for an upload; every bit pattern written is a valid T.
+            unsafe { raw::memcpy_async(dst, src, bytes, kind, s) }.inspect(|()| queued.set(true))
+        })
+    })
+    .map_err(|e| e.context(what))
 }
 
 /// Runs `f` with the per-thread default stream of `device`, then waits for that stream if `f`
