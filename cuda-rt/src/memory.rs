@@ -448,28 +448,18 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         const WHAT: &str = "DeviceMemory::copy_from_host";
         let parts = self.parts();
         check_len(parts.len, src.len(), WHAT)?;
-        let bytes = bytes_of::<T>(src.len(), WHAT)?;
-        if bytes == 0 {
-            return Ok(());
+        // SAFETY: `src` is valid for its length and borrowed until this call has waited for the
+        // copy; the destination is our allocation of as many elements, held by `&mut self`.
+        unsafe {
+            blocking_transfer(
+                parts,
+                parts.ptr.as_ptr().cast(),
+                src.as_ptr().cast(),
+                src.len(),
+                raw::flags::MEMCPY_HOST_TO_DEVICE,
+                WHAT,
+            )
         }
-        blocking_on_device(parts.device, |stream, queued| {
-            parts.tracker.use_on(stream, |s| {
-                // SAFETY: `src` is valid for `bytes` bytes and borrowed until this function has
-                // waited for the copy (blocking_on_device); the destination is our allocation
-                // of `bytes` bytes, kept alive by `&mut self`.
-                unsafe {
-                    raw::memcpy_async(
-                        parts.ptr.as_ptr().cast(),
-                        src.as_ptr().cast(),
-                        bytes,
-                        raw::flags::MEMCPY_HOST_TO_DEVICE,
-                        s,
-                    )
-                }
-                .inspect(|()| queued.set(true))
-            })
-        })
-        .map_err(|e| e.context(WHAT))
     }
 
     /// Copies the memory into `dst` and waits (`cudaMemcpyAsync` on the per-thread default
@@ -481,28 +471,19 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         const WHAT: &str = "DeviceMemory::copy_to_host";
         let parts = self.parts();
         check_len(parts.len, dst.len(), WHAT)?;
-        let bytes = bytes_of::<T>(dst.len(), WHAT)?;
-        if bytes == 0 {
-            return Ok(());
+        // SAFETY: `dst` is valid for its length and exclusively borrowed until this call has
+        // waited for the copy; every bit pattern is a valid T (DeviceCopy); the source is our
+        // live allocation of as many elements.
+        unsafe {
+            blocking_transfer(
+                parts,
+                dst.as_mut_ptr().cast(),
+                parts.ptr.as_ptr().cast(),
+                dst.len(),
+                raw::flags::MEMCPY_DEVICE_TO_HOST,
+                WHAT,
+            )
         }
-        blocking_on_device(parts.device, |stream, queued| {
-            parts.tracker.use_on(stream, |s| {
-                // SAFETY: `dst` is valid for `bytes` bytes and exclusively borrowed until this
-                // function has waited for the copy; every bit pattern is a valid T
-                // (DeviceCopy); the source is our live allocation.
-                unsafe {
-                    raw::memcpy_async(
-                        dst.as_mut_ptr().cast(),
-                        parts.ptr.as_ptr().cast(),
-                        bytes,
-                        raw::flags::MEMCPY_DEVICE_TO_HOST,
-                        s,
-                    )
-                }
-                .inspect(|()| queued.set(true))
-            })
-        })
-        .map_err(|e| e.context(WHAT))
     }
 
     /// Copies the memory into a new `Vec` (see [`copy_to_host`](Self::copy_to_host)).
@@ -656,6 +637,35 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
             "DeviceMemory::copy_to_pinned_async",
         )
     }
+}
+
+/// The copy behind [`DeviceMemory::copy_from_host`] and [`DeviceMemory::copy_to_host`]: `len`
+/// elements of `T` from `src` to `dst` (`kind`), on the per-thread default stream of the
+/// memory's device behind its marker, waited for before returning.
+///
+/// # Safety
+/// `dst` and `src` must be valid for `len` elements until this returns, one of them the memory
+/// of `parts`, and nothing else may use the host side meanwhile.
+unsafe fn blocking_transfer<T>(
+    parts: &Parts<T>,
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+    kind: u32,
+    what: &'static str,
+) -> Result<()> {
+    let bytes = bytes_of::<T>(len, what)?;
+    if bytes == 0 {
+        return Ok(());
+    }
+    blocking_on_device(parts.device, |stream, queued| {
+        parts.tracker.use_on(stream, |s| {
+            // SAFETY: the caller's contract; blocking_on_device waits for the copy before this
+            // function returns.
+            unsafe { raw::memcpy_async(dst, src, bytes, kind, s) }.inspect(|()| queued.set(true))
+        })
+    })
+    .map_err(|e| e.context(what))
 }
 
 /// The copy behind [`DeviceMemory::copy_from_pinned_async`] (`kind` host to device) and
