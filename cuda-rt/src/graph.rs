@@ -820,7 +820,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if exec.list_scoped(self.id(), stream, device) {
             self.enlist_graph(&exec.launches);
         }
-        self.remember_graph_launch(GraphLaunchKey { device, ..key });
+        self.remember_graph_launch(key);
         exec.launch_listed(stream)
     }
 }
