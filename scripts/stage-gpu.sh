@@ -3,7 +3,8 @@
 # small enough to carry (the staged binaries are ~110 MB; xz makes ~30 MB):
 #   1. ../shared/gpu/bundle.sh: every test/bench/example of the workspace into .gpu/
 #   2. what bundle.sh does not know about: the shared libraries the interop runtime tests load
-#      from beside their executable, the CUB sort benchmark (feature cub-bench), the soak
+#      from beside their executable, libcuda_rt_interop.a (the standalone C++ program test links
+#      it), the CUB sort benchmark (feature cub-bench), the soak
 #   3. .gpucarry/gpu.tar.xz
 # On the GPU machine, from the checkout root (carry .gpucarry):
 #   tar -xJf .gpucarry/gpu.tar.xz && bash .gpu/run.sh
@@ -27,6 +28,10 @@ for line in sys.stdin:
 }
 CARGO_PROFILE_RELEASE_DEBUG=false cargo bench --features cub-bench --bench sort --no-run \
   --message-format=json-render-diagnostics | executable_of sort | tail -1 | xargs -I{} cp {} .gpu/bin/bench-sort-cub
+# The C ABI's static library, which the standalone C++ program test links with the GPU
+# machine's nvcc (it looks beside its own binary).
+CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release -p cuda-rt-interop
+cp "$target"/release/libcuda_rt_interop.a .gpu/bin/
 CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --example soak \
   --message-format=json-render-diagnostics | executable_of soak | tail -1 | xargs -I{} cp {} .gpu/bin/soak
 strip --strip-debug .gpu/bin/* 2>/dev/null || true

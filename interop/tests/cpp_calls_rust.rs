@@ -199,9 +199,34 @@ fn tool(path: &str) -> Option<PathBuf> {
     found.then_some(path)
 }
 
+/// nvcc: the build's, or where this binary was staged for a machine without the build's
+/// toolkit (a GPU machine), that machine's: `$CUDA_HOME/bin/nvcc`, `/usr/local/cuda/bin/nvcc`,
+/// or `nvcc` on the PATH.
+fn nvcc() -> Option<PathBuf> {
+    let mut candidates = vec![PathBuf::from(env!("CUDA_RT_INTEROP_NVCC"))];
+    if let Some(home) = std::env::var_os("CUDA_HOME") {
+        candidates.push(PathBuf::from(home).join("bin/nvcc"));
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+    candidates.push(PathBuf::from("nvcc"));
+    candidates.into_iter().find_map(|path| tool(path.to_str()?))
+}
+
+/// The CUDA headers: the build's, or those of the toolkit of [`nvcc`].
 fn toolkit_include() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CUDA_RT_INTEROP_TOOLKIT_INCLUDE"));
-    dir.join("cuda_runtime_api.h").is_file().then_some(dir)
+    let build = PathBuf::from(env!("CUDA_RT_INTEROP_TOOLKIT_INCLUDE"));
+    let local = nvcc().and_then(|nvcc| {
+        Some(
+            nvcc.canonicalize()
+                .ok()?
+                .parent()?
+                .parent()?
+                .join("include"),
+        )
+    });
+    std::iter::once(build)
+        .chain(local)
+        .find(|dir| dir.join("cuda_runtime_api.h").is_file())
 }
 
 fn skip(test: &str, why: &str) {
@@ -225,7 +250,7 @@ fn header_compiles_as_c_cpp_and_cuda() {
     let (Some(include), Some(dir)) = (toolkit_include(), interop_dir()) else {
         return skip(
             TEST,
-            "the CUDA headers of the build are not on this machine",
+            "no CUDA headers on this machine (neither the build's nor a local toolkit's)",
         );
     };
     let header = dir.join("include/cuda_rt.h");
@@ -244,7 +269,7 @@ fn header_compiles_as_c_cpp_and_cuda() {
         );
         compilers += 1;
     }
-    if let Some(nvcc) = tool(env!("CUDA_RT_INTEROP_NVCC")) {
+    if let Some(nvcc) = nvcc() {
         let scratch = scratch_dir("header_nvcc");
         let source = scratch.join("uses_header.cu");
         std::fs::write(
@@ -276,12 +301,15 @@ fn scratch_dir(name: &str) -> PathBuf {
 }
 
 /// `libcuda_rt_interop.a` of this build: cargo puts it in the profile folder, the parent of the
-/// `deps/` folder that holds this test binary.
+/// `deps/` folder that holds this test binary; scripts/stage-gpu.sh puts it beside the binary.
 fn staticlib() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let profile = exe.parent()?.parent()?;
-    let lib = profile.join("libcuda_rt_interop.a");
-    lib.is_file().then_some(lib)
+    let beside = exe.parent()?.to_path_buf();
+    let profile = beside.parent()?.to_path_buf();
+    [beside, profile]
+        .into_iter()
+        .map(|dir| dir.join("libcuda_rt_interop.a"))
+        .find(|lib| lib.is_file())
 }
 
 /// The standalone program: `nvcc` links `cpp/host_program.cu` with `libcuda_rt_interop.a` (the
@@ -289,8 +317,11 @@ fn staticlib() -> Option<PathBuf> {
 #[test]
 fn standalone_cpp_program_links_the_static_library() {
     const TEST: &str = "standalone_cpp_program_links_the_static_library";
-    let Some(nvcc) = tool(env!("CUDA_RT_INTEROP_NVCC")) else {
-        return skip(TEST, "the build's nvcc is not on this machine");
+    let Some(nvcc) = nvcc() else {
+        return skip(
+            TEST,
+            "no nvcc on this machine (neither the build's nor a local one)",
+        );
     };
     let Some(dir) = interop_dir() else {
         return skip(TEST, "interop/ sources not found here");
@@ -298,7 +329,7 @@ fn standalone_cpp_program_links_the_static_library() {
     let Some(lib) = staticlib() else {
         return skip(
             TEST,
-            "libcuda_rt_interop.a is not next to this test binary's deps/ folder",
+            "libcuda_rt_interop.a is neither beside this test binary nor its deps/ folder",
         );
     };
     let exe = scratch_dir("standalone").join("cpp_host");
