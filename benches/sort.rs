@@ -256,6 +256,10 @@ struct Row {
     n: usize,
     case: Case,
     ours: f64,
+    /// Whether the default strategy queued the stages from the host (small n).
+    host_driven: bool,
+    /// The device-driven chain (dynamic parallelism), whatever the default chose.
+    device_driven: f64,
     cub_merge: f64,
     cub_radix: f64,
     cpu_std: Option<f64>,
@@ -521,7 +525,7 @@ fn main() {
     };
     if focus {
         println!("GPU: {}", gpu_name());
-        focus_report(&mut bench, args.iter().any(|a| a == "pairs"));
+        focus_report(&mut bench, &args);
         return;
     }
     if stages || profile {
@@ -565,6 +569,13 @@ fn main() {
                     });
                     let (ours, passes, kernels) =
                         bench.ours(&pristine, pv.as_ref(), Strategy::default(), true);
+                    let value_bytes = if pv.is_some() { 4 } else { 0 };
+                    let host_driven = auto_is_host_driven::<u32>(n, value_bytes);
+                    let device_driven = if host_driven {
+                        bench.ours(&pristine, pv.as_ref(), DEVICE_DRIVEN, true).0
+                    } else {
+                        ours
+                    };
                     if variants {
                         variant_lines.extend(measure_variants(
                             &mut bench,
@@ -625,6 +636,8 @@ fn main() {
                         n,
                         case,
                         ours,
+                        host_driven,
+                        device_driven,
                         cub_merge: cub_merge_ms,
                         cub_radix: cub_radix_ms,
                         cpu_std,
@@ -642,6 +655,12 @@ fn main() {
                     pristine.upload(&keys64);
                     let (ours, passes, kernels) =
                         bench.ours(&pristine, None, Strategy::default(), true);
+                    let host_driven = auto_is_host_driven::<u64>(n, 0);
+                    let device_driven = if host_driven {
+                        bench.ours(&pristine, None, DEVICE_DRIVEN, true).0
+                    } else {
+                        ours
+                    };
                     if variants {
                         variant_lines
                             .extend(measure_variants(&mut bench, &pristine, None, n, case));
@@ -666,6 +685,8 @@ fn main() {
                         n,
                         case,
                         ours,
+                        host_driven,
+                        device_driven,
                         cub_merge: cub_merge_ms,
                         cub_radix: cub_radix_ms,
                         cpu_std,
@@ -841,90 +862,161 @@ fn measure_variants<K: SortKey + Copy + PartialOrd>(
     lines
 }
 
-/// Tuning runs: u32 keys, u64 keys and u32 pairs against CUB merge sort, with the strategy
-/// variants of the merge grid and the cuts (ms, median).
-fn focus_report(bench: &mut Bench, pairs: bool) {
-    use cuda_rt_kernels::sort::ffi::flags::{GRID_PERSISTENT, GRID_PER_TILE};
-    for log in [16u32, 20, 24, 26, 28] {
+/// Tuning runs (`--focus`, `--focus pairs`, `--focus u64`): u32 keys, u32 -> u32 pairs or u64
+/// keys against CUB merge sort, with the strategy variants (ms, median).
+fn focus_report(bench: &mut Bench, args: &[String]) {
+    if args.iter().any(|a| a == "u64") {
+        focus_case::<u64>(
+            bench,
+            args,
+            "u64",
+            false,
+            |r| r.next(),
+            |b, k, _| {
+                cub_merge(b, k, None, |t, bytes, k, _, n, s| {
+                    // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                    unsafe { cuda_rt_bench_cub_merge_keys_u64(t, bytes, k, n, s) }
+                })
+            },
+        );
+    } else if args.iter().any(|a| a == "pairs") {
+        focus_case::<u32>(
+            bench,
+            args,
+            "u32->u32 pairs",
+            true,
+            |r| r.next() as u32,
+            |b, k, v| {
+                cub_merge(b, k, v, |t, bytes, k, v, n, s| {
+                    // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                    unsafe { cuda_rt_bench_cub_merge_pairs_u32(t, bytes, k, v, n, s) }
+                })
+            },
+        );
+    } else {
+        focus_case::<u32>(
+            bench,
+            args,
+            "u32",
+            false,
+            |r| r.next() as u32,
+            |b, k, _| {
+                cub_merge(b, k, None, |t, bytes, k, _, n, s| {
+                    // SAFETY: CUB over live device buffers of n elements, on a live stream.
+                    unsafe { cuda_rt_bench_cub_merge_keys_u32(t, bytes, k, n, s) }
+                })
+            },
+        );
+    }
+}
+
+fn focus_case<K: SortKey + Copy + PartialOrd>(
+    bench: &mut Bench,
+    args: &[String],
+    what: &str,
+    pairs: bool,
+    key: impl Fn(&mut Rng) -> K,
+    cub: impl Fn(&Bench, &Dev<K>, Option<&Dev<u32>>) -> f64,
+) {
+    use cuda_rt_kernels::sort::ffi::flags::{
+        GRID_PERSISTENT, GRID_PER_TILE, LAUNCH_CHAINED, MERGE_NARROW, MERGE_WIDE, TILE_NARROW,
+    };
+    let sizes: Vec<u32> = if args.iter().any(|a| a == "small") {
+        (16..=24).collect()
+    } else {
+        vec![16, 20, 24, 26, 28]
+    };
+    for log in sizes {
         let n = 1usize << log;
         let mut rng = Rng(u64::from(log) * 7919);
-        let keys32: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
-        let pristine = Dev::<u32>::new(n);
-        pristine.upload(&keys32);
+        let keys: Vec<K> = (0..n).map(|_| key(&mut rng)).collect();
+        let pristine = Dev::<K>::new(n);
+        pristine.upload(&keys);
         let values = pairs.then(|| {
             let v = Dev::<u32>::new(n);
             v.upload(&(0..n as u32).map(|i| i ^ VALUE_TAG).collect::<Vec<_>>());
             v
         });
-        let cub = match &values {
-            Some(v) => cub_merge(bench, &pristine, Some(v), |t, b, k, v, n, s| {
-                // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                unsafe { cuda_rt_bench_cub_merge_pairs_u32(t, b, k, v, n, s) }
-            }),
-            None => cub_merge(bench, &pristine, None, |t, b, k, _, n, s| {
-                // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
-            }),
-        };
-        let what = if pairs { "u32->u32 pairs" } else { "u32" };
-        let mut line = format!("2^{log} {what}: CUB merge {cub:.3} ms |");
+        let cub_ms = cub(bench, &pristine, values.as_ref());
+        let mut line = format!("2^{log} {what}: CUB merge {cub_ms:.3} ms |");
         // Extra flags OR the strategy's: each variant sets one field the strategy leaves 0.
-        for (name, cuts, extra) in [
-            ("auto", Cuts::Auto, 0),
+        let host = Driver::Host;
+        for (name, driver, cuts, extra) in [
+            ("auto", Driver::Auto, Cuts::Auto, 0),
+            ("narrow-tile", Driver::Auto, Cuts::Auto, TILE_NARROW),
+            ("merge-512", Driver::Auto, Cuts::Auto, MERGE_NARROW),
+            ("merge-1024", Driver::Auto, Cuts::Auto, MERGE_WIDE),
+            ("chained", Driver::Auto, Cuts::Auto, LAUNCH_CHAINED),
+            ("host-driven", host, Cuts::Auto, 0),
+            ("host/narrow-tile", host, Cuts::Auto, TILE_NARROW),
             (
-                "narrow-tile",
-                Cuts::Auto,
-                cuda_rt_kernels::sort::ffi::flags::TILE_NARROW,
+                "fused/persistent",
+                Driver::Auto,
+                Cuts::Fused,
+                GRID_PERSISTENT,
             ),
+            ("fused/per-tile", Driver::Auto, Cuts::Fused, GRID_PER_TILE),
             (
-                "merge-512",
-                Cuts::Auto,
-                cuda_rt_kernels::sort::ffi::flags::MERGE_NARROW,
+                "kernel/persistent",
+                Driver::Auto,
+                Cuts::Kernel,
+                GRID_PERSISTENT,
             ),
-            (
-                "merge-1024",
-                Cuts::Auto,
-                cuda_rt_kernels::sort::ffi::flags::MERGE_WIDE,
-            ),
-            ("fused/persistent", Cuts::Fused, GRID_PERSISTENT),
-            ("fused/per-tile", Cuts::Fused, GRID_PER_TILE),
-            ("kernel/persistent", Cuts::Kernel, GRID_PERSISTENT),
-            ("kernel/per-tile", Cuts::Kernel, GRID_PER_TILE),
+            ("kernel/per-tile", Driver::Auto, Cuts::Kernel, GRID_PER_TILE),
         ] {
             let strategy = Strategy {
+                driver,
                 cuts,
                 ..Strategy::default()
             };
             let (ms, passes, _) =
                 bench.ours_with(&pristine, values.as_ref(), strategy, extra, true);
-            line += &format!(" {name} {ms:.3} ({:.2}x, {passes} passes) |", cub / ms);
+            line += &format!(" {name} {ms:.3} ({:.2}x, {passes} passes) |", cub_ms / ms);
         }
         println!("{line}");
     }
 }
 
+/// The default strategy with the stages after the first launched from the device.
+const DEVICE_DRIVEN: Strategy = Strategy {
+    driver: Driver::Device,
+    ..Strategy::AUTO
+};
+
+/// Whether the default strategy queues every stage from the host for this size.
+fn auto_is_host_driven<K: SortKey>(n: usize, value_bytes: usize) -> bool {
+    use cuda_rt_kernels::sort::ffi::flags::{DRIVER_HOST, DRIVER_MASK};
+    let l = layout(n, K::FORMAT, value_bytes, Strategy::default()).unwrap();
+    l.flags & DRIVER_MASK == DRIVER_HOST
+}
+
 fn print_table(rows: &[Row]) {
     println!();
-    println!("Throughput in Gkeys/s (median time in ms in parentheses); ratio = this sort / CUB merge sort.\n");
-    println!("| n | case | this sort (passes, kernels) | CUB merge sort | CUB radix sort | CPU std | CPU rayon | ratio |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("Throughput in Gkeys/s (median time in ms in parentheses); ratio = this sort / CUB merge sort.");
+    println!("\"this sort\" is the default strategy: host-queued stages below 2^23 keys (marked host), the");
+    println!("device-driven chain from 2^23 on; \"device-driven\" is the chain at every size.\n");
+    println!("| n | case | this sort (passes, kernels) | device-driven | CUB merge sort | CUB radix sort | CPU std | CPU rayon | ratio | ratio, device-driven |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let cell = |n: usize, ms: Option<f64>| match ms {
         Some(ms) => format!("{:.2} ({:.3})", gkeys(n, ms), ms),
         None => "—".to_string(),
     };
     for r in rows {
         println!(
-            "| 2^{} | {} | {} ({}, {}) | {} | {} | {} | {} | {:.2} |",
+            "| 2^{} | {} | {} ({}, {}{}) | {} | {} | {} | {} | {} | {:.2} | {:.2} |",
             r.n.trailing_zeros(),
             r.case.name(),
             cell(r.n, Some(r.ours)),
             r.passes,
             r.kernels,
+            if r.host_driven { ", host" } else { "" },
+            cell(r.n, Some(r.device_driven)),
             cell(r.n, Some(r.cub_merge)),
             cell(r.n, Some(r.cub_radix)),
             cell(r.n, r.cpu_std),
             cell(r.n, r.cpu_rayon),
-            r.cub_merge / r.ours
+            r.cub_merge / r.ours,
+            r.cub_merge / r.device_driven
         );
     }
 }

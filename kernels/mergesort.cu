@@ -1,14 +1,19 @@
 // A stable GPU merge sort driven by the GPU itself (CUDA dynamic parallelism, CDP2): the host
-// launches the tile sort, and every kernel of the chain launches the next one into
-// cudaStreamTailLaunch, so the log2(n / tile) merge passes run with no host round trip.
+// launches the tile sort, whose first thread queues the log2(n / tile) merge passes in its
+// cudaStreamTailLaunch, so they run back to back with no host round trip.
 //
 // Stages and their kernels: mergesort_block_sort.cuh (tiles), mergesort_merge_pass.cuh (merge
 // passes), mergesort_chain.cuh (the chain); buffers, status word and tuning:
 // mergesort_plan.cuh; key encoding: mergesort_keys.cuh.
 //
-// Pending launches: a device-driven chain has at most one launch pending at any time (each
-// stage's grid launches only its successor), whatever n, far below the device runtime's default
-// of 2048 (cudaLimitDevRuntimePendingLaunchCount), which this code leaves untouched.
+// Pending launches: a device-driven sort has at most one pending launch per stage after the
+// first (the first grid queues them all; 2 * passes + 1 stages with partition kernels, passes
+// + 1 fused), fewer than 50 for every n that fits in an 80 GB GPU (passes <= 24 with tiles of
+// at least 2,560 keys), far below the device runtime's default pool of 2048
+// (cudaLimitDevRuntimePendingLaunchCount), which this code leaves untouched. When the pool is
+// full anyway (a smaller limit, many sorts at once), the queue resumes from its last stage, so
+// a sort needs only two free entries; with the LAUNCH_CHAINED flag each stage launches only the
+// next (one pending launch).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -47,7 +52,12 @@ enum : uint32_t {
     CUDA_RT_SORT_GRID_MASK = 0x30000,
     CUDA_RT_SORT_GRID_PERSISTENT = 0x10000,
     CUDA_RT_SORT_GRID_PER_TILE = 0x20000,
-    CUDA_RT_SORT_FLAGS_KNOWN = 0x3ffff,
+    // Device-driven sorts: the first grid queues every later stage in its tail-launch stream
+    // ("queued"), or each stage's grid launches the next ("chained").
+    CUDA_RT_SORT_LAUNCH_MASK = 0xc0000,
+    CUDA_RT_SORT_LAUNCH_QUEUED = 0x40000,
+    CUDA_RT_SORT_LAUNCH_CHAINED = 0x80000,
+    CUDA_RT_SORT_FLAGS_KNOWN = 0xfffff,
 };
 
 // What a sort of n elements needs and does, for the given key and value sizes and flags.
@@ -83,20 +93,29 @@ namespace cuda_rt_sort {
 namespace {
 
 // The choices the library makes, from H100 measurements (BENCHMARKS.md):
+// - driver: the device from kDeviceDriverMinN keys on; below, the host queues every stage,
+//   because there the device-side launch links cost more than the merge passes they order
+//   (2^20 u32 keys: 0.154 ms device-driven, 0.089 host-queued; 2^23: 0.445 against 0.386,
+//   where the device-driven chain already beats CUB's 0.457);
 // - cuts: fused at every size: each merge block searches the cuts of all its tiles when it
 //   starts, narrowed by the previous stage's tile samples, which costs less than a partition
 //   kernel and its tail launch per pass (2^28 keys: 15.7 against 16.2 ms);
 // - tiles: wide (one pass fewer, for a tile sort that costs a little more) from
 //   kNarrowTileMaxN keys on, narrow below, where a merge pass costs less than a tile-sort round
 //   (2^20 u32 keys: 0.158 against 0.189 ms; 2^24: 0.938 against 0.907);
-// - merge blocks: up to kNarrowMergeMaxN keys, 512 threads (two merge tiles), above 1024;
-// - merge grids: one block per SM, looping over its tiles.
-constexpr unsigned long long kNarrowMergeMaxN = 1ull << 21;
+// - merge blocks: up to kNarrowMergeMaxN keys, 512 threads (two merge tiles), above 1024
+//   (2^24 u32 keys: 0.840 against 0.859 ms; 2^28: 13.84 against 13.81);
+// - merge grids: one block per SM, looping over its tiles;
+// - device-side launches: the first grid queues every later stage in its tail-launch stream
+//   (2^24 u32 keys: 0.856 ms, against 0.919 when each stage launches the next).
+constexpr unsigned long long kDeviceDriverMinN = 1ull << 23;
+constexpr unsigned long long kNarrowMergeMaxN = 1ull << 26;
 constexpr unsigned long long kNarrowTileMaxN = 1ull << 22;
 
 template <class K, class V>
 uint32_t resolve_flags(unsigned long long n, uint32_t flags) {
-    if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0) flags |= CUDA_RT_SORT_DRIVER_DEVICE;
+    if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0)
+        flags |= n < kDeviceDriverMinN ? CUDA_RT_SORT_DRIVER_HOST : CUDA_RT_SORT_DRIVER_DEVICE;
     if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0)
         flags |= CUDA_RT_SORT_CUTS_FUSED;
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0)
@@ -104,6 +123,7 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags) {
     if ((flags & CUDA_RT_SORT_MERGE_MASK) == 0)
         flags |= n <= kNarrowMergeMaxN ? CUDA_RT_SORT_MERGE_NARROW : CUDA_RT_SORT_MERGE_WIDE;
     if ((flags & CUDA_RT_SORT_GRID_MASK) == 0) flags |= CUDA_RT_SORT_GRID_PERSISTENT;
+    if ((flags & CUDA_RT_SORT_LAUNCH_MASK) == 0) flags |= CUDA_RT_SORT_LAUNCH_QUEUED;
     return flags;
 }
 
@@ -260,6 +280,7 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.sort_threads = int(layout.sort_tile / Policy<K, V>::SORT_ITEMS);
     plan.fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
+    plan.queued = (flags & CUDA_RT_SORT_LAUNCH_MASK) == CUDA_RT_SORT_LAUNCH_QUEUED;
     plan.fail_stage =
         int((flags & CUDA_RT_SORT_FAIL_STAGE_MASK) >> CUDA_RT_SORT_FAIL_STAGE_SHIFT) - 1;
     plan.merge_groups = (flags & CUDA_RT_SORT_MERGE_MASK) == CUDA_RT_SORT_MERGE_NARROW

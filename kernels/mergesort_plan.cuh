@@ -4,9 +4,10 @@
 // Stages: stage 0 sorts tiles (block_sort_kernel); then `passes` merge passes follow, each of
 // which doubles the length of the sorted runs. A pass is either one merge kernel that finds its
 // own merge-path cuts ("fused"), or a partition kernel followed by a merge kernel. The stages run
-// as a chain: each kernel's first thread launches the next stage into cudaStreamTailLaunch, so it
-// starts when the launching grid has finished, with no host round trip (CUDA dynamic
-// parallelism, CDP2). At most one launch per sort is pending at any time.
+// as a chain with no host round trip: in a device-driven sort (CUDA dynamic parallelism, CDP2)
+// the tile sort's first thread queues every later stage in its cudaStreamTailLaunch, where each
+// starts when the previous one has finished (mergesort_chain.cuh); in a host-driven one the
+// host queues them all on its stream.
 #pragma once
 
 #include <cstddef>
@@ -20,12 +21,20 @@ namespace cuda_rt_sort {
 // - the first stage writes kStatusRunning (or kStatusDone when it is also the last);
 // - only the last stage writes kStatusDone, so a sort whose chain broke anywhere never reads
 //   "done";
-// - a failed device-side launch writes kStatusLaunchFailed | (stage << 16) | cudaError_t.
+// - a failed device-side launch writes kStatusLaunchFailed | (stage << 16) | cudaError_t;
+// - a queue of tail launches that the device runtime's pending-launch pool cut short at stage s
+//   writes kStatusResume | (s << 16): stage s - 1 launches the rest and writes kStatusRunning
+//   again (a sort that ends with this word broke, like any word but kStatusDone).
 constexpr uint32_t kStatusDone = 0;
 constexpr uint32_t kStatusRunning = 1;
 // Merge passes are needed but a scratch buffer pointer is null; nothing was written.
 constexpr uint32_t kStatusScratchMissing = 2;
+constexpr uint32_t kStatusResume = 3;
 constexpr uint32_t kStatusLaunchFailed = 0x80000000u;
+
+__host__ __device__ constexpr uint32_t resume_at(int stage) {
+    return kStatusResume | (uint32_t(stage & 0x7fff) << 16);
+}
 
 __host__ __device__ constexpr uint32_t launch_failure(int stage, int error) {
     return kStatusLaunchFailed | (uint32_t(stage & 0x7fff) << 16) | (uint32_t(error) & 0xffff);
@@ -137,7 +146,9 @@ struct SortPlan {
     int sort_tile;              // keys per sorted tile
     int sort_threads;           // threads of a tile-sort block
     int fused;                  // 1: merge blocks find their own cuts (no partition kernels)
-    int device_driven;          // 1: each stage launches the next from the device
+    int device_driven;          // 1: stages after the first are launched from the device
+    int queued;                 // device-driven: 1: the first grid launches them all, 0: each
+                                // stage's grid launches the next
     int fail_stage;             // tests only: launch this stage with an invalid configuration
     int merge_groups;           // groups (merge tiles) per merge block
     int merge_grid;             // most blocks of a merge grid (one per SM), or 0: one per tile

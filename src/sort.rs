@@ -3,16 +3,20 @@
 //! values of 4, 8 or 16 bytes, ascending or descending.
 //!
 //! # How it works
-//! One host launch per sort: a grid sorts tiles in shared memory (one block per tile: 1024
-//! threads × 17 keys for 4-byte keys, fewer keys per thread for larger keys and pairs), and its
-//! first thread launches the first merge pass into
-//! `cudaStreamTailLaunch`; every merge pass launches the next the same way, so the
-//! `ceil(log2(n / tile))` passes run back to back with no host round trip. Each pass merges
-//! pairs of sorted runs over the whole array, cut by merge path into equal tiles, one per block,
-//! so every pass keeps the whole GPU busy. Passes ping-pong between the caller's buffer and a
-//! scratch buffer of the same size, ordered so that the last one writes the caller's buffer.
-//! At most one device-side launch per sort is pending at any time, whatever `n`, far below the
-//! device runtime's 2048 (`cudaLimitDevRuntimePendingLaunchCount`, left untouched).
+//! One host launch per sort: a grid sorts tiles in shared memory (one block per tile: up to
+//! 1024 threads × 34 keys for 4-byte keys, fewer keys per thread for larger keys and pairs),
+//! and its first thread queues the `ceil(log2(n / tile))` merge passes in the grid's
+//! `cudaStreamTailLaunch`, where they run back to back, each after the previous one, with no
+//! host round trip. Each pass merges pairs of sorted runs over the whole array, cut by merge
+//! path into equal tiles, so every pass keeps the whole GPU busy. Passes ping-pong between the
+//! caller's buffer and a scratch buffer of the same size, ordered so that the last one writes
+//! the caller's buffer. A sort has at most one device-side launch pending per merge pass (fewer
+//! than 50 for any `n` an 80 GB GPU holds), far below the device runtime's 2048
+//! (`cudaLimitDevRuntimePendingLaunchCount`, left untouched); when the pool is full anyway the
+//! queue resumes from its last queued pass.
+//!
+//! Below 2^23 keys the library queues the same kernels from the host instead ([`Driver`]):
+//! there the device-side launch links cost more than the merge passes they order.
 //!
 //! Throughput on an H100 and what bounds it: `BENCHMARKS.md` at the repository root.
 //!
@@ -115,12 +119,15 @@ sort_key!(
 /// Which kernel launches the stages after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Driver {
-    /// Chosen by the library: the device.
+    /// Chosen by the library: the device from 2^23 keys on; the host below, where the
+    /// device-side launch links cost more than the merge passes they order (BENCHMARKS.md).
     #[default]
     Auto,
-    /// The device: every stage tail-launches the next (one host launch per sort).
+    /// The device (CUDA dynamic parallelism): the host launches the tile sort, whose first
+    /// thread queues every merge pass in the grid's tail-launch stream (one host launch per
+    /// sort; each pass starts when the previous one has finished).
     Device,
-    /// The host: every stage is a host launch on the stream (for comparison).
+    /// The host: every stage is a host launch on the stream, queued at once.
     Host,
 }
 

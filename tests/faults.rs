@@ -337,11 +337,29 @@ fn a_failed_device_side_launch_in_the_sort_is_an_error_never_a_half_sorted_buffe
         child.dump()
     );
     let lines = child.lines();
+    for line in &lines {
+        println!("child: {line}");
+    }
     assert!(
         !lines.iter().any(|l| l.contains("UNSORTED")),
         "a sort claimed success with unsorted keys:\n{}",
         child.dump()
     );
+    // With room for two pending launches, a device-driven sort whose queue of tail launches
+    // overflows the pool resumes it from its last queued stage, so every sort still sorts.
+    let pool = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("pending-launch limit: "))
+        .and_then(|l| l.rsplit("now ").next())
+        .and_then(|now| now.trim().parse::<usize>().ok());
+    if pool.is_some_and(|p| p >= 2) {
+        let limited: Vec<_> = lines.iter().filter(|l| l.starts_with("limited")).collect();
+        assert!(
+            limited.len() == 3 && limited.iter().all(|l| l.ends_with(": sorted")),
+            "{}",
+            child.dump()
+        );
+    }
     let injected = lines
         .iter()
         .filter(|l| l.starts_with("injection at"))

@@ -252,14 +252,19 @@ fn a_failed_device_side_launch_is_reported() {
     let n = 5 * tile;
     let input: Vec<u32> = make(Dist::Uniform, n, 8);
     let d = DeviceVec::from_slice(&input);
-    for (stage, cuts) in [
-        (1u32, Cuts::Fused),
-        (2, Cuts::Fused),
-        (1, Cuts::Kernel),
-        (4, Cuts::Kernel),
+    use cuda_rt_kernels::sort::ffi::flags::{FAIL_STAGE_SHIFT, LAUNCH_CHAINED, LAUNCH_QUEUED};
+    // Queued: the first grid's launch of that stage fails; chained: the previous stage's does.
+    for (stage, cuts, launch) in [
+        (1u32, Cuts::Fused, LAUNCH_QUEUED),
+        (2, Cuts::Fused, LAUNCH_QUEUED),
+        (1, Cuts::Kernel, LAUNCH_QUEUED),
+        (4, Cuts::Kernel, LAUNCH_QUEUED),
+        (1, Cuts::Fused, LAUNCH_CHAINED),
+        (3, Cuts::Fused, LAUNCH_CHAINED),
+        (4, Cuts::Kernel, LAUNCH_CHAINED),
     ] {
         let buffers = RawSortBuffers {
-            test_flags: (stage + 1) << cuda_rt_kernels::sort::ffi::flags::FAIL_STAGE_SHIFT,
+            test_flags: ((stage + 1) << FAIL_STAGE_SHIFT) | launch,
             ..RawSortBuffers::keys(d.ptr(), n)
         };
         let strategy = Strategy {
@@ -272,10 +277,13 @@ fn a_failed_device_side_launch_is_reported() {
                 assert_eq!(s, stage);
                 // A block of 0 threads: the device runtime reports an invalid configuration.
                 assert_ne!(status, cuda_rt_sys::cudaSuccess);
-                eprintln!("stage {stage} {cuts:?}: {}", gpu_test::error_name(status));
+                eprintln!(
+                    "stage {stage} {cuts:?} launch {launch:#x}: {}",
+                    gpu_test::error_name(status)
+                );
             }
             other => {
-                panic!("stage {stage} {cuts:?}: expected a device launch error, got {other:?}")
+                panic!("stage {stage} {cuts:?} launch {launch:#x}: expected a device launch error, got {other:?}")
             }
         }
     }
@@ -444,14 +452,15 @@ fn prop_pairs() {
 }
 
 /// The paths the default strategy does not take: merge grids of one tile per group (flag
-/// GRID_PER_TILE), and buffers that start off the 16-byte alignment of an allocation (bulk
-/// copies then move each run's aligned middle only, and merged tiles leave through the
-/// threads' stores). Keys and pairs, against the CPU; the element before the offset buffer is
-/// never written.
+/// GRID_PER_TILE), each stage launching the next from the device (LAUNCH_CHAINED) rather than
+/// the first grid queueing them all, and buffers that start off the 16-byte alignment of an
+/// allocation (bulk copies then move each run's aligned middle only, and merged tiles leave
+/// through the threads' stores). Keys and pairs, against the CPU; the element before the
+/// offset buffer is never written.
 #[test]
 fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
     let Some(_gpu) = gpu_test::gpu() else { return };
-    use cuda_rt_kernels::sort::ffi::flags::GRID_PER_TILE;
+    use cuda_rt_kernels::sort::ffi::flags::{GRID_PER_TILE, LAUNCH_CHAINED};
     let mut sorter = Sorter::new();
     let tile = sort_tile_len::<u32>(0).unwrap();
     let lengths: &[usize] = if quick() {
@@ -460,7 +469,13 @@ fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
         &[3 * tile + 7, 9 * tile + 1, (1 << 20) + 13]
     };
     for &n in lengths {
-        for (grid, offset) in [(GRID_PER_TILE, 0usize), (0, 1), (GRID_PER_TILE, 3)] {
+        for (grid, offset) in [
+            (GRID_PER_TILE, 0usize),
+            (0, 1),
+            (GRID_PER_TILE, 3),
+            (LAUNCH_CHAINED, 0),
+            (LAUNCH_CHAINED | GRID_PER_TILE, 1),
+        ] {
             let input: Vec<u32> = make(Dist::Uniform, n, n as u64 ^ offset as u64);
             let mut padded = vec![0xDEAD_BEEFu32; offset];
             padded.extend_from_slice(&input);

@@ -36,6 +36,12 @@ pub mod flags {
     pub const GRID_PERSISTENT: u32 = 0x10000;
     /// Merge grids of one merge tile per group.
     pub const GRID_PER_TILE: u32 = 0x20000;
+    /// Mask of the device-side launch field (device-driven sorts; 0: chosen by the library).
+    pub const LAUNCH_MASK: u32 = 0xc0000;
+    /// The first grid queues every later stage in its tail-launch stream.
+    pub const LAUNCH_QUEUED: u32 = 0x40000;
+    /// Each stage's grid launches the next stage into its tail-launch stream.
+    pub const LAUNCH_CHAINED: u32 = 0x80000;
     /// Tests only: `(stage + 1) << FAIL_STAGE_SHIFT` makes the launch of `stage` fail (an
     /// invalid configuration), to exercise the error path.
     pub const FAIL_STAGE_SHIFT: u32 = 8;
@@ -103,6 +109,10 @@ pub const STATUS_DONE: u32 = 0;
 pub const STATUS_RUNNING: u32 = 1;
 /// Status word: merge passes were needed and a scratch pointer was null.
 pub const STATUS_SCRATCH_MISSING: u32 = 2;
+/// Status word, low 16 bits: the first grid's queue of device-side launches was cut short by a
+/// full pending-launch pool at stage `word >> 16`, which the stage before it launches; a sort
+/// that ends with this word did not finish.
+pub const STATUS_RESUME: u32 = 3;
 /// Status word bit: a device-side launch failed (stage in bits 16..31, status in bits 0..16).
 pub const STATUS_LAUNCH_FAILED: u32 = 0x8000_0000;
 

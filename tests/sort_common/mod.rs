@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
-use cuda_rt_kernels::sort::{Order, SortError, SortKey, Strategy};
+use cuda_rt_kernels::sort::{Driver, Order, SortError, SortKey, Strategy};
 use cuda_rt_sys::*;
 use std::cmp::Ordering;
 use std::ffi::c_void;
@@ -379,13 +379,23 @@ impl Sorter {
         }
     }
 
-    /// Runs one sort of `buffers` and waits for it.
+    /// Runs one sort of `buffers` and waits for it. A strategy whose driver is `Auto` runs
+    /// device-driven (host-driven under `CUDA_RT_SORT_TEST_DRIVER=host`), so that the tests'
+    /// small sorts take the dynamic-parallelism chain too (the library itself queues small
+    /// sorts from the host: the API tests cover that choice).
     pub fn run(
         &mut self,
         buffers: &RawSortBuffers,
         order: Order,
-        strategy: Strategy,
+        mut strategy: Strategy,
     ) -> Result<(), SortError> {
+        if strategy.driver == Driver::Auto {
+            strategy.driver = if host_driver_only() {
+                Driver::Host
+            } else {
+                Driver::Device
+            };
+        }
         self.prepare(buffers, strategy);
         // SAFETY: the buffers are live test allocations of n elements, used by nothing else;
         // the stream is live; finish waits for the work.
