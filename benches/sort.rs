@@ -946,7 +946,8 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
             ("narrow-tile", Driver::Auto, Cuts::Auto, TILE_NARROW),
             ("merge-512", Driver::Auto, Cuts::Auto, MERGE_NARROW),
             ("merge-1024", Driver::Auto, Cuts::Auto, MERGE_WIDE),
-            ("chained", Driver::Auto, Cuts::Auto, LAUNCH_CHAINED),
+            ("device-driven", Driver::Device, Cuts::Auto, 0),
+            ("chained", Driver::Device, Cuts::Auto, LAUNCH_CHAINED),
             ("host-driven", host, Cuts::Auto, 0),
             ("host/narrow-tile", host, Cuts::Auto, TILE_NARROW),
             (

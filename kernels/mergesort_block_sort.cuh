@@ -232,9 +232,20 @@ __global__ void __launch_bounds__(SORT_THREADS, Policy<K, V>::SORT_MIN_THREADS /
         if (blockIdx.x == 0 && threadIdx.x == 0) *plan.status = kStatusScratchMissing;
         return;
     }
-    chain_next<K, V>(plan, 0);
+    // A device-driven sort's block 0 only launches the later stages (launcher_block), so that
+    // no tile waits for them; the tiles are blocks 1.. then.
+    unsigned long long tile = blockIdx.x;
+    if (launcher_block(plan)) {
+        if (blockIdx.x == 0) {
+            chain_next<K, V>(plan, 0);
+            return;
+        }
+        --tile;
+    } else {
+        chain_next<K, V>(plan, 0);
+    }
     constexpr int TILE = SORT_THREADS * Policy<K, V>::SORT_ITEMS;
-    const unsigned long long begin = (unsigned long long)blockIdx.x * TILE;
+    const unsigned long long begin = tile * TILE;
     const unsigned long long rest = plan.n - begin;
     if (rest >= TILE) {
         sort_tile<K, V, SORT_THREADS, true>(plan, begin, TILE);

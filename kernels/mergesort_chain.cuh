@@ -30,13 +30,24 @@ struct StageLaunch {
     size_t smem;
 };
 
+// Whether the tile sort of `plan` has a block of its own (block 0) for the device-side launches
+// of the later stages. Each device-side launch keeps the launching thread busy for about 9 µs
+// (H100, CUDA 13.0: 83 µs for the 9 launches of a 2^24-key sort, measured with %globaltimer),
+// so a tile whose block also launched would finish that much later. (The device runtime's
+// low-level cudaGetParameterBuffer / cudaLaunchDevice pair returned cudaErrorInvalidValue under
+// CDP2 on this driver, so launches stay <<<>>>.)
+__host__ __device__ inline bool launcher_block(const SortPlan& plan) {
+    return plan.device_driven && plan.queued && last_stage(plan) > 0;
+}
+
 template <class K, class V>
 __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int stage) {
     using P = Policy<K, V>;
     // Tests of the error path: a block of 0 threads is an invalid launch configuration.
     const unsigned block_scale = stage == plan.fail_stage ? 0 : 1;
     if (stage == 0) {
-        const unsigned tiles = unsigned(ceil_div<unsigned long long>(plan.n, plan.sort_tile));
+        const unsigned tiles = unsigned(ceil_div<unsigned long long>(plan.n, plan.sort_tile)) +
+                               (launcher_block(plan) ? 1 : 0);
         const bool wide = plan.sort_threads == P::SORT_THREADS_WIDE;
         const int threads = wide ? P::SORT_THREADS_WIDE : P::SORT_THREADS_NARROW;
         return {wide ? StageKernel::kSortWide : StageKernel::kSortNarrow, tiles,
@@ -126,7 +137,9 @@ __host__ cudaError_t launch_stage_from_host(const SortPlan& plan, int stage, cud
 // Grids in one grid's tail-launch stream run one after another, each after the previous one and
 // all its work have finished. A failed launch ends the queue: the last stage never runs and the
 // status word keeps the failure, except when the device runtime's pool of pending launches
-// (cudaLimitDevRuntimePendingLaunchCount) is full after at least one stage was queued: then the
+// (cudaLimitDevRuntimePendingLaunchCount: a launch into a full pool fails with
+// cudaErrorLaunchPendingCountExceeded on an H100 with CUDA 13.0, cudaErrorLaunchOutOfResources
+// in the Programming Guide) is full after at least one stage was queued: then the
 // last queued stage queues the rest when it runs (resume_at), by which time its predecessors'
 // launches have left the pool.
 template <class K, class V>
@@ -134,9 +147,9 @@ __device__ void queue_stages(const SortPlan& plan, int from, int last) {
     for (int next = from; next <= last; ++next) {
         const cudaError_t error = launch_stage_from_device<K, V>(plan, next);
         if (error == cudaSuccess) continue;
-        *plan.status = error == cudaErrorLaunchPendingCountExceeded && next > from
-                           ? resume_at(next)
-                           : launch_failure(next, int(error));
+        const bool pool_full = error == cudaErrorLaunchOutOfResources ||
+                               error == cudaErrorLaunchPendingCountExceeded;
+        *plan.status = pool_full && next > from ? resume_at(next) : launch_failure(next, int(error));
         return;
     }
 }

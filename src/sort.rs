@@ -287,12 +287,25 @@ impl fmt::Display for SortError {
             SortError::Cuda { call, status } => {
                 write!(f, "sort: {call}: {} (status {status})", status_name(status))
             }
-            SortError::DeviceLaunch { stage, status } => write!(
-                f,
-                "sort: the device-side launch of stage {stage} failed: {} (status {status}); \
-                 the keys are not sorted",
-                status_name(status)
-            ),
+            SortError::DeviceLaunch { stage, status } => {
+                write!(
+                    f,
+                    "sort: the device-side launch of stage {stage} failed: {} (status {status}); \
+                     the keys are not sorted",
+                    status_name(status)
+                )?;
+                if status == sys::cudaErrorLaunchPendingCountExceeded
+                    || status == sys::cudaErrorLaunchOutOfResources
+                {
+                    write!(
+                        f,
+                        " (the device runtime's pool of pending launches was full: raise \
+                         cudaLimitDevRuntimePendingLaunchCount, cuda_rt::Limit::\
+                         DevRuntimePendingLaunchCount, or run fewer sorts at once)"
+                    )?;
+                }
+                Ok(())
+            }
             SortError::ScratchMissing => {
                 write!(
                     f,

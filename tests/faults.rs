@@ -360,6 +360,22 @@ fn a_failed_device_side_launch_in_the_sort_is_an_error_never_a_half_sorted_buffe
             child.dump()
         );
     }
+    // Sorts crowding the pool: each one sorted, or refused with the pool's own error.
+    let crowded: Vec<_> = lines
+        .iter()
+        .filter(|l| l.starts_with("crowded sort"))
+        .collect();
+    let crowded_sorted = crowded.iter().filter(|l| l.ends_with(": sorted")).count();
+    assert!(
+        crowded.len() == 16
+            && crowded_sorted >= 1
+            && crowded.iter().all(|l| l.ends_with(": sorted")
+                || l.ends_with("cudaErrorLaunchOutOfResources")
+                || l.ends_with("cudaErrorLaunchPendingCountExceeded")),
+        "{}",
+        child.dump()
+    );
+    println!("crowded sorts: {crowded_sorted} of 16 sorted");
     let injected = lines
         .iter()
         .filter(|l| l.starts_with("injection at"))
@@ -426,6 +442,7 @@ fn child_sort_launch_failures() {
     for n in [100_000, 1 << 20, 3_000_017] {
         let _ = run(n, 0, "limited");
     }
+    crowded_sorts(device_driven);
     // Every stage of a sort with several passes, failed on purpose.
     let n = 1 << 20;
     let passes = layout(n, u32::FORMAT, 0, device_driven).unwrap().passes;
@@ -453,6 +470,69 @@ fn child_sort_launch_failures() {
     // SAFETY: every sort was finished (waited for).
     unsafe { workspace.close() }.unwrap();
     println!("CHILD clean exit");
+}
+
+/// In the child, with the pending-launch pool at its smallest: 16 device-driven sorts queued at
+/// once on 16 streams, each of whose first grid queues 12 stages (partition kernels), so the
+/// queues overflow the pool. A queue cut short resumes from its last queued stage; a sort that
+/// still finds no room reports the device runtime's error. Each outcome is printed.
+fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy) {
+    use cuda_rt_kernels::sort::raw::{RawSortBuffers, RawWorkspace};
+    use cuda_rt_kernels::sort::{Cuts, Order, SortError, Strategy};
+    let strategy = Strategy {
+        cuts: Cuts::Kernel,
+        ..device_driven
+    };
+    let n = 1 << 20;
+    let mut jobs: Vec<_> = (0..16u64)
+        .map(|i| {
+            let input = random_keys(n, 1000 + i);
+            let keys = DeviceBuffer::from_slice(&input).unwrap();
+            let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+            (input, keys, stream, RawWorkspace::new())
+        })
+        .collect();
+    let queued: Vec<_> = jobs
+        .iter_mut()
+        .map(|(_, keys, stream, workspace)| {
+            let stream: &Stream = stream;
+            keys.enqueue_mut(stream, |ptr| {
+                // SAFETY: `ptr` holds n keys, ordered and kept alive by enqueue_mut; the stream
+                // is live; each workspace serves one stream and one sort, finished below.
+                unsafe {
+                    workspace.enqueue(
+                        &RawSortBuffers::keys(ptr, n),
+                        Order::Ascending,
+                        strategy,
+                        stream.as_raw(),
+                    )
+                }
+            })
+            .unwrap()
+        })
+        .collect();
+    for (i, ((input, keys, stream, workspace), queued)) in jobs.iter_mut().zip(queued).enumerate() {
+        let result = queued.and_then(|_| {
+            // SAFETY: this workspace's only sort was enqueued on `stream`, which is live.
+            unsafe { workspace.finish(stream.as_raw()) }
+        });
+        input.sort_unstable();
+        let sorted = keys.to_vec().unwrap() == *input;
+        match (&result, sorted) {
+            (Ok(()), true) => println!("CHILD crowded sort {i}: sorted"),
+            (Ok(()), false) => println!("CHILD crowded sort {i}: success reported, keys UNSORTED"),
+            (Err(SortError::DeviceLaunch { stage, status }), _) => println!(
+                "CHILD crowded sort {i}: launch of stage {stage} refused: {}",
+                gpu_test::error_name(*status)
+            ),
+            (Err(e), _) => println!("CHILD crowded sort {i}: other error {e:?}"),
+        }
+    }
+    for (_, _, stream, workspace) in jobs {
+        stream.synchronize().unwrap();
+        // SAFETY: the workspace's sort was finished (waited for).
+        unsafe { workspace.close() }.unwrap();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
