@@ -281,6 +281,8 @@ struct Bench {
     workspace: RawWorkspace,
     warmups: usize,
     reps: usize,
+    /// The sort's C entry point: None for the one the driver chooses.
+    entry: Option<cuda_rt_kernels::sort::ffi::SortEntry>,
 }
 
 impl Bench {
@@ -311,6 +313,7 @@ impl Bench {
             None => RawSortBuffers::keys(keys.ptr, n),
         };
         buffers.test_flags = extra_flags;
+        buffers.entry = self.entry;
         let value_bytes = if values.is_some() { 4 } else { 0 };
         let l = layout(n, K::FORMAT, value_bytes, strategy).unwrap();
         let stream = self.stream;
@@ -522,6 +525,7 @@ fn main() {
         workspace: RawWorkspace::new(),
         warmups: 3,
         reps: if quick { 5 } else { 15 },
+        entry: None,
     };
     if focus {
         println!("GPU: {}", gpu_name());
@@ -910,6 +914,9 @@ fn focus_report(bench: &mut Bench, args: &[String]) {
     }
 }
 
+/// A focus variant's marker for the kernels' build with relocatable device code.
+const RDC_BUILD: u32 = u32::MAX;
+
 fn focus_case<K: SortKey + Copy + PartialOrd>(
     bench: &mut Bench,
     args: &[String],
@@ -949,6 +956,7 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
             ("device-driven", Driver::Device, Cuts::Auto, 0),
             ("chained", Driver::Device, Cuts::Auto, LAUNCH_CHAINED),
             ("host-driven", host, Cuts::Auto, 0),
+            ("host, RDC build", host, Cuts::Auto, RDC_BUILD),
             ("host/narrow-tile", host, Cuts::Auto, TILE_NARROW),
             (
                 "fused/persistent",
@@ -970,8 +978,15 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
                 cuts,
                 ..Strategy::default()
             };
+            // RDC_BUILD is no flag: it selects the kernels' RDC build for a host-driven sort
+            // (which otherwise runs the build without `-rdc`).
+            if extra == RDC_BUILD {
+                bench.entry = Some(cuda_rt_kernels::sort::ffi::cuda_rt_kernels_sort);
+            }
+            let extra = if extra == RDC_BUILD { 0 } else { extra };
             let (ms, passes, _) =
                 bench.ours_with(&pristine, values.as_ref(), strategy, extra, true);
+            bench.entry = None;
             line += &format!(" {name} {ms:.3} ({:.2}x, {passes} passes) |", cub_ms / ms);
         }
         println!("{line}");

@@ -281,6 +281,9 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
     plan.queued = (flags & CUDA_RT_SORT_LAUNCH_MASK) == CUDA_RT_SORT_LAUNCH_QUEUED;
+#ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
+    plan.device_driven = 0;  // built without relocatable device code (build.rs, benchmarks)
+#endif
     plan.fail_stage =
         int((flags & CUDA_RT_SORT_FAIL_STAGE_MASK) >> CUDA_RT_SORT_FAIL_STAGE_SHIFT) - 1;
     plan.merge_groups = (flags & CUDA_RT_SORT_MERGE_MASK) == CUDA_RT_SORT_MERGE_NARROW

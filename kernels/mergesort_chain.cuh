@@ -171,6 +171,7 @@ __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
         return;
     }
     if (stage == 0) *plan.status = kStatusRunning;
+#ifndef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
     if (!plan.device_driven) return;
     if (!plan.queued) {
         const cudaError_t error = launch_stage_from_device<K, V>(plan, stage + 1);
@@ -186,6 +187,7 @@ __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
     if (*plan.status != resume_at(stage + 1)) return;
     *plan.status = kStatusRunning;
     queue_stages<K, V>(plan, stage + 1, last);
+#endif  // a build without relocatable device code (benchmarks) launches from the host only
 }
 
 }  // namespace cuda_rt_sort

@@ -103,6 +103,10 @@ pub struct SortArgs {
     pub flags: u32,
 }
 
+/// The signature of [`cuda_rt_kernels_sort`] and [`cuda_rt_kernels_sort_nordc`].
+pub type SortEntry =
+    unsafe extern "C" fn(args: *const SortArgs, stream: cudaStream_t) -> cudaError_t;
+
 /// Status word: the sort completed.
 pub const STATUS_DONE: u32 = 0;
 /// Status word: the chain started and did not reach its last stage.
@@ -135,6 +139,13 @@ unsafe extern "C" {
     /// Every pointer of `*args` must be device memory of the sizes the layout gives, valid
     /// until the sort's work completes, and not used by other work meanwhile.
     pub fn cuda_rt_kernels_sort(args: *const SortArgs, stream: cudaStream_t) -> cudaError_t;
+
+    /// `cuda_rt_kernels_sort` built without relocatable device code (build.rs): every stage a
+    /// host launch, whatever the driver flags say; host launches of these kernels cost less.
+    ///
+    /// # Safety
+    /// As [`cuda_rt_kernels_sort`].
+    pub fn cuda_rt_kernels_sort_nordc(args: *const SortArgs, stream: cudaStream_t) -> cudaError_t;
 
     /// Benchmarks only: runs the sort `*args` host-driven with an event around every stage,
     /// waits for it, and writes each stage's milliseconds to `stage_ms[0..*stages)`

@@ -217,9 +217,17 @@ impl RawWorkspace {
         // guarantees no other queued work uses the workspace.
         unsafe { self.reserve(&layout) }?;
         let args = self.args(buffers, order, strategy);
+        // Host-queued sorts run the build without relocatable device code (cheaper launches).
+        let host_driven = layout.flags & ffi::flags::DRIVER_MASK == ffi::flags::DRIVER_HOST;
+        let entry = buffers.entry.unwrap_or(if host_driven {
+            ffi::cuda_rt_kernels_sort_nordc
+        } else {
+            ffi::cuda_rt_kernels_sort
+        });
         // SAFETY: the buffers are as the caller guarantees; the scratch, cuts and status
-        // buffers were reserved for this layout above.
-        let status = unsafe { ffi::cuda_rt_kernels_sort(&args, stream) };
+        // buffers were reserved for this layout above; `entry` is one of the two builds of the
+        // sort (or, in benchmarks, a function of the same contract).
+        let status = unsafe { entry(&args, stream) };
         SortError::check(status, "cuda_rt_kernels_sort")?;
         Ok(layout)
     }
@@ -435,6 +443,11 @@ pub struct RawSortBuffers {
     /// Tests only: extra flags (fault injection, launch position). 0 otherwise.
     #[doc(hidden)]
     pub test_flags: u32,
+    /// Benchmarks only: the C entry point to call, instead of the one the driver chooses
+    /// (`cuda_rt_kernels_sort`, or `cuda_rt_kernels_sort_nordc` when host-driven). `None`
+    /// otherwise.
+    #[doc(hidden)]
+    pub entry: Option<ffi::SortEntry>,
 }
 
 impl RawSortBuffers {
@@ -449,6 +462,7 @@ impl RawSortBuffers {
             key: K::FORMAT,
             value_bytes: 0,
             test_flags: 0,
+            entry: None,
         }
     }
 
