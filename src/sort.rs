@@ -15,8 +15,9 @@
 //! (`cudaLimitDevRuntimePendingLaunchCount`, left untouched); when the pool is full anyway the
 //! queue resumes from its last queued pass.
 //!
-//! Below 2^23 keys the library queues the same kernels from the host instead ([`Driver`]):
-//! there the device-side launch links cost more than the merge passes they order.
+//! Below 2^23 keys the library queues the same kernels from the host instead ([`Driver`]),
+//! from a second build of them without relocatable device code (cheaper host launches): there
+//! the device-side launch links cost more than the merge passes they order.
 //!
 //! Throughput on an H100 and what bounds it: `BENCHMARKS.md` at the repository root.
 //!
@@ -127,7 +128,8 @@ pub enum Driver {
     /// thread queues every merge pass in the grid's tail-launch stream (one host launch per
     /// sort; each pass starts when the previous one has finished).
     Device,
-    /// The host: every stage is a host launch on the stream, queued at once.
+    /// The host: every stage is a host launch on the stream, queued at once, of the kernels'
+    /// build without relocatable device code.
     Host,
 }
 
