@@ -9,6 +9,7 @@
 //! buffer being sorted (not timed). Every method's output is checked once (sorted; pairs still
 //! together).
 
+use cuda_rt_kernels::sort::ffi::SortEntry;
 use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
 use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortKey, Strategy, TileWidth};
 use cuda_rt_sys::*;
@@ -282,7 +283,7 @@ struct Bench {
     warmups: usize,
     reps: usize,
     /// The sort's C entry point: None for the one the driver chooses.
-    entry: Option<cuda_rt_kernels::sort::ffi::SortEntry>,
+    entry: Option<SortEntry>,
 }
 
 impl Bench {
@@ -358,6 +359,30 @@ fn check_pairs<K: PartialEq + Copy>(in_keys: &[K], in_values: &[u32], keys: &[K]
             "a value lost its key"
         );
     }
+}
+
+/// CUB merge sort of u32 keys (median ms).
+fn cub_merge_keys_u32(b: &Bench, keys: &Dev<u32>) -> f64 {
+    cub_merge(b, keys, None, |t, bytes, k, _, n, s| {
+        // SAFETY: CUB over live device buffers of n elements, on a live stream.
+        unsafe { cuda_rt_bench_cub_merge_keys_u32(t, bytes, k, n, s) }
+    })
+}
+
+/// CUB merge sort of u64 keys (median ms).
+fn cub_merge_keys_u64(b: &Bench, keys: &Dev<u64>) -> f64 {
+    cub_merge(b, keys, None, |t, bytes, k, _, n, s| {
+        // SAFETY: CUB over live device buffers of n elements, on a live stream.
+        unsafe { cuda_rt_bench_cub_merge_keys_u64(t, bytes, k, n, s) }
+    })
+}
+
+/// CUB merge sort of u32 -> u32 pairs (median ms).
+fn cub_merge_pairs_u32(b: &Bench, keys: &Dev<u32>, values: &Dev<u32>) -> f64 {
+    cub_merge(b, keys, Some(values), |t, bytes, k, v, n, s| {
+        // SAFETY: CUB over live device buffers of n elements, on a live stream.
+        unsafe { cuda_rt_bench_cub_merge_pairs_u32(t, bytes, k, v, n, s) }
+    })
 }
 
 fn cub_merge<K: Copy + PartialOrd>(
@@ -591,10 +616,7 @@ fn main() {
                     }
                     let (cub_merge_ms, cub_radix_ms) = if let Some(pv) = &pv {
                         (
-                            cub_merge(&bench, &pristine, Some(pv), |t, b, k, v, n, s| {
-                                // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                                unsafe { cuda_rt_bench_cub_merge_pairs_u32(t, b, k, v, n, s) }
-                            }),
+                            cub_merge_pairs_u32(&bench, &pristine, pv),
                             cub_radix(
                                 &bench,
                                 &pristine,
@@ -611,10 +633,7 @@ fn main() {
                         )
                     } else {
                         (
-                            cub_merge(&bench, &pristine, None, |t, b, k, _, n, s| {
-                                // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                                unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
-                            }),
+                            cub_merge_keys_u32(&bench, &pristine),
                             cub_radix(&bench, &pristine, None, |t, b, k, ka, _, _, n, a, s| {
                                 // SAFETY: CUB over live device buffers of n elements, on a live stream.
                                 unsafe { cuda_rt_bench_cub_radix_keys_u32(t, b, k, ka, n, a, s) }
@@ -669,10 +688,7 @@ fn main() {
                         variant_lines
                             .extend(measure_variants(&mut bench, &pristine, None, n, case));
                     }
-                    let cub_merge_ms = cub_merge(&bench, &pristine, None, |t, b, k, _, n, s| {
-                        // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                        unsafe { cuda_rt_bench_cub_merge_keys_u64(t, b, k, n, s) }
-                    });
+                    let cub_merge_ms = cub_merge_keys_u64(&bench, &pristine);
                     let cub_radix_ms =
                         cub_radix(&bench, &pristine, None, |t, b, k, ka, _, _, n, a, s| {
                             // SAFETY: CUB over live device buffers of n elements, on a live stream.
@@ -732,10 +748,7 @@ fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
         let work = Dev::<u32>::new(n);
         if profile {
             // CUB first, so that a profiler's launch count limit catches both.
-            let ms = cub_merge(bench, &pristine, None, |t, b, k, _, n, s| {
-                // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
-            });
+            let ms = cub_merge_keys_u32(bench, &pristine);
             println!("2^{log} u32 CUB merge sort: {ms:.3} ms");
         }
         let strategies: &[(Cuts, TileWidth)] = if profile {
@@ -817,10 +830,7 @@ fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
             }
         }
         if !profile {
-            let ms = cub_merge(bench, &pristine, None, |t, b, k, _, n, s| {
-                // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                unsafe { cuda_rt_bench_cub_merge_keys_u32(t, b, k, n, s) }
-            });
+            let ms = cub_merge_keys_u32(bench, &pristine);
             println!("2^{log} u32 CUB merge sort: {ms:.3} ms");
         }
     }
@@ -876,46 +886,20 @@ fn focus_report(bench: &mut Bench, args: &[String]) {
             "u64",
             false,
             |r| r.next(),
-            |b, k, _| {
-                cub_merge(b, k, None, |t, bytes, k, _, n, s| {
-                    // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                    unsafe { cuda_rt_bench_cub_merge_keys_u64(t, bytes, k, n, s) }
-                })
-            },
+            |b, k, _| cub_merge_keys_u64(b, k),
         );
     } else if args.iter().any(|a| a == "pairs") {
-        focus_case::<u32>(
-            bench,
-            args,
-            "u32->u32 pairs",
-            true,
-            |r| r.next() as u32,
-            |b, k, v| {
-                cub_merge(b, k, v, |t, bytes, k, v, n, s| {
-                    // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                    unsafe { cuda_rt_bench_cub_merge_pairs_u32(t, bytes, k, v, n, s) }
-                })
-            },
-        );
+        let key = |r: &mut Rng| r.next() as u32;
+        focus_case::<u32>(bench, args, "u32->u32 pairs", true, key, |b, k, v| {
+            cub_merge_pairs_u32(b, k, v.expect("pairs have values"))
+        });
     } else {
-        focus_case::<u32>(
-            bench,
-            args,
-            "u32",
-            false,
-            |r| r.next() as u32,
-            |b, k, _| {
-                cub_merge(b, k, None, |t, bytes, k, _, n, s| {
-                    // SAFETY: CUB over live device buffers of n elements, on a live stream.
-                    unsafe { cuda_rt_bench_cub_merge_keys_u32(t, bytes, k, n, s) }
-                })
-            },
-        );
+        let key = |r: &mut Rng| r.next() as u32;
+        focus_case::<u32>(bench, args, "u32", false, key, |b, k, _| {
+            cub_merge_keys_u32(b, k)
+        });
     }
 }
-
-/// A focus variant's marker for the kernels' build with relocatable device code.
-const RDC_BUILD: u32 = u32::MAX;
 
 fn focus_case<K: SortKey + Copy + PartialOrd>(
     bench: &mut Bench,
@@ -947,43 +931,54 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
         let cub_ms = cub(bench, &pristine, values.as_ref());
         let mut line = format!("2^{log} {what}: CUB merge {cub_ms:.3} ms |");
         // Extra flags OR the strategy's: each variant sets one field the strategy leaves 0.
+        // A host-driven sort runs the build without `-rdc` unless given the RDC build's entry.
         let host = Driver::Host;
-        for (name, driver, cuts, extra) in [
-            ("auto", Driver::Auto, Cuts::Auto, 0),
-            ("narrow-tile", Driver::Auto, Cuts::Auto, TILE_NARROW),
-            ("merge-512", Driver::Auto, Cuts::Auto, MERGE_NARROW),
-            ("merge-1024", Driver::Auto, Cuts::Auto, MERGE_WIDE),
-            ("device-driven", Driver::Device, Cuts::Auto, 0),
-            ("chained", Driver::Device, Cuts::Auto, LAUNCH_CHAINED),
-            ("host-driven", host, Cuts::Auto, 0),
-            ("host, RDC build", host, Cuts::Auto, RDC_BUILD),
-            ("host/narrow-tile", host, Cuts::Auto, TILE_NARROW),
+        let rdc: Option<SortEntry> = Some(cuda_rt_kernels::sort::ffi::cuda_rt_kernels_sort);
+        for (name, driver, cuts, extra, entry) in [
+            ("auto", Driver::Auto, Cuts::Auto, 0, None),
+            ("narrow-tile", Driver::Auto, Cuts::Auto, TILE_NARROW, None),
+            ("merge-512", Driver::Auto, Cuts::Auto, MERGE_NARROW, None),
+            ("merge-1024", Driver::Auto, Cuts::Auto, MERGE_WIDE, None),
+            ("device-driven", Driver::Device, Cuts::Auto, 0, None),
+            ("chained", Driver::Device, Cuts::Auto, LAUNCH_CHAINED, None),
+            ("host-driven", host, Cuts::Auto, 0, None),
+            ("host, RDC build", host, Cuts::Auto, 0, rdc),
+            ("host/narrow-tile", host, Cuts::Auto, TILE_NARROW, None),
             (
                 "fused/persistent",
                 Driver::Auto,
                 Cuts::Fused,
                 GRID_PERSISTENT,
+                None,
             ),
-            ("fused/per-tile", Driver::Auto, Cuts::Fused, GRID_PER_TILE),
+            (
+                "fused/per-tile",
+                Driver::Auto,
+                Cuts::Fused,
+                GRID_PER_TILE,
+                None,
+            ),
             (
                 "kernel/persistent",
                 Driver::Auto,
                 Cuts::Kernel,
                 GRID_PERSISTENT,
+                None,
             ),
-            ("kernel/per-tile", Driver::Auto, Cuts::Kernel, GRID_PER_TILE),
+            (
+                "kernel/per-tile",
+                Driver::Auto,
+                Cuts::Kernel,
+                GRID_PER_TILE,
+                None,
+            ),
         ] {
             let strategy = Strategy {
                 driver,
                 cuts,
                 ..Strategy::default()
             };
-            // RDC_BUILD is no flag: it selects the kernels' RDC build for a host-driven sort
-            // (which otherwise runs the build without `-rdc`).
-            if extra == RDC_BUILD {
-                bench.entry = Some(cuda_rt_kernels::sort::ffi::cuda_rt_kernels_sort);
-            }
-            let extra = if extra == RDC_BUILD { 0 } else { extra };
+            bench.entry = entry;
             let (ms, passes, _) =
                 bench.ours_with(&pristine, values.as_ref(), strategy, extra, true);
             bench.entry = None;
