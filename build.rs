@@ -41,33 +41,13 @@ fn main() {
     // cc finds nvcc through NVCC; it must be the toolkit cuda-rt-sys found, not whatever is on PATH.
     // (A build script runs single-threaded, so setting a variable here races with nothing.)
     std::env::set_var("NVCC", &toolkit.nvcc);
-    let mut build = cc::Build::new();
+    let mut build = kernel_build(&archs);
     build
-        .cuda(true)
-        .cudart("none") // cuda-rt-sys links cudart (exactly one copy, in its mode)
-        // Kernels are always optimised: `cargo test` in the dev profile would otherwise get
-        // `-G` device code, tens of times slower. `CUDA_RT_LINEINFO=1` keeps source lines.
-        .debug(false)
-        .opt_level(3)
-        .include("kernels")
         .flag("-rdc=true")
-        .flag("-std=c++17")
-        .flag("--expt-relaxed-constexpr")
-        .flag("-Xptxas=-warn-spills")
         // nvlink resolves the device-side launch API (__cudaCDP2*) from libcudadevrt; `cc`'s
         // device-link step gets these flags too, which is the point.
         .flag(format!("-L{}", toolkit.lib_dir.display()))
-        .flag("-lcudadevrt")
-        .warnings(true);
-    for flag in cuda_build::gencode_flags(&archs) {
-        build.flag(flag);
-    }
-    if env("CUDA_RT_LINEINFO").is_some_and(|v| v == "1") {
-        build.flag("-lineinfo");
-    }
-    for flag in cuda_build::extra_nvcc_flags() {
-        build.flag(flag);
-    }
+        .flag("-lcudadevrt");
     for source in &sources {
         build.file(source);
     }
@@ -94,13 +74,11 @@ fn main() {
     }
 }
 
-/// `benches/cub_sort.cu` into `libcuda_rt_cub_bench.a`: no `-rdc`, so CUB gets nvcc's
-/// whole-program code generation; only the benchmark references its symbols. CUDA 13 keeps
-/// CUB in `include/cccl`, CUDA 12 in `include`.
-fn compile_cub_bench(toolkit: &Toolkit, archs: &[u32]) {
-    let source = Path::new("benches/cub_sort.cu");
-    println!("cargo:rerun-if-changed={}", source.display());
-    let cccl = toolkit.include_dir.join("cccl");
+/// An nvcc build through `cc`, as every archive of this package is made: optimised device code
+/// whatever the profile (`cargo test` in the dev profile would otherwise get `-G` device code,
+/// tens of times slower), C++17, nvcc's warnings shown, and no cudart of `cc`'s: cuda-rt-sys
+/// links cudart (exactly one copy, in its mode).
+fn nvcc_build() -> cc::Build {
     let mut build = cc::Build::new();
     build
         .cuda(true)
@@ -108,12 +86,44 @@ fn compile_cub_bench(toolkit: &Toolkit, archs: &[u32]) {
         .debug(false)
         .opt_level(3)
         .flag("-std=c++17")
+        .warnings(true);
+    build
+}
+
+/// The build of `kernels/`: their headers, the configured architectures, spill warnings,
+/// `CUDA_RT_LINEINFO=1` (source lines for profilers) and `CUDA_RT_NVCC_FLAGS`.
+fn kernel_build(archs: &[u32]) -> cc::Build {
+    let mut build = nvcc_build();
+    build
+        .include("kernels")
+        .flag("--expt-relaxed-constexpr")
+        .flag("-Xptxas=-warn-spills");
+    for flag in cuda_build::gencode_flags(archs) {
+        build.flag(flag);
+    }
+    if env("CUDA_RT_LINEINFO").is_some_and(|v| v == "1") {
+        build.flag("-lineinfo");
+    }
+    for flag in cuda_build::extra_nvcc_flags() {
+        build.flag(flag);
+    }
+    build
+}
+
+/// `benches/cub_sort.cu` into `libcuda_rt_cub_bench.a`: no `-rdc`, so CUB gets nvcc's
+/// whole-program code generation; only the benchmark references its symbols. CUDA 13 keeps
+/// CUB in `include/cccl`, CUDA 12 in `include`.
+fn compile_cub_bench(toolkit: &Toolkit, archs: &[u32]) {
+    let source = Path::new("benches/cub_sort.cu");
+    println!("cargo:rerun-if-changed={}", source.display());
+    let cccl = toolkit.include_dir.join("cccl");
+    let mut build = nvcc_build();
+    build
         .include(if cccl.is_dir() {
             cccl
         } else {
             toolkit.include_dir.clone()
         })
-        .warnings(true)
         .file(source);
     for arch in archs {
         build.flag(format!("-gencode=arch=compute_{arch},code=sm_{arch}"));
@@ -129,15 +139,7 @@ fn compile_cub_bench(toolkit: &Toolkit, archs: &[u32]) {
 /// preprocessor renames its namespace and C entry points (suffix `_nordc`), so no symbol
 /// collides with the RDC build's.
 fn compile_sort_without_rdc(archs: &[u32]) {
-    let mut build = cc::Build::new();
-    build
-        .cuda(true)
-        .cudart("none")
-        .debug(false)
-        .opt_level(3)
-        .include("kernels")
-        .flag("-std=c++17")
-        .flag("--expt-relaxed-constexpr")
+    kernel_build(archs)
         .define("CUDA_RT_SORT_HOST_LAUNCHES_ONLY", None)
         .define("cuda_rt_sort", "cuda_rt_sort_nordc")
         .define("cuda_rt_kernels_sort", "cuda_rt_kernels_sort_nordc")
@@ -149,15 +151,8 @@ fn compile_sort_without_rdc(archs: &[u32]) {
             "cuda_rt_kernels_sort_stage_times",
             "cuda_rt_kernels_sort_stage_times_nordc",
         )
-        .warnings(true)
-        .file("kernels/mergesort.cu");
-    for flag in cuda_build::gencode_flags(archs) {
-        build.flag(flag);
-    }
-    for flag in cuda_build::extra_nvcc_flags() {
-        build.flag(flag);
-    }
-    build.compile("cuda_rt_sort_nordc");
+        .file("kernels/mergesort.cu")
+        .compile("cuda_rt_sort_nordc");
 }
 
 /// The `.cu` files of `dir` (sorted, so builds are reproducible); `.cuh` files are included by
