@@ -282,7 +282,7 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
     plan.queued = (flags & CUDA_RT_SORT_LAUNCH_MASK) == CUDA_RT_SORT_LAUNCH_QUEUED;
 #ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
-    plan.device_driven = 0;  // built without relocatable device code (build.rs, benchmarks)
+    plan.device_driven = 0;  // the build without relocatable device code (build.rs)
 #endif
     plan.fail_stage =
         int((flags & CUDA_RT_SORT_FAIL_STAGE_MASK) >> CUDA_RT_SORT_FAIL_STAGE_SHIFT) - 1;

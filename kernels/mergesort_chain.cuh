@@ -187,7 +187,7 @@ __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
     if (*plan.status != resume_at(stage + 1)) return;
     *plan.status = kStatusRunning;
     queue_stages<K, V>(plan, stage + 1, last);
-#endif  // a build without relocatable device code (benchmarks) launches from the host only
+#endif  // the build without relocatable device code (build.rs) launches from the host only
 }
 
 }  // namespace cuda_rt_sort

@@ -219,16 +219,20 @@ impl RawWorkspace {
         let args = self.args(buffers, order, strategy);
         // Host-queued sorts run the build without relocatable device code (cheaper launches).
         let host_driven = layout.flags & ffi::flags::DRIVER_MASK == ffi::flags::DRIVER_HOST;
-        let entry = buffers.entry.unwrap_or(if host_driven {
-            ffi::cuda_rt_kernels_sort_nordc
+        let (entry, name): (ffi::SortEntry, _) = if host_driven {
+            (
+                ffi::cuda_rt_kernels_sort_nordc,
+                "cuda_rt_kernels_sort_nordc",
+            )
         } else {
-            ffi::cuda_rt_kernels_sort
-        });
+            (ffi::cuda_rt_kernels_sort, "cuda_rt_kernels_sort")
+        };
+        let entry = buffers.entry.unwrap_or(entry);
         // SAFETY: the buffers are as the caller guarantees; the scratch, cuts and status
         // buffers were reserved for this layout above; `entry` is one of the two builds of the
         // sort (or, in benchmarks, a function of the same contract).
         let status = unsafe { entry(&args, stream) };
-        SortError::check(status, "cuda_rt_kernels_sort")?;
+        SortError::check(status, name)?;
         Ok(layout)
     }
 
