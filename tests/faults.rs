@@ -432,11 +432,7 @@ fn child_sort_launch_failures() {
         let mut want = input;
         want.sort_unstable();
         let sorted = keys.to_vec().unwrap() == want;
-        match (&result, sorted) {
-            (Ok(()), true) => println!("CHILD {what} n={n}: sorted"),
-            (Ok(()), false) => println!("CHILD {what} n={n}: success reported, keys UNSORTED"),
-            (Err(e), _) => println!("CHILD {what} n={n}: error {e:?} (keys sorted: {sorted})"),
-        }
+        println!("CHILD {what} n={n}: {}", sort_outcome(&result, sorted));
         result
     };
     for n in [100_000, 1 << 20, 3_000_017] {
@@ -472,13 +468,29 @@ fn child_sort_launch_failures() {
     println!("CHILD clean exit");
 }
 
+/// How a child's sort ended, for the parent to read: "sorted", "success reported, keys
+/// UNSORTED" (what must never happen), a refused device-side launch ending with the CUDA error's
+/// name, or another error.
+fn sort_outcome(result: &Result<(), cuda_rt_kernels::sort::SortError>, sorted: bool) -> String {
+    use cuda_rt_kernels::sort::SortError;
+    match (result, sorted) {
+        (Ok(()), true) => "sorted".to_string(),
+        (Ok(()), false) => "success reported, keys UNSORTED".to_string(),
+        (Err(SortError::DeviceLaunch { stage, status }), _) => format!(
+            "launch of stage {stage} refused (keys sorted: {sorted}): {}",
+            gpu_test::error_name(*status)
+        ),
+        (Err(e), _) => format!("error {e:?} (keys sorted: {sorted})"),
+    }
+}
+
 /// In the child, with the pending-launch pool at its smallest: 16 device-driven sorts queued at
 /// once on 16 streams, each of whose first grid queues 12 stages (partition kernels), so the
 /// queues overflow the pool. A queue cut short resumes from its last queued stage; a sort that
 /// still finds no room reports the device runtime's error. Each outcome is printed.
 fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy) {
-    use cuda_rt_kernels::sort::raw::{RawSortBuffers, RawWorkspace};
-    use cuda_rt_kernels::sort::{Cuts, Order, SortError, Strategy};
+    use cuda_rt_kernels::sort::raw::RawWorkspace;
+    use cuda_rt_kernels::sort::{Cuts, Strategy};
     let strategy = Strategy {
         cuts: Cuts::Kernel,
         ..device_driven
@@ -495,20 +507,7 @@ fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy) {
     let queued: Vec<_> = jobs
         .iter_mut()
         .map(|(_, keys, stream, workspace)| {
-            let stream: &Stream = stream;
-            keys.enqueue_mut(stream, |ptr| {
-                // SAFETY: `ptr` holds n keys, ordered and kept alive by enqueue_mut; the stream
-                // is live; each workspace serves one stream and one sort, finished below.
-                unsafe {
-                    workspace.enqueue(
-                        &RawSortBuffers::keys(ptr, n),
-                        Order::Ascending,
-                        strategy,
-                        stream.as_raw(),
-                    )
-                }
-            })
-            .unwrap()
+            enqueue_sort_u32(workspace, keys, stream, strategy, 0).unwrap()
         })
         .collect();
     for (i, ((input, keys, stream, workspace), queued)) in jobs.iter_mut().zip(queued).enumerate() {
@@ -518,15 +517,7 @@ fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy) {
         });
         input.sort_unstable();
         let sorted = keys.to_vec().unwrap() == *input;
-        match (&result, sorted) {
-            (Ok(()), true) => println!("CHILD crowded sort {i}: sorted"),
-            (Ok(()), false) => println!("CHILD crowded sort {i}: success reported, keys UNSORTED"),
-            (Err(SortError::DeviceLaunch { stage, status }), _) => println!(
-                "CHILD crowded sort {i}: launch of stage {stage} refused: {}",
-                gpu_test::error_name(*status)
-            ),
-            (Err(e), _) => println!("CHILD crowded sort {i}: other error {e:?}"),
-        }
+        println!("CHILD crowded sort {i}: {}", sort_outcome(&result, sorted));
     }
     for (_, _, stream, workspace) in jobs {
         stream.synchronize().unwrap();

@@ -300,45 +300,53 @@ fn a_failed_device_side_launch_is_reported() {
 fn missing_scratch_is_reported_and_nothing_is_written() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     use cuda_rt_kernels::sort::ffi;
+    use ffi::flags::{DRIVER_DEVICE, DRIVER_HOST};
     let tile = sort_tile_len::<u32>(0).unwrap();
     let n = 3 * tile;
     let input: Vec<u32> = make(Dist::Uniform, n, 9);
-    let d = DeviceVec::from_slice(&input);
-    let status = DeviceVec::<u32>::new(1);
-    let stream = TestStream::new();
-    let args = ffi::SortArgs {
-        keys_in: std::ptr::null(),
-        values_in: std::ptr::null(),
-        keys: d.ptr().cast(),
-        keys_scratch: std::ptr::null_mut(),
-        values: std::ptr::null_mut(),
-        values_scratch: std::ptr::null_mut(),
-        cuts: std::ptr::null_mut(),
-        status: status.ptr(),
-        n: n as u64,
-        key_bytes: 4,
-        value_bytes: 0,
-        key_mode: 0,
-        flags: 0,
-    };
-    // SAFETY: the key buffer and the status word are live device allocations; the stream is
-    // synchronized before they are read or freed.
-    unsafe {
-        check(
-            ffi::cuda_rt_kernels_sort(&args, stream.0),
-            "cuda_rt_kernels_sort",
+    // The device-driven chain and the host-driven one of the RDC build, and the build without
+    // `-rdc` (which host-queued sorts use).
+    let entries: [(ffi::SortEntry, u32, &str); 3] = [
+        (ffi::cuda_rt_kernels_sort, DRIVER_DEVICE, "device-driven"),
+        (ffi::cuda_rt_kernels_sort, DRIVER_HOST, "host-driven"),
+        (ffi::cuda_rt_kernels_sort_nordc, 0, "without -rdc"),
+    ];
+    for (entry, flags, what) in entries {
+        let d = DeviceVec::from_slice(&input);
+        let status = DeviceVec::<u32>::new(1);
+        let stream = TestStream::new();
+        let args = ffi::SortArgs {
+            keys_in: std::ptr::null(),
+            values_in: std::ptr::null(),
+            keys: d.ptr().cast(),
+            keys_scratch: std::ptr::null_mut(),
+            values: std::ptr::null_mut(),
+            values_scratch: std::ptr::null_mut(),
+            cuts: std::ptr::null_mut(),
+            status: status.ptr(),
+            n: n as u64,
+            key_bytes: 4,
+            value_bytes: 0,
+            key_mode: 0,
+            flags,
+        };
+        // SAFETY: the key buffer and the status word are live device allocations; the stream
+        // is synchronized before they are read or freed.
+        unsafe {
+            check(entry(&args, stream.0), what);
+            check(
+                cuda_rt_sys::cudaStreamSynchronize(stream.0),
+                "cudaStreamSynchronize",
+            );
+        }
+        let word = status.to_vec()[0];
+        assert_eq!(
+            SortError::from_status_word(word),
+            Err(SortError::ScratchMissing),
+            "{what}"
         );
-        check(
-            cuda_rt_sys::cudaStreamSynchronize(stream.0),
-            "cudaStreamSynchronize",
-        );
+        assert_eq!(d.to_vec(), input, "{what}: nothing may be written");
     }
-    let word = status.to_vec()[0];
-    assert_eq!(
-        SortError::from_status_word(word),
-        Err(SortError::ScratchMissing)
-    );
-    assert_eq!(d.to_vec(), input, "nothing may be written");
 }
 
 // ---- Property tests --------------------------------------------------------------------------

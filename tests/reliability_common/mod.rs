@@ -180,11 +180,13 @@ pub fn sort_strategy() -> cuda_rt_kernels::sort::Strategy {
     }
 }
 
-/// Sorts `keys` ascending in place on `stream` with `workspace` (`RawWorkspace::enqueue` inside
-/// the buffer's `enqueue_mut`, then `RawWorkspace::finish`: what `SortWorkspace::sort` does,
-/// plus the raw layer's fault-injection flags). The outer `Result` is cuda-rt's (ordering the
-/// buffer), the inner one the sort's.
-pub fn sort_u32(
+/// Queues the ascending in-place sort of `keys` on `stream` with `workspace`
+/// (`RawWorkspace::enqueue` inside the buffer's `enqueue_mut`, as `SortWorkspace::sort` does,
+/// plus the raw layer's fault-injection flags); [`RawWorkspace::finish`] on `stream` completes
+/// it. The outer `Result` is cuda-rt's (ordering the buffer), the inner one the sort's.
+///
+/// [`RawWorkspace::finish`]: cuda_rt_kernels::sort::raw::RawWorkspace::finish
+pub fn enqueue_sort_u32(
     workspace: &mut cuda_rt_kernels::sort::raw::RawWorkspace,
     keys: &mut DeviceBuffer<u32>,
     stream: &Stream,
@@ -193,17 +195,30 @@ pub fn sort_u32(
 ) -> cuda_rt::Result<Result<(), cuda_rt_kernels::sort::SortError>> {
     use cuda_rt_kernels::sort::{raw::RawSortBuffers, Order};
     let n = keys.len();
-    let queued = keys.enqueue_mut(stream, |ptr| {
+    keys.enqueue_mut(stream, |ptr| {
         let buffers = RawSortBuffers {
             test_flags,
             ..RawSortBuffers::keys(ptr, n)
         };
         // SAFETY: `ptr` holds `n` keys, ordered and kept alive by enqueue_mut; the stream is
         // live; each workspace of these tests serves one stream, and every sort is finished
-        // (waited for) before the next is enqueued.
+        // (waited for) before the next is enqueued with the same workspace.
         unsafe { workspace.enqueue(&buffers, Order::Ascending, strategy, stream.as_raw()) }
-    })?;
-    if let Err(e) = queued {
+            .map(drop)
+    })
+}
+
+/// Sorts `keys` ascending in place on `stream` with `workspace` and waits for it:
+/// [`enqueue_sort_u32`], then `RawWorkspace::finish`. The outer `Result` is cuda-rt's, the
+/// inner one the sort's.
+pub fn sort_u32(
+    workspace: &mut cuda_rt_kernels::sort::raw::RawWorkspace,
+    keys: &mut DeviceBuffer<u32>,
+    stream: &Stream,
+    strategy: cuda_rt_kernels::sort::Strategy,
+    test_flags: u32,
+) -> cuda_rt::Result<Result<(), cuda_rt_kernels::sort::SortError>> {
+    if let Err(e) = enqueue_sort_u32(workspace, keys, stream, strategy, test_flags)? {
         return Ok(Err(e));
     }
     // SAFETY: the last sort of this workspace was enqueued on `stream`, which is live.
