@@ -176,8 +176,10 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
         const int diag = (t - first_thread) * ITEMS;
         const int cut = merge_path(s_keys + start, run, s_keys + start + run, run, diag);
         int from[ITEMS];
+        // Reads stay inside the pair's own runs (last = its final key): the pair to the right
+        // belongs to other threads, which may be writing it in this round.
         serial_merge<ITEMS, PAIRS>(s_keys, start + cut, start + run, start + run + diag - cut,
-                                   start + 2 * run, TILE - 1, keys, from);
+                                   start + 2 * run, start + 2 * run - 1, keys, from);
         if (PAIRS) {
 #pragma unroll
             for (int k = 0; k < ITEMS; ++k) pos[k] = s_pos[from[k]];

@@ -199,7 +199,7 @@ __device__ __forceinline__ void load_tile(const SortPlan& plan, int pass, const 
 
 // Where a tile's two runs start in its shared-memory buffer (elements): pairs take s[0..na) and
 // s[na..na+nb); keys-only tiles keep each run at its global address's offset in 16 bytes, so
-// that bulk copies can move them (a_off, b_off < TILE + kKeySlack - na, - nb).
+// that bulk copies can move them (a_off + na, b_off + nb <= TILE + kKeySlack: Policy).
 struct TileLayout {
     int a_off, b_off;
 };

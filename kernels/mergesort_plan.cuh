@@ -85,9 +85,16 @@ struct Policy {
     // Shared memory of one merge group: two tile buffers (values, if any, then keys), so that
     // the next tile's inputs arrive while the current tile merges, and each output's 16-bit
     // source position (values only).
-    // Keys-only tiles arrive by bulk copies (TMA), which keep each run's 16-byte alignment in
-    // shared memory: a buffer has 32 bytes of slack for the two runs' offsets.
-    static constexpr int kKeySlack = kHasValues<V> ? 0 : int(32 / sizeof(K));
+    // Keys-only tiles arrive by bulk copies (TMA), which keep each run's offset within 16 bytes
+    // in shared memory (tile_layout): the first run starts at its own offset, the second at the
+    // first 16-byte boundary after the first run's end plus its own offset. Each of those three
+    // gaps is at most VEC - 1 keys (VEC = 16 / sizeof(K)), so a buffer needs 3 * (VEC - 1) keys
+    // of slack; 48 bytes covers that and keeps every buffer 16-byte aligned.
+    static constexpr int kKeySlack = kHasValues<V> ? 0 : int(48 / sizeof(K));
+    static_assert(kHasValues<V> || kKeySlack >= 3 * (int(16 / sizeof(K)) - 1),
+                  "a keys-only merge buffer holds a full tile at the worst run offsets");
+    static_assert(((MERGE_TILE + kKeySlack) * sizeof(K)) % 16 == 0,
+                  "merge buffers stay 16-byte aligned for bulk copies");
     static constexpr size_t kMergeBuffer =
         size_t(MERGE_TILE + kKeySlack) * sizeof(K) + size_t(MERGE_TILE) * size_t(kValueBytes<V>);
     static constexpr size_t kMergeGroupSmem =

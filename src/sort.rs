@@ -246,12 +246,23 @@ pub enum SortError {
 }
 
 impl SortError {
-    /// The error for a host-side CUDA status, or `Ok` for `cudaSuccess`.
+    /// The error for a host-side CUDA status, or `Ok` for `cudaSuccess`. On failure the copy
+    /// of the status that the runtime keeps as the thread's last error is consumed
+    /// ([`cuda_rt::raw::check`]), so the next launcher that ends in `cudaGetLastError()` does
+    /// not report it again as its own.
     pub fn check(status: sys::cudaError_t, call: &'static str) -> Result<(), SortError> {
-        if status == sys::cudaSuccess {
-            Ok(())
-        } else {
-            Err(SortError::Cuda { call, status })
+        cuda_rt::raw::check(status, call).map_err(SortError::from_call)
+    }
+
+    /// A failed CUDA call of cuda-rt's raw layer as a sort error: [`SortError::Cuda`] with its
+    /// call and status ([`SortError::Runtime`] for an error cuda-rt detected itself).
+    pub(crate) fn from_call(error: cuda_rt::Error) -> SortError {
+        match error.code() {
+            Some(status) => SortError::Cuda {
+                call: error.call(),
+                status,
+            },
+            None => SortError::Runtime(error),
         }
     }
 
@@ -269,32 +280,19 @@ impl SortError {
     }
 }
 
-fn status_name(status: sys::cudaError_t) -> String {
-    // SAFETY: cudaGetErrorName returns a pointer to a static NUL-terminated string for every
-    // value, known or not.
-    let name = unsafe { sys::cudaGetErrorName(status) };
-    if name.is_null() {
-        return format!("cudaError {status}");
-    }
-    // SAFETY: non-null, static and NUL-terminated (see above).
-    unsafe { std::ffi::CStr::from_ptr(name) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 impl fmt::Display for SortError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             SortError::Runtime(error) => write!(f, "sort: {error}"),
             SortError::Cuda { call, status } => {
-                write!(f, "sort: {call}: {} (status {status})", status_name(status))
+                write!(f, "sort: {call}: {} (status {status})", cuda_rt::raw::error_name(status))
             }
             SortError::DeviceLaunch { stage, status } => {
                 write!(
                     f,
                     "sort: the device-side launch of stage {stage} failed: {} (status {status}); \
                      the keys are not sorted",
-                    status_name(status)
+                    cuda_rt::raw::error_name(status)
                 )?;
                 if status == sys::cudaErrorLaunchPendingCountExceeded
                     || status == sys::cudaErrorLaunchOutOfResources

@@ -592,3 +592,37 @@ fn a_returned_error_is_not_reported_again_by_the_next_sort() {
         }
     );
 }
+
+/// A sort refused because its scratch cannot be allocated returns the allocation's error, and
+/// leaves no stale copy of it as the thread's last error: the next launcher that ends in
+/// `cudaGetLastError()` (`scale_add`) reports its own, clean launch.
+#[test]
+fn a_sort_refused_for_lack_of_scratch_leaves_no_stale_error() {
+    use cuda_rt_kernels::scale_add::scale_add;
+    use cuda_rt_kernels::sort::{Order, SortError, SortWorkspace};
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let check = LeakCheck::start("a sort refused for lack of scratch");
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    // Keys that take 60% of the free memory: their scratch, as large, cannot be allocated.
+    let (free, _) = Device::current().unwrap().memory_info().unwrap();
+    let mut keys = DeviceBuffer::<u32>::zeroed(free / 10 * 6 / 4).unwrap();
+    let mut workspace = SortWorkspace::new();
+    let refused = workspace.sort(&stream, &mut keys, Order::Ascending);
+    match refused {
+        Err(SortError::Cuda { call, status }) => {
+            assert_eq!(call, "cudaMalloc");
+            assert_eq!(status, cuda_rt_sys::cudaErrorMemoryAllocation);
+        }
+        other => panic!("expected the scratch allocation to fail, got {other:?}"),
+    }
+    drop(keys);
+    let input = DeviceBuffer::from_slice(&[1u32, 2, 3]).unwrap();
+    let mut output = DeviceBuffer::<u32>::zeroed(3).unwrap();
+    scale_add(&stream, &input, &mut output, 2, 1)
+        .expect("the launch after the refused sort reported the sort's error");
+    assert_eq!(output.to_vec().unwrap(), [3, 5, 7]);
+    drop((workspace, input, output, stream));
+    check.finish();
+    assert_still_works("a sort refused for lack of scratch");
+}

@@ -541,3 +541,268 @@ fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
         }
     }
 }
+
+/// Elements of guard band on each side of a sorted slice: 64 bytes, so that element offset `o`
+/// of the slice is byte offset `o * size_of::<K>()` within 16 bytes of the allocation.
+fn guard_len<K>() -> usize {
+    64 / size_of::<K>()
+}
+
+/// The byte every guard element holds (and the slice's surroundings must keep).
+const GUARD_BYTE: u8 = 0xA5;
+
+/// Sorts `pristine` (a device copy of `input`) in place at element `offset` of a guarded
+/// allocation, on the sorter's stream, for every strategy of `strategies`, and compares the
+/// slice with `want` and both guard bands with their poison. The slice is copied in on the
+/// device (`cudaMemcpyAsync`), so large sizes cost one upload.
+fn check_guarded_slice<K: TestKey>(
+    sorter: &mut Sorter,
+    pristine: &DeviceVec<K>,
+    want: &[K],
+    offset: usize,
+    strategies: &[Strategy],
+    label: &str,
+) {
+    use cuda_rt_sys::*;
+    let n = want.len();
+    let guard = guard_len::<K>();
+    let total = guard + offset + n + guard;
+    let whole = DeviceVec::<K>::new(total);
+    let bytes = size_of::<K>();
+    // SAFETY: `offset + guard` elements into an allocation of `total`.
+    let slice = unsafe { whole.ptr().add(guard + offset) };
+    let mut got = Vec::<K>::with_capacity(total);
+    for strategy in strategies {
+        let what = format!(
+            "{label}: {} n = {n}, offset {offset} ({} bytes into 16), {:?} {:?}",
+            std::any::type_name::<K>(),
+            offset * bytes % 16,
+            strategy.driver,
+            strategy.tile
+        );
+        // SAFETY: both copies and the memset lie inside their allocations, ordered on the
+        // sorter's stream before the sort.
+        unsafe {
+            check(
+                cudaMemsetAsync(whole.ptr().cast(), GUARD_BYTE.into(), total * bytes, sorter.stream.0),
+                "cudaMemsetAsync",
+            );
+            check(
+                cudaMemcpyAsync(
+                    slice.cast(),
+                    pristine.ptr().cast(),
+                    n * bytes,
+                    cudaMemcpyDeviceToDevice,
+                    sorter.stream.0,
+                ),
+                "cudaMemcpyAsync",
+            );
+        }
+        sorter
+            .run(&RawSortBuffers::keys(slice, n), Order::Ascending, *strategy)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        got.clear();
+        // SAFETY: the copy writes `total` elements into the Vec's capacity before set_len;
+        // the sort has completed (run waits for it).
+        unsafe {
+            check(
+                cudaMemcpy(
+                    got.as_mut_ptr().cast(),
+                    whole.ptr().cast(),
+                    total * bytes,
+                    cudaMemcpyDeviceToHost,
+                ),
+                "cudaMemcpy D2H",
+            );
+            got.set_len(total);
+        }
+        let (before, rest) = got.split_at(guard + offset);
+        let (sorted, after) = rest.split_at(n);
+        let poison = |k: &K| {
+            let b = k.bits();
+            (0..bytes).all(|i| (b >> (8 * i)) as u8 == GUARD_BYTE)
+        };
+        assert!(before.iter().all(poison), "{what}: the guard before the slice was written");
+        assert!(after.iter().all(poison), "{what}: the guard after the slice was written");
+        assert_same_keys(sorted, want, &what);
+    }
+}
+
+/// Sizes that cross every internal threshold of the sort of `K` keys: one tile of either
+/// width, one merge tile, and the multi-pass sizes where persistent merge groups loop over
+/// several tiles each (from about 2 merge tiles per SM on).
+fn threshold_sizes<K: TestKey>() -> Vec<usize> {
+    use cuda_rt_kernels::sort::raw::layout;
+    let narrow = Strategy {
+        tile: TileWidth::Narrow,
+        ..Strategy::default()
+    };
+    let wide = Strategy {
+        tile: TileWidth::Wide,
+        ..Strategy::default()
+    };
+    let l = layout(1, K::FORMAT, 0, narrow).unwrap();
+    let wide_tile = layout(1, K::FORMAT, 0, wide).unwrap().sort_tile as usize;
+    let (tile, merge) = (l.sort_tile as usize, l.merge_tile as usize);
+    let mut sizes = vec![
+        merge - 1,
+        merge + 1,
+        tile - 1,
+        tile + 1,
+        wide_tile + 1,
+        3 * merge + 1,
+        9 * tile + 5,
+    ];
+    if !quick() {
+        sizes.extend([(1 << 21) + 3, (1 << 23) + 5, (1 << 24) + 7, (1 << 25) + 1]);
+    }
+    sizes
+}
+
+/// Keys of every width sorted in place in slices that start at every element offset 0..8 of
+/// an allocation (0: the 16-byte aligned control), with guard bands before and after that
+/// must stay untouched, at sizes past every threshold, host-queued and device-driven, narrow
+/// and wide tiles. Keys-only merge tiles move through bulk copies that keep each run's offset
+/// within 16 bytes in shared memory; the slice's offset decides those offsets.
+fn unaligned_slices<K: TestKey>(seed: u64) {
+    use rayon::prelude::*;
+    let mut strategies = Vec::new();
+    let drivers: &[Driver] = if host_driver_only() {
+        &[Driver::Host]
+    } else {
+        &[Driver::Host, Driver::Device]
+    };
+    for &driver in drivers {
+        for tile in [TileWidth::Narrow, TileWidth::Wide] {
+            strategies.push(Strategy {
+                driver,
+                tile,
+                ..Strategy::default()
+            });
+        }
+    }
+    let mut sorter = Sorter::new();
+    for n in threshold_sizes::<K>() {
+        let input: Vec<K> = make(Dist::Uniform, n, seed ^ n as u64);
+        // Keys only: equal keys are equal bits, so an unstable reference sort is exact.
+        let mut want = input.clone();
+        want.par_sort_unstable_by(K::total_cmp_key);
+        let pristine = DeviceVec::from_slice(&input);
+        // Quick runs (sanitizers): the control and three odd offsets.
+        let offsets: &[usize] = if quick() { &[0, 1, 3, 7] } else { &[0, 1, 2, 3, 4, 5, 6, 7] };
+        for &offset in offsets {
+            check_guarded_slice(&mut sorter, &pristine, &want, offset, &strategies, "unaligned");
+        }
+    }
+}
+
+#[test]
+fn unaligned_slices_of_1_byte_keys() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    unaligned_slices::<u8>(11);
+}
+
+#[test]
+fn unaligned_slices_of_2_byte_keys() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    unaligned_slices::<i16>(12);
+}
+
+#[test]
+fn unaligned_slices_of_4_byte_keys() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    unaligned_slices::<u32>(13);
+    if !quick() {
+        unaligned_slices::<f32>(14);
+    }
+}
+
+#[test]
+fn unaligned_slices_of_8_byte_keys() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    unaligned_slices::<u64>(15);
+}
+
+/// Random lengths (up to a few merge passes) at random element offsets of a guarded
+/// allocation, every key width, both drivers.
+#[test]
+fn prop_unaligned_slices() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    fn one<K: TestKey>(n: usize, offset: usize, strategy: Strategy, seed: u64) {
+        let input: Vec<K> = make(Dist::Uniform, n, seed);
+        let want = cpu_sorted(&input, Order::Ascending);
+        let pristine = DeviceVec::from_slice(&input);
+        check_guarded_slice(&mut Sorter::new(), &pristine, &want, offset, &[strategy], "prop");
+    }
+    let cases = (0usize..4, 0usize..300_000, 0usize..8, any::<bool>(), any::<u64>());
+    check_property(cases, |(width, n, offset, device, seed)| {
+        let strategy = Strategy {
+            driver: if device && !host_driver_only() {
+                Driver::Device
+            } else {
+                Driver::Host
+            },
+            ..Strategy::default()
+        };
+        match width {
+            0 => one::<u8>(n, offset, strategy, seed),
+            1 => one::<u16>(n, offset, strategy, seed),
+            2 => one::<i32>(n, offset, strategy, seed),
+            _ => one::<f64>(n, offset, strategy, seed),
+        }
+    });
+}
+
+/// A host-queued sort whose launch of a later stage fails has queued the stages before it:
+/// `enqueue` returns the launch error only once they have finished, so the caller may reuse or
+/// free the keys at once (the stream is idle when the error arrives).
+#[test]
+fn a_failed_host_launch_returns_after_the_stages_queued_before_it() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    use cuda_rt_kernels::sort::ffi::flags::FAIL_STAGE_SHIFT;
+    use cuda_rt_kernels::sort::raw::layout;
+    use cuda_rt_kernels::sort::SortKey;
+    let n = if quick() { 1 << 18 } else { 1 << 24 };
+    let strategy = Strategy {
+        driver: Driver::Host,
+        ..Strategy::default()
+    };
+    let passes = layout(n, u32::FORMAT, 0, strategy).unwrap().passes;
+    let input: Vec<u32> = make(Dist::Uniform, n, 21);
+    let d = DeviceVec::from_slice(&input);
+    let mut sorter = Sorter::new();
+    for stage in [1, passes] {
+        let buffers = RawSortBuffers {
+            test_flags: (stage + 1) << FAIL_STAGE_SHIFT,
+            ..RawSortBuffers::keys(d.ptr(), n)
+        };
+        // SAFETY: `d` holds n keys used by nothing else; the stream is live.
+        let result =
+            unsafe { sorter.workspace.enqueue(&buffers, Order::Ascending, strategy, sorter.stream.0) };
+        // SAFETY: a live stream.
+        let idle = unsafe { cuda_rt_sys::cudaStreamQuery(sorter.stream.0) };
+        match result {
+            Err(SortError::Cuda { status, .. }) => {
+                assert_ne!(status, cuda_rt_sys::cudaSuccess)
+            }
+            other => panic!("stage {stage} of {passes}: expected the launch error, got {other:?}"),
+        }
+        assert_eq!(
+            idle,
+            cuda_rt_sys::cudaSuccess,
+            "stage {stage} of {passes}: the error returned while the stages queued before it \
+             still ran ({})",
+            gpu_test::error_name(idle)
+        );
+        // The chain never reached its last stage, and the status word says so.
+        // SAFETY: as above.
+        let outcome = unsafe { sorter.workspace.finish(sorter.stream.0) };
+        assert!(
+            matches!(outcome, Err(SortError::Incomplete { .. })),
+            "stage {stage} of {passes}: {outcome:?}"
+        );
+    }
+    // The context is still usable, and a good sort afterwards succeeds.
+    let got = sorter.keys(&input, Order::Ascending, strategy, true);
+    assert_same_keys(&got, &cpu_sorted(&input, Order::Ascending), "after failures");
+}

@@ -103,3 +103,89 @@ fn mismatched_lengths_are_refused() {
     assert_eq!(error, SortError::LengthMismatch { keys: 3, values: 2 });
     assert_eq!(keys.to_vec().unwrap(), [3, 1, 2]);
 }
+
+/// Empty and one-element pairs for every value size: an empty buffer's dangling pointer is
+/// not a misaligned one.
+#[test]
+fn empty_and_one_element_pairs_for_every_value_size() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    fn pairs<V: cuda_rt::DeviceCopy + PartialEq + std::fmt::Debug>(stream: &Stream, value: V) {
+        let mut workspace = SortWorkspace::new();
+        for n in [0usize, 1] {
+            let mut keys = DeviceBuffer::from_slice(&vec![7u64; n]).unwrap();
+            let mut values = DeviceBuffer::from_slice(&vec![value; n]).unwrap();
+            workspace
+                .sort_pairs(stream, &mut keys, &mut values, Order::Descending)
+                .unwrap_or_else(|e| {
+                    panic!("{n} pairs of {} bytes: {e}", size_of::<V>())
+                });
+            assert_eq!(keys.to_vec().unwrap(), vec![7u64; n]);
+            assert_eq!(values.to_vec().unwrap(), vec![value; n]);
+        }
+    }
+    pairs(&stream, 5u32);
+    pairs(&stream, 6u64);
+    pairs(&stream, [1u64, 2]);
+    pairs(&stream, [1u32, 2, 3, 4]);
+}
+
+/// The sort queues on whatever stream cuda-rt's copies take: the legacy and per-thread
+/// default streams and a borrowed foreign stream, host-queued and device-driven, device
+/// memory and host slices.
+#[test]
+fn sorts_on_the_default_streams_and_a_borrowed_one() {
+    use cuda_rt::StreamRef;
+    use cuda_rt_kernels::sort::{Driver, Strategy};
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut foreign = std::ptr::null_mut();
+    // SAFETY: writes one handle, destroyed below.
+    let status = unsafe {
+        cuda_rt_sys::cudaStreamCreateWithFlags(&mut foreign, cuda_rt_sys::cudaStreamNonBlocking)
+    };
+    assert_eq!(status, cuda_rt_sys::cudaSuccess);
+    // SAFETY: a live stream, destroyed only after every use below.
+    let borrowed = unsafe { StreamRef::from_raw(foreign) };
+    let streams = [
+        ("legacy", StreamRef::legacy()),
+        ("per-thread", StreamRef::per_thread()),
+        ("borrowed", borrowed),
+    ];
+    let n = (1 << 20) + 5;
+    for driver in [Driver::Host, Driver::Device] {
+        let mut workspace = SortWorkspace::with_strategy(Strategy {
+            driver,
+            ..Strategy::default()
+        });
+        for (i, (name, stream)) in streams.iter().enumerate() {
+            let what = format!("{name} stream, {driver:?}");
+            let input: Vec<i32> = make(Dist::Uniform, n, i as u64);
+            let want = cpu_sorted(&input, Order::Ascending);
+            let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+            workspace
+                .sort(stream, &mut keys, Order::Ascending)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_same_keys(&keys.to_vec().unwrap(), &want, &what);
+
+            let mut values = DeviceBuffer::from_slice(&(0..n as u32).collect::<Vec<_>>()).unwrap();
+            let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+            sort::sort_pairs(*stream, &mut keys, &mut values, Order::Ascending)
+                .unwrap_or_else(|e| panic!("{what}, pairs: {e}"));
+            let perm = cpu_permutation(&input, Order::Ascending);
+            assert_eq!(
+                values.to_vec().unwrap(),
+                perm.iter().map(|&i| i as u32).collect::<Vec<_>>(),
+                "{what}, pairs"
+            );
+
+            let mut host = input.clone();
+            workspace
+                .sort_slice(stream, &mut host, Order::Ascending)
+                .unwrap_or_else(|e| panic!("{what}, host slice: {e}"));
+            assert_same_keys(&host, &want, &format!("{what}, host slice"));
+        }
+    }
+    // SAFETY: created above; no work is queued on it any more (every sort waited for it).
+    let status = unsafe { cuda_rt_sys::cudaStreamDestroy(foreign) };
+    assert_eq!(status, cuda_rt_sys::cudaSuccess);
+}

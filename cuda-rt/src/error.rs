@@ -269,6 +269,22 @@ pub(crate) fn defer(error: Error) {
     HAS_DEFERRED.store(true, Ordering::Release);
 }
 
+/// Records an error met where it cannot be returned, so that the next synchronize of this
+/// crate returns it: for other crates' `Drop`s and callbacks that own CUDA resources, the way
+/// this crate's own types report a failed `cudaFree` or `cudaStreamDestroy`. Calls no CUDA
+/// function.
+///
+/// # Examples
+/// ```
+/// use cuda_rt::{defer_error, raw, take_deferred_error, Error};
+/// let error = Error::from_status(raw::status::INVALID_VALUE, "cudaFree").unwrap();
+/// defer_error(error.context("MyBuffer::drop"));
+/// assert_eq!(take_deferred_error(), Some(error.context("MyBuffer::drop")));
+/// ```
+pub fn defer_error(error: Error) {
+    defer(error);
+}
+
 /// Records the error of `result`, if any (see [`defer`]).
 pub(crate) fn defer_result(result: Result<()>) {
     if let Err(e) = result {

@@ -102,7 +102,7 @@ pub mod stream;
 
 pub use device::{ComputeCapability, Device, DeviceProperties, Limit, StreamPriorityRange};
 pub use error::{
-    deferred_errors_dropped, is_sticky, last_error, peek_last_error, take_deferred_error, Error,
+    defer_error, deferred_errors_dropped, is_sticky, last_error, peek_last_error, take_deferred_error, Error,
     ErrorKind, Result,
 };
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};

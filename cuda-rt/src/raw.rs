@@ -164,9 +164,28 @@ pub mod flags {
     pub const LIMIT_PERSISTING_L2_CACHE_SIZE: u32 = sys::cudaLimitPersistingL2CacheSize;
 }
 
-/// Turns a status into a `Result`, naming the call in the error.
+/// Turns the status a CUDA call returned into a `Result`, naming the call in the error, for
+/// code that calls CUDA itself (its own kernel launchers, C entry points, `cuda_rt_sys`).
+///
+/// On failure the runtime has also kept the status as the calling thread's last error
+/// (`cudaGetLastError`), where the next launcher ending in `cudaGetLastError()` would report it
+/// again as its own; that copy is consumed here, since the error is returned. An older error
+/// still waiting there is kept as a deferred error ([`take_deferred_error`](crate::take_deferred_error)),
+/// never dropped. Sticky errors stay visible, as CUDA keeps them.
+///
+/// # Errors
+/// [`ErrorKind::Cuda`](crate::ErrorKind::Cuda) with `status` and `call` unless `status` is
+/// `cudaSuccess`.
+///
+/// # Examples
+/// ```
+/// use cuda_rt::raw::{check, status};
+/// assert!(check(status::SUCCESS, "myLaunch").is_ok());
+/// let e = check(status::INVALID_VALUE, "myLaunch").unwrap_err();
+/// assert_eq!(e.call(), "myLaunch");
+/// ```
 #[inline]
-fn check(status: RawStatus, call: &'static str) -> Result<()> {
+pub fn check(status: RawStatus, call: &'static str) -> Result<()> {
     if status == sys::cudaSuccess {
         return Ok(());
     }

@@ -7,7 +7,7 @@
 
 use super::ffi::{self, SortArgs, SortLayout};
 use super::{KeyFormat, Order, SortError, SortKey, Strategy};
-use cuda_rt_sys as sys;
+use cuda_rt::raw::{self as cuda, flags, RawStream};
 use std::ffi::c_void;
 use std::ptr;
 
@@ -58,11 +58,15 @@ pub(crate) struct DeviceScratch {
 }
 
 impl Drop for DeviceScratch {
-    /// `cudaFree`, which waits for the device to be idle first, so no queued work still uses
-    /// the memory. A failure means a broken context, which the next CUDA call reports.
+    /// `cudaFree`. Owners free explicitly once no queued work uses the memory (this drop then
+    /// finds nothing left); a failure is deferred to the next synchronize of cuda-rt
+    /// ([`cuda_rt::defer_error`]).
     fn drop(&mut self) {
-        // SAFETY: cudaFree synchronizes the device before freeing.
-        let _ = unsafe { self.release() };
+        // SAFETY: the owners (RawWorkspace, Staging) hold no queued work on the allocation
+        // when they drop it: every sort is waited for, or the allocation is leaked instead.
+        if let Err(e) = unsafe { self.release() } {
+            cuda_rt::defer_error(e.context("sort scratch: drop"));
+        }
     }
 }
 
@@ -84,11 +88,9 @@ impl DeviceScratch {
             return Ok(());
         }
         // SAFETY: the caller guarantees no queued work uses the old allocation.
-        unsafe { self.release() }?;
-        let mut ptr = ptr::null_mut();
-        // SAFETY: cudaMalloc writes one pointer through a valid reference.
-        SortError::check(unsafe { sys::cudaMalloc(&mut ptr, bytes) }, "cudaMalloc")?;
-        self.ptr = ptr;
+        unsafe { self.release() }.map_err(SortError::from_call)?;
+        // SAFETY: the pointer is kept in `self` and freed once, by `release`.
+        self.ptr = unsafe { cuda::malloc(bytes) }.map_err(SortError::from_call)?;
         self.bytes = bytes;
         Ok(())
     }
@@ -97,20 +99,36 @@ impl DeviceScratch {
     ///
     /// # Safety
     /// No queued work may still use the allocation.
-    unsafe fn release(&mut self) -> Result<(), SortError> {
+    pub(crate) unsafe fn release(&mut self) -> cuda_rt::Result<()> {
         if self.ptr.is_null() {
             return Ok(());
         }
         let ptr = std::mem::replace(&mut self.ptr, ptr::null_mut());
         self.bytes = 0;
-        // SAFETY: `ptr` came from cudaMalloc and is freed once (the field was cleared).
-        SortError::check(unsafe { sys::cudaFree(ptr) }, "cudaFree")
+        // SAFETY: `ptr` came from cudaMalloc and is freed once (the field was cleared); the
+        // caller guarantees no queued work uses it.
+        unsafe { cuda::free(ptr) }
+    }
+
+    /// Forgets the allocation without freeing it, for memory that queued work may still use
+    /// after a failed wait: a leak, never a free under a running kernel.
+    pub(crate) fn leak(&mut self) {
+        self.ptr = ptr::null_mut();
+        self.bytes = 0;
     }
 }
 
 /// Reusable memory of the sort: key and value scratch (as long as the keys and values), the
 /// merge-path cuts, and the status word (in device memory, plus a pinned host copy). It grows to
 /// the largest sort it has served, so repeated sorts of a size allocate nothing.
+///
+/// # Drop
+/// Dropping a workspace whose last [`enqueue`](Self::enqueue) was not followed by a
+/// [`finish`](Self::finish) first waits for the whole current device
+/// (`cudaDeviceSynchronize`: the workspace does not know whether that stream still exists),
+/// then frees. Failures are deferred to cuda-rt's next synchronize ([`cuda_rt::defer_error`]);
+/// when that wait fails the memory is leaked rather than freed under a kernel that may still
+/// use it.
 ///
 /// # Thread safety
 /// `Send` (it owns plain device and pinned allocations), not `Sync`: a sort borrows it mutably.
@@ -120,6 +138,9 @@ pub struct RawWorkspace {
     cuts: DeviceScratch,
     status: DeviceScratch,
     status_host: *mut u32,
+    /// Work that uses the workspace may still be queued: set by `enqueue`, cleared by a
+    /// successful wait for its stream.
+    in_flight: bool,
 }
 
 // SAFETY: the workspace owns its allocations exclusively; CUDA allocations may be used and
@@ -141,6 +162,7 @@ impl RawWorkspace {
             cuts: DeviceScratch::empty(),
             status: DeviceScratch::empty(),
             status_host: ptr::null_mut(),
+            in_flight: false,
         }
     }
 
@@ -169,10 +191,9 @@ impl RawWorkspace {
             self.status.reserve(size_of::<u32>())?;
         }
         if self.status_host.is_null() {
-            let mut host = ptr::null_mut();
-            // SAFETY: cudaMallocHost writes one pointer through a valid reference.
-            let status = unsafe { sys::cudaMallocHost(&mut host, std::mem::size_of::<u32>()) };
-            SortError::check(status, "cudaMallocHost")?;
+            // SAFETY: the pointer is kept in `self` and freed once, by `release_all`.
+            let host = unsafe { cuda::malloc_host(size_of::<u32>()) }
+                .map_err(SortError::from_call)?;
             self.status_host = host.cast();
         }
         Ok(())
@@ -184,9 +205,11 @@ impl RawWorkspace {
     /// succeeded.
     ///
     /// # Errors
-    /// [`SortError::Cuda`] when an allocation or the host launch fails;
+    /// [`SortError::Cuda`] when an allocation or the host launch fails (a host-driven sort
+    /// whose later launch fails has queued the stages before it: this waits for `stream`
+    /// before returning, so no queued work is left using the buffers);
     /// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16 or a misaligned
-    /// value buffer.
+    /// value buffer (no alignment is needed for `n == 0`).
     ///
     /// # Safety
     /// - the buffers are as [`RawSortBuffers`] describes, valid and used by nothing else until
@@ -198,20 +221,21 @@ impl RawWorkspace {
         buffers: &RawSortBuffers,
         order: Order,
         strategy: Strategy,
-        stream: sys::cudaStream_t,
+        stream: RawStream,
     ) -> Result<SortLayout, SortError> {
         let n = buffers.n;
         let value_bytes = buffers.value_bytes;
         let layout = layout(n, buffers.key, value_bytes, strategy)?;
-        let misaligned = |p: usize| value_bytes > 0 && p % value_bytes != 0;
+        // Empty buffers have dangling pointers that nothing reads: only real values must be
+        // aligned.
+        let misaligned = |p: usize| value_bytes > 0 && n > 0 && p % value_bytes != 0;
         if misaligned(buffers.values_out as usize) || misaligned(buffers.values_in as usize) {
             return Err(SortError::UnsupportedValue { bytes: value_bytes });
         }
         // A grown buffer is freed while earlier sorts on this stream may still run: wait first.
         if self.needs_growth(&layout) {
             // SAFETY: the caller guarantees `stream` is live.
-            let status = unsafe { sys::cudaStreamSynchronize(stream) };
-            SortError::check(status, "cudaStreamSynchronize")?;
+            unsafe { self.wait(stream) }?;
         }
         // SAFETY: the stream was drained above if anything is reallocated; the caller
         // guarantees no other queued work uses the workspace.
@@ -228,12 +252,47 @@ impl RawWorkspace {
             (ffi::cuda_rt_kernels_sort, "cuda_rt_kernels_sort")
         };
         let entry = buffers.entry.unwrap_or(entry);
+        self.in_flight = true;
         // SAFETY: the buffers are as the caller guarantees; the scratch, cuts and status
         // buffers were reserved for this layout above; `entry` is one of the two builds of the
         // sort (or, in benchmarks, a function of the same contract).
         let status = unsafe { entry(&args, stream) };
-        SortError::check(status, name)?;
+        if let Err(e) = SortError::check(status, name) {
+            // A host-driven chain may have queued the stages before the one that failed.
+            // SAFETY: the caller guarantees `stream` is live.
+            unsafe { self.wait_after_error(stream) };
+            return Err(e);
+        }
         Ok(layout)
+    }
+
+    /// Waits for `stream` (`cudaStreamSynchronize`); once it returns, no work of this
+    /// workspace is queued on it any more.
+    ///
+    /// # Safety
+    /// `stream` is live.
+    unsafe fn wait(&mut self, stream: RawStream) -> Result<(), SortError> {
+        // SAFETY: the caller guarantees `stream` is live.
+        unsafe { cuda::stream_synchronize(stream) }.map_err(SortError::from_call)?;
+        self.in_flight = false;
+        Ok(())
+    }
+
+    /// After an error that followed queued work: waits for `stream` before the error is
+    /// returned, so that no queued work is left using the caller's buffers or the workspace.
+    /// A failure of the wait itself is deferred to cuda-rt's next synchronize
+    /// ([`cuda_rt::defer_error`]), and the workspace stays marked in flight.
+    ///
+    /// # Safety
+    /// `stream` is live.
+    unsafe fn wait_after_error(&mut self, stream: RawStream) {
+        // SAFETY: the caller guarantees `stream` is live.
+        match unsafe { cuda::stream_synchronize(stream) } {
+            Ok(()) => self.in_flight = false,
+            Err(e) => {
+                cuda_rt::defer_error(e.context("sort: waiting for work queued before an error"))
+            }
+        }
     }
 
     /// The C arguments of a sort of `buffers` with this workspace's buffers.
@@ -279,19 +338,20 @@ impl RawWorkspace {
         buffers: &RawSortBuffers,
         order: Order,
         strategy: Strategy,
-        stream: sys::cudaStream_t,
+        stream: RawStream,
     ) -> Result<Vec<f32>, SortError> {
         let layout = layout(buffers.n, buffers.key, buffers.value_bytes, strategy)?;
         // SAFETY: drain the stream before a reallocation, as in enqueue.
         unsafe {
             if self.needs_growth(&layout) {
-                SortError::check(sys::cudaStreamSynchronize(stream), "cudaStreamSynchronize")?;
+                self.wait(stream)?;
             }
             self.reserve(&layout)?;
         }
         let args = self.args(buffers, order, strategy);
         let mut times = vec![0f32; 64];
         let mut stages = 0u32;
+        self.in_flight = true;
         // SAFETY: as in enqueue; `times` holds 64 entries and `stages` one.
         let status = unsafe {
             ffi::cuda_rt_kernels_sort_stage_times(
@@ -302,7 +362,11 @@ impl RawWorkspace {
                 &mut stages,
             )
         };
-        SortError::check(status, "cuda_rt_kernels_sort_stage_times")?;
+        if let Err(e) = SortError::check(status, "cuda_rt_kernels_sort_stage_times") {
+            // SAFETY: as in enqueue.
+            unsafe { self.wait_after_error(stream) };
+            return Err(e);
+        }
         times.truncate(stages as usize);
         // SAFETY: the sort was enqueued on `stream` with this workspace.
         unsafe { self.finish(stream) }?;
@@ -318,18 +382,12 @@ impl RawWorkspace {
     /// # Safety
     /// `stream` is a live stream; no work on another stream uses the workspace.
     #[doc(hidden)]
-    pub unsafe fn poison_scratch(
-        &mut self,
-        byte: u8,
-        stream: sys::cudaStream_t,
-    ) -> Result<(), SortError> {
+    pub unsafe fn poison_scratch(&mut self, byte: u8, stream: RawStream) -> Result<(), SortError> {
         for scratch in [&self.keys_scratch, &self.values_scratch] {
             if !scratch.ptr.is_null() {
                 // SAFETY: the allocation holds `bytes` bytes; ordered on `stream`.
-                let status = unsafe {
-                    sys::cudaMemsetAsync(scratch.ptr, byte.into(), scratch.bytes, stream)
-                };
-                SortError::check(status, "cudaMemsetAsync")?;
+                unsafe { cuda::memset_async(scratch.ptr, byte, scratch.bytes, stream) }
+                    .map_err(SortError::from_call)?;
             }
         }
         Ok(())
@@ -347,6 +405,10 @@ impl RawWorkspace {
     /// completed: copies the status word to pinned host memory (`cudaMemcpyAsync`), waits for
     /// the stream (`cudaStreamSynchronize`) and decodes the word.
     ///
+    /// The stream is waited for even when the copy fails, so no work of the sort is left
+    /// queued when this returns, whatever it returns (unless the wait itself fails: its error
+    /// is then returned, or deferred to cuda-rt's next synchronize when the copy's error is).
+    ///
     /// # Errors
     /// [`SortError::Cuda`] when the copy or the wait fails (including errors of earlier work
     /// on the stream); the device-side errors of [`SortError::from_status_word`].
@@ -354,24 +416,29 @@ impl RawWorkspace {
     /// # Safety
     /// `stream` is a live stream, and the last sort enqueued with this workspace was enqueued
     /// on it.
-    pub unsafe fn finish(&mut self, stream: sys::cudaStream_t) -> Result<(), SortError> {
+    pub unsafe fn finish(&mut self, stream: RawStream) -> Result<(), SortError> {
         if self.status_host.is_null() || self.status.ptr.is_null() {
             return Ok(()); // nothing was ever enqueued
         }
-        // SAFETY: both buffers hold one u32; the pinned host word is only read after the
-        // stream (and so the copy) completed.
-        unsafe {
-            let status = sys::cudaMemcpyAsync(
+        // SAFETY: both buffers hold one u32 and live until the wait below has returned.
+        let copied = unsafe {
+            cuda::memcpy_async(
                 self.status_host.cast(),
                 self.status.ptr,
-                std::mem::size_of::<u32>(),
-                sys::cudaMemcpyDeviceToHost,
+                size_of::<u32>(),
+                flags::MEMCPY_DEVICE_TO_HOST,
                 stream,
-            );
-            SortError::check(status, "cudaMemcpyAsync")?;
-            SortError::check(sys::cudaStreamSynchronize(stream), "cudaStreamSynchronize")?;
-            SortError::from_status_word(ptr::read_volatile(self.status_host))
+            )
+        };
+        if let Err(e) = copied {
+            // SAFETY: the caller guarantees `stream` is live.
+            unsafe { self.wait_after_error(stream) };
+            return Err(SortError::from_call(e));
         }
+        // SAFETY: the caller guarantees `stream` is live.
+        unsafe { self.wait(stream) }?;
+        // SAFETY: the copy into the pinned word has completed (the stream was waited for).
+        SortError::from_status_word(unsafe { ptr::read_volatile(self.status_host) })
     }
 
     /// Frees everything now, reporting the first failure (`cudaFree`, `cudaFreeHost`).
@@ -383,44 +450,68 @@ impl RawWorkspace {
     /// No queued work may still use the workspace.
     pub unsafe fn close(mut self) -> Result<(), SortError> {
         // SAFETY: the caller guarantees no queued work uses the workspace.
-        unsafe { self.release_all() }
+        unsafe { self.release_all() }.map_err(SortError::from_call)
     }
 
+    /// Frees every allocation. Returns the first failure and defers the others
+    /// ([`cuda_rt::defer_error`]).
+    ///
     /// # Safety
     /// No queued work may still use the workspace.
-    unsafe fn release_all(&mut self) -> Result<(), SortError> {
+    unsafe fn release_all(&mut self) -> cuda_rt::Result<()> {
+        let host = std::mem::replace(&mut self.status_host, ptr::null_mut());
         // SAFETY: the caller guarantees no queued work uses the workspace; every buffer is
-        // released once (release clears it).
+        // released once (release clears it; `host` came from cudaMallocHost and its field was
+        // cleared).
         let results = unsafe {
             [
                 self.keys_scratch.release(),
                 self.values_scratch.release(),
                 self.cuts.release(),
                 self.status.release(),
+                if host.is_null() {
+                    Ok(())
+                } else {
+                    cuda::free_host(host.cast())
+                },
             ]
         };
-        let mut first = results.into_iter().find(|r| r.is_err()).unwrap_or(Ok(()));
-        if !self.status_host.is_null() {
-            let host = std::mem::replace(&mut self.status_host, ptr::null_mut());
-            // SAFETY: `host` came from cudaMallocHost and is freed once (the field was cleared).
-            let status = unsafe { sys::cudaFreeHost(host.cast()) };
-            if first.is_ok() {
-                first = SortError::check(status, "cudaFreeHost");
-            }
+        let mut errors = results.into_iter().filter_map(Result::err);
+        let first = errors.next();
+        for later in errors {
+            cuda_rt::defer_error(later.context("sort workspace: free"));
         }
-        first
+        first.map_or(Ok(()), Err)
     }
 }
 
 impl Drop for RawWorkspace {
-    /// Frees the allocations. `cudaFree` waits for the device to be idle, so work still queued
-    /// finishes first. A failure here cannot be returned: it means the context is already
-    /// broken (sticky error), which the next CUDA call of the program reports; call
-    /// [`close`](RawWorkspace::close) to see it directly.
+    /// Waits for a sort that was enqueued and never finished (`cudaDeviceSynchronize`), then
+    /// frees the allocations. Nothing here can be returned: failures are deferred to cuda-rt's
+    /// next synchronize ([`cuda_rt::defer_error`]); call [`close`](RawWorkspace::close) to see
+    /// them directly. When the wait fails the memory is leaked: it may still be in use.
     fn drop(&mut self) {
-        // SAFETY: cudaFree synchronizes the device before freeing, so no queued work is left
-        // using the buffers when they are freed.
-        let _ = unsafe { self.release_all() };
+        if self.in_flight {
+            // SAFETY: no arguments; waits for all work of the current device.
+            if let Err(e) = unsafe { cuda::device_synchronize() } {
+                cuda_rt::defer_error(e.context("sort workspace: drop while a sort was queued"));
+                for scratch in [
+                    &mut self.keys_scratch,
+                    &mut self.values_scratch,
+                    &mut self.cuts,
+                    &mut self.status,
+                ] {
+                    scratch.leak();
+                }
+                self.status_host = ptr::null_mut();
+                return;
+            }
+        }
+        // SAFETY: no queued work uses the workspace: every sort was finished, or waited for
+        // above.
+        if let Err(e) = unsafe { self.release_all() } {
+            cuda_rt::defer_error(e.context("sort workspace: drop"));
+        }
     }
 }
 
@@ -494,7 +585,7 @@ pub unsafe fn sort_keys<K: SortKey>(
     keys: *mut K,
     n: usize,
     order: Order,
-    stream: sys::cudaStream_t,
+    stream: RawStream,
 ) -> Result<(), SortError> {
     let mut workspace = RawWorkspace::new();
     let buffers = RawSortBuffers::keys(keys, n);

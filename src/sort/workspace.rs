@@ -2,8 +2,8 @@
 
 use super::raw::{RawSortBuffers, RawWorkspace};
 use super::{Order, SortError, SortKey, Strategy};
-use cuda_rt::{DeviceCopy, DeviceMemory, Stream};
-use cuda_rt_sys as sys;
+use cuda_rt::raw::{self as cuda, flags, RawEvent, RawStream};
+use cuda_rt::{DeviceCopy, DeviceMemory, StreamRef};
 use std::ffi::c_void;
 use std::ptr;
 
@@ -101,37 +101,75 @@ impl SortWorkspace {
     /// One host launch (`cuda_rt_kernels_sort`); the tile sort's grid launches the merge passes
     /// from the device. Ordered after earlier work on `keys` (on any stream) through
     /// [`DeviceMemory::enqueue_mut`]; then the status word is copied back
-    /// (`cudaMemcpyAsync`) and `stream` synchronized (`cudaStreamSynchronize`).
+    /// (`cudaMemcpyAsync`) and `stream` synchronized (`cudaStreamSynchronize`). `stream` is
+    /// anything cuda-rt's copies take: `&Stream`, [`StreamRef::legacy`],
+    /// [`StreamRef::per_thread`], or a borrowed foreign stream ([`StreamRef::from_raw`]).
+    ///
+    /// Whatever it returns, no work of the sort is still queued when it returns: after an
+    /// error that follows queued work the stream is waited for first.
     ///
     /// # Errors
     /// [`SortError::Runtime`] for errors of ordering `keys`; [`SortError::Cuda`] for host-side
     /// CUDA failures (allocation, launch, synchronization, including earlier work on the
     /// stream); [`SortError::DeviceLaunch`], [`SortError::Incomplete`] when the device-side chain
     /// broke (the keys are then not sorted).
-    pub fn sort<K: SortKey + DeviceCopy>(
+    pub fn sort<'s, K: SortKey + DeviceCopy>(
         &mut self,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
         keys: &mut impl DeviceMemory<K>,
         order: Order,
     ) -> Result<(), SortError> {
+        let stream = stream.into();
         let n = keys.len();
         let strategy = self.strategy;
         let raw = &mut self.raw;
-        keys.enqueue_mut(stream, |k| {
+        let mut queued = false;
+        let outcome = keys.enqueue_mut(stream, |k| {
             // SAFETY: `k` points to n keys, ordered and kept alive by enqueue_mut, and written
             // only by the sort's work on `stream`; the workspace is idle (every method waits
             // for its sort before returning).
-            unsafe {
+            let enqueued = unsafe {
                 raw.enqueue(
                     &RawSortBuffers::keys(k, n),
                     order,
                     strategy,
                     stream.as_raw(),
                 )
+            };
+            queued = enqueued.is_ok();
+            enqueued
+        });
+        self.complete(stream, queued, outcome)
+    }
+
+    /// The end of every sort of device memory: when the sort was queued, waits for it and
+    /// reads its outcome ([`RawWorkspace::finish`]) also if ordering the memory failed after
+    /// it (the marker that `enqueue_mut` records), so that no queued work outlives the call.
+    /// A failed `enqueue` has waited for its stream itself.
+    fn complete(
+        &mut self,
+        stream: StreamRef<'_>,
+        queued: bool,
+        outcome: cuda_rt::Result<Result<super::ffi::SortLayout, SortError>>,
+    ) -> Result<(), SortError> {
+        let ordered = match outcome {
+            Ok(enqueued) => enqueued.map(drop),
+            Err(e) => Err(SortError::Runtime(e)),
+        };
+        if !queued {
+            return ordered;
+        }
+        // SAFETY: the sort was enqueued on `stream` with this workspace.
+        let finished = unsafe { self.raw.finish(stream.as_raw()) };
+        match (ordered, finished) {
+            // The sort's own outcome first; the ordering error (always cuda-rt's: the sort
+            // was queued) is deferred to cuda-rt's next synchronize rather than dropped.
+            (Err(SortError::Runtime(e)), Err(sorted)) => {
+                cuda_rt::defer_error(e);
+                Err(sorted)
             }
-        })??;
-        // SAFETY: the sort was just enqueued on `stream` with this workspace.
-        unsafe { self.raw.finish(stream.as_raw()) }
+            (ordered, finished) => ordered.and(finished),
+        }
     }
 
     /// Sorts `keys` in place on `stream` and applies the same permutation to `values`: a
@@ -144,14 +182,15 @@ impl SortWorkspace {
     /// As for [`sort`](Self::sort); [`SortError::LengthMismatch`] unless
     /// `values.len() == keys.len()`; [`SortError::UnsupportedValue`] when `values` is not
     /// aligned to the value size (a [`cuda_rt::DeviceSlice`] at an odd offset).
-    pub fn sort_pairs<K: SortKey + DeviceCopy, V: DeviceCopy>(
+    pub fn sort_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
         &mut self,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
         keys: &mut impl DeviceMemory<K>,
         values: &mut impl DeviceMemory<V>,
         order: Order,
     ) -> Result<(), SortError> {
         let bytes = const { value_bytes::<V>() };
+        let stream = stream.into();
         let n = keys.len();
         if values.len() != n {
             return Err(SortError::LengthMismatch {
@@ -162,23 +201,30 @@ impl SortWorkspace {
         debug_assert_eq!(bytes, size_of::<V>());
         let strategy = self.strategy;
         let raw = &mut self.raw;
-        keys.enqueue_mut(stream, |k| {
+        let mut queued = false;
+        let outcome = keys.enqueue_mut(stream, |k| {
             values.enqueue_mut(stream, |v| {
                 // SAFETY: `k` and `v` point to n keys and n values, ordered and kept alive by
                 // enqueue_mut, written only by the sort's work on `stream`; the workspace is
                 // idle (every method waits for its sort before returning).
-                unsafe {
+                let enqueued = unsafe {
                     raw.enqueue(
                         &RawSortBuffers::pairs(k, v, n),
                         order,
                         strategy,
                         stream.as_raw(),
                     )
-                }
+                };
+                queued = enqueued.is_ok();
+                enqueued
             })
-        })???;
-        // SAFETY: the sort was just enqueued on `stream` with this workspace.
-        unsafe { self.raw.finish(stream.as_raw()) }
+        });
+        // The values' ordering error inside the keys' becomes the outcome's.
+        let outcome = match outcome {
+            Ok(Ok(enqueued)) => Ok(enqueued),
+            Ok(Err(e)) | Err(e) => Err(e),
+        };
+        self.complete(stream, queued, outcome)
     }
 
     /// Sorts a host slice on the GPU: copies it through pinned staging to the device
@@ -186,12 +232,16 @@ impl SortWorkspace {
     /// previous one is in flight), sorts it there, and copies it back the same way (one event
     /// per chunk, `cudaEventSynchronize`). Staging is kept in the workspace for the next call.
     ///
+    /// Whatever it returns, no copy or kernel that uses the staging or `keys` is still queued
+    /// when it returns: after an error that follows queued work the stream is waited for
+    /// first.
+    ///
     /// # Errors
     /// As for [`sort`](Self::sort); [`SortError::Cuda`] for failures of the staging
     /// allocations (`cudaMallocHost`, `cudaMalloc`) and copies.
-    pub fn sort_slice<K: SortKey + DeviceCopy>(
+    pub fn sort_slice<'s, K: SortKey + DeviceCopy>(
         &mut self,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
         keys: &mut [K],
         order: Order,
     ) -> Result<(), SortError> {
@@ -199,16 +249,22 @@ impl SortWorkspace {
         if keys.is_empty() {
             return Ok(());
         }
+        let s = stream.into().as_raw();
         // SAFETY: the workspace is idle; the staging is only used on `stream` below, and this
         // function waits for all of it before returning.
         unsafe {
             self.staging.reserve(bytes)?;
             let device = self.staging.device.ptr;
             let host = self.staging.host;
-            let s = stream.as_raw();
-            staged_copy_in(keys.as_ptr().cast(), host, device, bytes, s)?;
             let buffers = RawSortBuffers::keys(device.cast::<K>(), keys.len());
-            self.raw.enqueue(&buffers, order, self.strategy, s)?;
+            let queued = staged_copy_in(keys.as_ptr().cast(), host, device, bytes, s)
+                .and_then(|()| self.raw.enqueue(&buffers, order, self.strategy, s));
+            if let Err(e) = queued {
+                // Copies of pinned staging may still be queued (a failed enqueue has waited
+                // for its stream itself; a copy that failed part-way has not).
+                wait_after_error(s);
+                return Err(e);
+            }
             let copied_out = staged_copy_out(
                 device,
                 host,
@@ -222,6 +278,18 @@ impl SortWorkspace {
             copied_out?;
             sorted
         }
+    }
+}
+
+/// After an error that may follow queued work: waits for `stream`, deferring a failure of the
+/// wait to cuda-rt's next synchronize ([`cuda_rt::defer_error`]).
+///
+/// # Safety
+/// `stream` is live.
+unsafe fn wait_after_error(stream: RawStream) {
+    // SAFETY: the caller guarantees `stream` is live.
+    if let Err(e) = unsafe { cuda::stream_synchronize(stream) } {
+        cuda_rt::defer_error(e.context("sort: waiting for work queued before an error"));
     }
 }
 
@@ -239,7 +307,7 @@ unsafe fn staged_copy_in(
     host: *mut u8,
     dst: *mut c_void,
     bytes: usize,
-    stream: sys::cudaStream_t,
+    stream: RawStream,
 ) -> Result<(), SortError> {
     let mut offset = 0;
     while offset < bytes {
@@ -248,14 +316,14 @@ unsafe fn staged_copy_in(
         // `offset` of `host` is not in flight (each chunk is written once, before its copy).
         unsafe {
             ptr::copy_nonoverlapping(src.add(offset), host.add(offset), len);
-            let status = sys::cudaMemcpyAsync(
+            cuda::memcpy_async(
                 dst.cast::<u8>().add(offset).cast(),
                 host.add(offset).cast(),
                 len,
-                sys::cudaMemcpyHostToDevice,
+                flags::MEMCPY_HOST_TO_DEVICE,
                 stream,
-            );
-            SortError::check(status, "cudaMemcpyAsync")?;
+            )
+            .map_err(SortError::from_call)?;
         }
         offset += len;
     }
@@ -275,16 +343,14 @@ unsafe fn staged_copy_out(
     host: *mut u8,
     dst: *mut u8,
     bytes: usize,
-    stream: sys::cudaStream_t,
-    events: &mut Vec<sys::cudaEvent_t>,
+    stream: RawStream,
+    events: &mut Vec<RawEvent>,
 ) -> Result<(), SortError> {
     let chunks = bytes.div_ceil(CHUNK_BYTES);
     while events.len() < chunks {
-        let mut event = ptr::null_mut();
-        // SAFETY: writes one handle; kept in `events` and destroyed by Staging's drop.
-        let status =
-            unsafe { sys::cudaEventCreateWithFlags(&mut event, sys::cudaEventDisableTiming) };
-        SortError::check(status, "cudaEventCreateWithFlags")?;
+        // SAFETY: creates one event; kept in `events` and destroyed by Staging's drop.
+        let event = unsafe { cuda::event_create_with_flags(flags::EVENT_DISABLE_TIMING) }
+            .map_err(SortError::from_call)?;
         events.push(event);
     }
     for (i, event) in events.iter().take(chunks).enumerate() {
@@ -292,15 +358,15 @@ unsafe fn staged_copy_out(
         let len = CHUNK_BYTES.min(bytes - offset);
         // SAFETY: the chunk lies inside both buffers; the event is live.
         unsafe {
-            let status = sys::cudaMemcpyAsync(
+            cuda::memcpy_async(
                 host.add(offset).cast(),
                 src.cast::<u8>().add(offset).cast(),
                 len,
-                sys::cudaMemcpyDeviceToHost,
+                flags::MEMCPY_DEVICE_TO_HOST,
                 stream,
-            );
-            SortError::check(status, "cudaMemcpyAsync")?;
-            SortError::check(sys::cudaEventRecord(*event, stream), "cudaEventRecord")?;
+            )
+            .and_then(|()| cuda::event_record(*event, stream))
+            .map_err(SortError::from_call)?;
         }
     }
     for (i, event) in events.iter().take(chunks).enumerate() {
@@ -309,7 +375,7 @@ unsafe fn staged_copy_out(
         // SAFETY: the event completes after the chunk's copy, so the pinned chunk holds its
         // final bytes and nothing writes it any more.
         unsafe {
-            SortError::check(sys::cudaEventSynchronize(*event), "cudaEventSynchronize")?;
+            cuda::event_synchronize(*event).map_err(SortError::from_call)?;
             ptr::copy_nonoverlapping(host.add(offset), dst.add(offset), len);
         }
     }
@@ -321,7 +387,7 @@ struct Staging {
     host: *mut u8,
     host_bytes: usize,
     device: super::raw::DeviceScratch,
-    events: Vec<sys::cudaEvent_t>,
+    events: Vec<RawEvent>,
 }
 
 // SAFETY: plain allocations and event handles owned by the workspace; CUDA allows using and
@@ -348,13 +414,12 @@ impl Staging {
             if !self.host.is_null() {
                 let old = std::mem::replace(&mut self.host, ptr::null_mut());
                 self.host_bytes = 0;
-                // SAFETY: from cudaMallocHost, freed once (the field was cleared).
-                SortError::check(unsafe { sys::cudaFreeHost(old.cast()) }, "cudaFreeHost")?;
+                // SAFETY: from cudaMallocHost, freed once (the field was cleared); the caller
+                // guarantees no queued work uses it.
+                unsafe { cuda::free_host(old.cast()) }.map_err(SortError::from_call)?;
             }
-            let mut host = ptr::null_mut();
-            // SAFETY: writes one pointer.
-            let status = unsafe { sys::cudaMallocHost(&mut host, bytes) };
-            SortError::check(status, "cudaMallocHost")?;
+            // SAFETY: the pointer is kept in `self` and freed once (here or in drop).
+            let host = unsafe { cuda::malloc_host(bytes) }.map_err(SortError::from_call)?;
             self.host = host.cast();
             self.host_bytes = bytes;
         }
@@ -365,16 +430,20 @@ impl Staging {
 
 impl Drop for Staging {
     /// Frees the staging (`cudaFreeHost`, `cudaEventDestroy`; the device part frees itself).
-    /// Every sort waited for its copies, so nothing queued uses them. Failures here mean a
-    /// broken context, which the next CUDA call reports.
+    /// Every sort waited for its copies, so nothing queued uses them. Failures are deferred to
+    /// cuda-rt's next synchronize ([`cuda_rt::defer_error`]).
     fn drop(&mut self) {
         if !self.host.is_null() {
             // SAFETY: from cudaMallocHost, freed once; no queued work uses it.
-            let _ = unsafe { sys::cudaFreeHost(self.host.cast()) };
+            if let Err(e) = unsafe { cuda::free_host(self.host.cast()) } {
+                cuda_rt::defer_error(e.context("sort staging: drop"));
+            }
         }
         for event in self.events.drain(..) {
             // SAFETY: live events created by staged_copy_out, destroyed once.
-            let _ = unsafe { sys::cudaEventDestroy(event) };
+            if let Err(e) = unsafe { cuda::event_destroy(event) } {
+                cuda_rt::defer_error(e.context("sort staging: drop"));
+            }
         }
     }
 }
@@ -384,8 +453,8 @@ impl Drop for Staging {
 ///
 /// # Errors
 /// As for [`SortWorkspace::sort`].
-pub fn sort<K: SortKey + DeviceCopy>(
-    stream: &Stream,
+pub fn sort<'s, K: SortKey + DeviceCopy>(
+    stream: impl Into<StreamRef<'s>>,
     keys: &mut impl DeviceMemory<K>,
     order: Order,
 ) -> Result<(), SortError> {
@@ -397,8 +466,8 @@ pub fn sort<K: SortKey + DeviceCopy>(
 ///
 /// # Errors
 /// As for [`SortWorkspace::sort_pairs`].
-pub fn sort_pairs<K: SortKey + DeviceCopy, V: DeviceCopy>(
-    stream: &Stream,
+pub fn sort_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
+    stream: impl Into<StreamRef<'s>>,
     keys: &mut impl DeviceMemory<K>,
     values: &mut impl DeviceMemory<V>,
     order: Order,

@@ -1,0 +1,197 @@
+/* The C interface of the merge sort (kernels/mergesort.cu): the one source of both sides.
+ *
+ * The kernels include this header; the Rust side (src/sort/abi.rs) is generated from it by
+ * bindgen (scripts/update-sort-abi.sh; a test compares the committed file with a fresh
+ * generation), so every struct, flag and status-word constant is written once, here. Both
+ * sides assert the structs' sizes and offsets: the static assertions below, and bindgen's
+ * layout assertions in the generated Rust.
+ */
+#ifndef CUDA_RT_SORT_H
+#define CUDA_RT_SORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+/* ---- Strategy flags --------------------------------------------------------------------------
+ * Each field's 0 lets the library choose by size. */
+
+/** Who launches stages 1.. : the device (tail launches) or the host. */
+#define CUDA_RT_SORT_DRIVER_MASK 0x3u
+/** Stages after the first are launched by the device (tail launches). */
+#define CUDA_RT_SORT_DRIVER_DEVICE 0x1u
+/** Every stage is launched by the host. */
+#define CUDA_RT_SORT_DRIVER_HOST 0x2u
+/** How merge passes find their cuts: a partition kernel, or each merge block itself. */
+#define CUDA_RT_SORT_CUTS_MASK 0xcu
+/** A partition kernel finds the cuts of each merge pass. */
+#define CUDA_RT_SORT_CUTS_KERNEL 0x4u
+/** Every merge block finds its own cuts. */
+#define CUDA_RT_SORT_CUTS_FUSED 0x8u
+/** Threads of a tile-sort block (tile = threads * items per thread). */
+#define CUDA_RT_SORT_TILE_MASK 0x30u
+/** 512 threads per tile-sort block. */
+#define CUDA_RT_SORT_TILE_NARROW 0x10u
+/** 1024 threads per tile-sort block (tiles twice as long: one merge pass fewer). */
+#define CUDA_RT_SORT_TILE_WIDE 0x20u
+/** Merge tiles per merge block. */
+#define CUDA_RT_SORT_MERGE_MASK 0xc0u
+/** Merge blocks of 4 merge tiles (1024 threads). */
+#define CUDA_RT_SORT_MERGE_WIDE 0x40u
+/** Merge blocks of 2 merge tiles (512 threads). */
+#define CUDA_RT_SORT_MERGE_NARROW 0x80u
+/** Tests only: `(stage + 1) << CUDA_RT_SORT_FAIL_STAGE_SHIFT` makes the launch of `stage` fail
+ * (an invalid configuration), to exercise the error paths. */
+#define CUDA_RT_SORT_FAIL_STAGE_SHIFT 8u
+/** Mask of the failing-stage field. */
+#define CUDA_RT_SORT_FAIL_STAGE_MASK 0xff00u
+/** Merge grids: one block per SM whose groups loop over the merge tiles ("persistent"), or
+ * one merge tile per group. */
+#define CUDA_RT_SORT_GRID_MASK 0x30000u
+/** Merge grids of one block per SM, whose groups loop over the merge tiles. */
+#define CUDA_RT_SORT_GRID_PERSISTENT 0x10000u
+/** Merge grids of one merge tile per group. */
+#define CUDA_RT_SORT_GRID_PER_TILE 0x20000u
+/** Device-driven sorts: how later stages are launched. */
+#define CUDA_RT_SORT_LAUNCH_MASK 0xc0000u
+/** The first grid queues every later stage in its tail-launch stream. */
+#define CUDA_RT_SORT_LAUNCH_QUEUED 0x40000u
+/** Each stage's grid launches the next stage into its tail-launch stream. */
+#define CUDA_RT_SORT_LAUNCH_CHAINED 0x80000u
+/** Every flag bit the library knows; others are refused. */
+#define CUDA_RT_SORT_FLAGS_KNOWN 0xfffffu
+
+/* ---- The status word -------------------------------------------------------------------------
+ * Written by the device, read by the host once the sort's work has completed:
+ * - the first stage writes RUNNING (or DONE when it is also the last);
+ * - only the last stage writes DONE, so a sort whose chain broke anywhere never reads "done";
+ * - a failed device-side launch writes LAUNCH_FAILED | stage << STAGE_SHIFT | (status &
+ *   ERROR_MASK);
+ * - a queue of tail launches that the device runtime's pending-launch pool cut short at stage
+ *   s writes RESUME | s << STAGE_SHIFT: stage s - 1 launches the rest and writes RUNNING again
+ *   (a sort that ends with this word broke, like any word but DONE). */
+
+/** The sort completed. */
+#define CUDA_RT_SORT_STATUS_DONE 0u
+/** The chain started and did not reach its last stage. */
+#define CUDA_RT_SORT_STATUS_RUNNING 1u
+/** Merge passes were needed and a scratch pointer was null; nothing was written. */
+#define CUDA_RT_SORT_STATUS_SCRATCH_MISSING 2u
+/** Low bits of a queue cut short by a full pending-launch pool (stage in the stage field). */
+#define CUDA_RT_SORT_STATUS_RESUME 3u
+/** Bit of a failed device-side launch (stage and status in their fields). */
+#define CUDA_RT_SORT_STATUS_LAUNCH_FAILED 0x80000000u
+/** Position of the stage field. */
+#define CUDA_RT_SORT_STATUS_STAGE_SHIFT 16u
+/** Mask of the stage field (after shifting). */
+#define CUDA_RT_SORT_STATUS_STAGE_MASK 0x7fffu
+/** Mask of the status field of a failed launch (a cudaError_t). */
+#define CUDA_RT_SORT_STATUS_ERROR_MASK 0xffffu
+
+/* ---- Structs ------------------------------------------------------------------------------- */
+
+/** What a sort of n elements needs and does, for given key and value sizes and flags. */
+typedef struct CudaRtSortLayout {
+    /** Bytes of key scratch (0 when the tile sort alone sorts everything). */
+    unsigned long long keys_scratch_bytes;
+    /** Bytes of value scratch (0 for keys only, or without merge passes). */
+    unsigned long long values_scratch_bytes;
+    /** Bytes of merge-path cuts, or (fused) tile samples; 0 without merge passes. */
+    unsigned long long cuts_bytes;
+    /** Merge passes after the tile sort. */
+    uint32_t passes;
+    /** Kernel launches per sort (one of them from the host when device-driven). */
+    uint32_t kernels;
+    /** Keys per sorted tile. */
+    uint32_t sort_tile;
+    /** Outputs per merge block. */
+    uint32_t merge_tile;
+    /** The resolved strategy flags (no zero fields). */
+    uint32_t flags;
+    /** Zero. */
+    uint32_t reserved;
+} CudaRtSortLayout;
+
+/** One sort. */
+typedef struct CudaRtSortArgs {
+    /** The input keys (null, or equal to `keys`: in place). Only read. */
+    const void* keys_in;
+    /** The input values (null, or equal to `values`: in place). Only read. */
+    const void* values_in;
+    /** The output keys. */
+    void* keys;
+    /** Key scratch of `keys_scratch_bytes`. */
+    void* keys_scratch;
+    /** The output values (null for keys only). */
+    void* values;
+    /** Value scratch of `values_scratch_bytes`. */
+    void* values_scratch;
+    /** Cuts (or tile samples) of `cuts_bytes`. */
+    unsigned long long* cuts;
+    /** The device status word. */
+    uint32_t* status;
+    /** Number of keys. */
+    unsigned long long n;
+    /** 1, 2, 4 or 8. */
+    uint32_t key_bytes;
+    /** 0 (keys only), 4, 8 or 16. */
+    uint32_t value_bytes;
+    /** Key kind (0 unsigned, 1 signed, 2 float) | 4 for descending. */
+    uint32_t key_mode;
+    /** Strategy flags. */
+    uint32_t flags;
+} CudaRtSortArgs;
+
+#ifdef __cplusplus
+#define CUDA_RT_SORT_STATIC_ASSERT static_assert
+#else
+#define CUDA_RT_SORT_STATIC_ASSERT _Static_assert
+#endif
+CUDA_RT_SORT_STATIC_ASSERT(sizeof(void*) == 8, "a 64-bit target");
+CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortLayout) == 48, "CudaRtSortLayout: 48 bytes");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, passes) == 24, "CudaRtSortLayout.passes");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, reserved) == 44,
+                           "CudaRtSortLayout.reserved");
+CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortArgs) == 88, "CudaRtSortArgs: 88 bytes");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, status) == 56, "CudaRtSortArgs.status");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, n) == 64, "CudaRtSortArgs.n");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, flags) == 84, "CudaRtSortArgs.flags");
+
+/* ---- Entry points -------------------------------------------------------------------------- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)
+ * needs: scratch sizes, passes, launches, tiles. Host only; launches nothing.
+ * cudaErrorInvalidValue for unsupported sizes or unknown flags. */
+cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes,
+                                        uint32_t value_bytes, uint32_t flags,
+                                        CudaRtSortLayout* out);
+
+/** Enqueues the sort *args on `stream`: one host launch, and the device launches the rest,
+ * unless the flags ask for a host-driven chain. Out of place when keys_in (values_in) is another
+ * buffer than keys (values). Returns the status of the host launch(es); a host-driven chain
+ * whose later launch fails returns that launch's status with the earlier stages queued. Whether
+ * the chain completed is in *args->status once the stream reaches this point: DONE when it did.
+ * For n == 0 the status word is set to DONE and nothing else is queued. */
+cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream);
+
+/** cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,
+ * whatever the driver flags say; host launches of these kernels cost less. */
+cudaError_t cuda_rt_kernels_sort_nordc(const CudaRtSortArgs* args, cudaStream_t stream);
+
+/** Benchmarks only: the sort of cuda_rt_kernels_sort, host-driven whatever the flags say, with
+ * an event before and after every stage; waits for the sort and writes each stage's time (ms)
+ * to stage_ms[0..*stages). cudaErrorInvalidValue when capacity < *stages. */
+cudaError_t cuda_rt_kernels_sort_stage_times(const CudaRtSortArgs* args, cudaStream_t stream,
+                                             float* stage_ms, uint32_t capacity,
+                                             uint32_t* stages);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUDA_RT_SORT_H */
