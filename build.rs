@@ -65,6 +65,12 @@ fn main() {
     println!("cargo:rustc-link-lib=static=cudadevrt");
     // How cuda-rt-sys linked cudart, for the tour's device report (`env!("CUDA_RT_LINK_MODE")`).
     println!("cargo:rustc-env=CUDA_RT_LINK_MODE={}", toolkit.link_mode);
+    // The toolkit's headers, for the test that regenerates the sort's Rust interface from
+    // kernels/cuda_rt_sort.h (which includes cuda_runtime_api.h).
+    println!(
+        "cargo:rustc-env=CUDA_RT_KERNELS_CUDA_INCLUDE={}",
+        toolkit.include_dir.display()
+    );
     if toolkit.link_mode == "dynamic" {
         // Let this package's binaries and tests find libcudart.so without LD_LIBRARY_PATH.
         println!(

@@ -62,6 +62,20 @@
 /** Every flag bit the library knows; others are refused. */
 #define CUDA_RT_SORT_FLAGS_KNOWN 0xfffffu
 
+/* ---- Key modes -----------------------------------------------------------------------------
+ * A key mode is a kind (how the bits of a key are read) | DESCENDING. */
+
+/** Unsigned integer keys: already in order. */
+#define CUDA_RT_SORT_KEY_UNSIGNED 0u
+/** Two's complement integer keys. */
+#define CUDA_RT_SORT_KEY_SIGNED 1u
+/** IEEE 754 binary32 / binary64 keys, sorted in total order. */
+#define CUDA_RT_SORT_KEY_FLOAT 2u
+/** Mask of the kind. */
+#define CUDA_RT_SORT_KEY_KIND_MASK 3u
+/** Sort in descending order (still stable). */
+#define CUDA_RT_SORT_KEY_DESCENDING 4u
+
 /* ---- The status word -------------------------------------------------------------------------
  * Written by the device, read by the host once the sort's work has completed:
  * - the first stage writes RUNNING (or DONE when it is also the last);
@@ -137,7 +151,7 @@ typedef struct CudaRtSortArgs {
     uint32_t key_bytes;
     /** 0 (keys only), 4, 8 or 16. */
     uint32_t value_bytes;
-    /** Key kind (0 unsigned, 1 signed, 2 float) | 4 for descending. */
+    /** CUDA_RT_SORT_KEY_UNSIGNED, _SIGNED or _FLOAT, | CUDA_RT_SORT_KEY_DESCENDING. */
     uint32_t key_mode;
     /** Strategy flags. */
     uint32_t flags;

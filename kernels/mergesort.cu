@@ -19,76 +19,14 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "cuda_rt_sort.h"
 #include "mergesort_block_sort.cuh"
 #include "mergesort_chain.cuh"
 #include "mergesort_merge_pass.cuh"
 #include "mergesort_plan.cuh"
 
-// ---- The C interface (mirrored in src/sort/ffi.rs) ---------------------------------------------
-
-// Strategy flags. Each field's 0 lets the library choose by size.
-enum : uint32_t {
-    // Who launches stages 1.. : the device (tail launches) or the host.
-    CUDA_RT_SORT_DRIVER_MASK = 0x3,
-    CUDA_RT_SORT_DRIVER_DEVICE = 0x1,
-    CUDA_RT_SORT_DRIVER_HOST = 0x2,
-    // How merge passes find their cuts: a partition kernel, or each merge block itself.
-    CUDA_RT_SORT_CUTS_MASK = 0xc,
-    CUDA_RT_SORT_CUTS_KERNEL = 0x4,
-    CUDA_RT_SORT_CUTS_FUSED = 0x8,
-    // Threads of a tile-sort block (tile = threads * items per thread).
-    CUDA_RT_SORT_TILE_MASK = 0x30,
-    CUDA_RT_SORT_TILE_NARROW = 0x10,
-    CUDA_RT_SORT_TILE_WIDE = 0x20,
-    // Merge tiles per merge block: 4 (1024 threads) or 2 (512 threads).
-    CUDA_RT_SORT_MERGE_MASK = 0xc0,
-    CUDA_RT_SORT_MERGE_WIDE = 0x40,
-    CUDA_RT_SORT_MERGE_NARROW = 0x80,
-    // Tests only: 1 + the stage whose device-side launch is given an invalid configuration.
-    CUDA_RT_SORT_FAIL_STAGE_SHIFT = 8,
-    CUDA_RT_SORT_FAIL_STAGE_MASK = 0xff00,
-    // Merge grids: one block per SM, each group looping over merge tiles ("persistent"), or one
-    // merge tile per group.
-    CUDA_RT_SORT_GRID_MASK = 0x30000,
-    CUDA_RT_SORT_GRID_PERSISTENT = 0x10000,
-    CUDA_RT_SORT_GRID_PER_TILE = 0x20000,
-    // Device-driven sorts: the first grid queues every later stage in its tail-launch stream
-    // ("queued"), or each stage's grid launches the next ("chained").
-    CUDA_RT_SORT_LAUNCH_MASK = 0xc0000,
-    CUDA_RT_SORT_LAUNCH_QUEUED = 0x40000,
-    CUDA_RT_SORT_LAUNCH_CHAINED = 0x80000,
-    CUDA_RT_SORT_FLAGS_KNOWN = 0xfffff,
-};
-
-// What a sort of n elements needs and does, for the given key and value sizes and flags.
-struct CudaRtSortLayout {
-    unsigned long long keys_scratch_bytes;    // 0 when no merge pass is needed
-    unsigned long long values_scratch_bytes;  // 0 when keys only or no merge pass
-    unsigned long long cuts_bytes;            // cuts, or (fused) tile samples; 0: no merge pass
-    uint32_t passes;                          // merge passes after the tile sort
-    uint32_t kernels;                         // kernel launches per sort (1 from the host)
-    uint32_t sort_tile;                       // keys per sorted tile
-    uint32_t merge_tile;                      // outputs per merge block
-    uint32_t flags;                           // the resolved strategy (no zero fields)
-    uint32_t reserved;
-};
-
-struct CudaRtSortArgs {
-    const void* keys_in;    // the input keys; null or == keys: sort in place
-    const void* values_in;  // the input values; null or == values: in place
-    void* keys;             // the output keys
-    void* keys_scratch;
-    void* values;           // the output values (null: keys only)
-    void* values_scratch;
-    unsigned long long* cuts;
-    uint32_t* status;       // the status word
-    unsigned long long n;
-    uint32_t key_bytes;    // 1, 2, 4 or 8
-    uint32_t value_bytes;  // 0 (keys only), 4, 8 or 16
-    uint32_t key_mode;     // KeyKind | kKeyDescending
-    uint32_t flags;
-};
-
+// The C interface (structs, flags, status word) is cuda_rt_sort.h, which the Rust side is
+// generated from.
 namespace cuda_rt_sort {
 namespace {
 

@@ -9,17 +9,16 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda_rt_sort.h"
+
 namespace cuda_rt_sort {
 
-// Bits 0..1 of a key mode: how the bits of a key are read.
-enum KeyKind : uint32_t {
-    kKeyUnsigned = 0,  // unsigned integer: already in order
-    kKeySigned = 1,    // two's complement integer
-    kKeyFloat = 2,     // IEEE 754 binary32 / binary64, sorted in total order
-};
-constexpr uint32_t kKeyKindMask = 3;
-// Bit 2 of a key mode: sort in descending order.
-constexpr uint32_t kKeyDescending = 4;
+// A key mode (cuda_rt_sort.h): how the bits of a key are read, and the order.
+constexpr uint32_t kKeyUnsigned = CUDA_RT_SORT_KEY_UNSIGNED;
+constexpr uint32_t kKeySigned = CUDA_RT_SORT_KEY_SIGNED;
+constexpr uint32_t kKeyFloat = CUDA_RT_SORT_KEY_FLOAT;
+constexpr uint32_t kKeyKindMask = CUDA_RT_SORT_KEY_KIND_MASK;
+constexpr uint32_t kKeyDescending = CUDA_RT_SORT_KEY_DESCENDING;
 
 template <class K>
 constexpr K sign_bit() {

@@ -14,30 +14,31 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda_rt_sort.h"
+
 namespace cuda_rt_sort {
 
 // ---- The status word --------------------------------------------------------------------------
-// Written by the device, read by the host after the sort's work has completed:
-// - the first stage writes kStatusRunning (or kStatusDone when it is also the last);
-// - only the last stage writes kStatusDone, so a sort whose chain broke anywhere never reads
-//   "done";
-// - a failed device-side launch writes kStatusLaunchFailed | (stage << 16) | cudaError_t;
-// - a queue of tail launches that the device runtime's pending-launch pool cut short at stage s
-//   writes kStatusResume | (s << 16): stage s - 1 launches the rest and writes kStatusRunning
-//   again (a sort that ends with this word broke, like any word but kStatusDone).
-constexpr uint32_t kStatusDone = 0;
-constexpr uint32_t kStatusRunning = 1;
-// Merge passes are needed but a scratch buffer pointer is null; nothing was written.
-constexpr uint32_t kStatusScratchMissing = 2;
-constexpr uint32_t kStatusResume = 3;
-constexpr uint32_t kStatusLaunchFailed = 0x80000000u;
+// Its values and bit layout are the C interface's (cuda_rt_sort.h), which says who writes what.
+constexpr uint32_t kStatusDone = CUDA_RT_SORT_STATUS_DONE;
+constexpr uint32_t kStatusRunning = CUDA_RT_SORT_STATUS_RUNNING;
+constexpr uint32_t kStatusScratchMissing = CUDA_RT_SORT_STATUS_SCRATCH_MISSING;
+constexpr uint32_t kStatusResume = CUDA_RT_SORT_STATUS_RESUME;
+constexpr uint32_t kStatusLaunchFailed = CUDA_RT_SORT_STATUS_LAUNCH_FAILED;
 
-__host__ __device__ constexpr uint32_t resume_at(int stage) {
-    return kStatusResume | (uint32_t(stage & 0x7fff) << 16);
+__host__ __device__ constexpr uint32_t stage_field(int stage) {
+    return (uint32_t(stage) & CUDA_RT_SORT_STATUS_STAGE_MASK) << CUDA_RT_SORT_STATUS_STAGE_SHIFT;
 }
 
+// A queue of tail launches cut short at `stage` by a full pending-launch pool.
+__host__ __device__ constexpr uint32_t resume_at(int stage) {
+    return kStatusResume | stage_field(stage);
+}
+
+// A failed device-side launch of `stage` with status `error`.
 __host__ __device__ constexpr uint32_t launch_failure(int stage, int error) {
-    return kStatusLaunchFailed | (uint32_t(stage & 0x7fff) << 16) | (uint32_t(error) & 0xffff);
+    return kStatusLaunchFailed | stage_field(stage) |
+           (uint32_t(error) & CUDA_RT_SORT_STATUS_ERROR_MASK);
 }
 
 // ---- Values -----------------------------------------------------------------------------------

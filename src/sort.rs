@@ -81,12 +81,17 @@ pub struct KeyFormat {
 impl KeyFormat {
     /// The `key_mode` of the C interface for this format and `order`.
     pub(crate) fn mode(self, order: Order) -> u32 {
+        use ffi::key_mode::*;
         let kind = match self.kind {
-            KeyKind::Unsigned => 0,
-            KeyKind::Signed => 1,
-            KeyKind::Float => 2,
+            KeyKind::Unsigned => UNSIGNED,
+            KeyKind::Signed => SIGNED,
+            KeyKind::Float => FLOAT,
         };
-        kind | if order == Order::Descending { 4 } else { 0 }
+        kind | if order == Order::Descending {
+            DESCENDING
+        } else {
+            0
+        }
     }
 }
 
@@ -272,8 +277,8 @@ impl SortError {
             ffi::STATUS_DONE => Ok(()),
             ffi::STATUS_SCRATCH_MISSING => Err(SortError::ScratchMissing),
             w if w & ffi::STATUS_LAUNCH_FAILED != 0 => Err(SortError::DeviceLaunch {
-                stage: (w >> 16) & 0x7fff,
-                status: (w & 0xffff) as sys::cudaError_t,
+                stage: (w >> ffi::STATUS_STAGE_SHIFT) & ffi::STATUS_STAGE_MASK,
+                status: (w & ffi::STATUS_ERROR_MASK) as sys::cudaError_t,
             }),
             w => Err(SortError::Incomplete { status_word: w }),
         }
@@ -285,7 +290,11 @@ impl fmt::Display for SortError {
         match *self {
             SortError::Runtime(error) => write!(f, "sort: {error}"),
             SortError::Cuda { call, status } => {
-                write!(f, "sort: {call}: {} (status {status})", cuda_rt::raw::error_name(status))
+                write!(
+                    f,
+                    "sort: {call}: {} (status {status})",
+                    cuda_rt::raw::error_name(status)
+                )
             }
             SortError::DeviceLaunch { stage, status } => {
                 write!(

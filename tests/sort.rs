@@ -584,14 +584,19 @@ fn check_guarded_slice<K: TestKey>(
         // sorter's stream before the sort.
         unsafe {
             check(
-                cudaMemsetAsync(whole.ptr().cast(), GUARD_BYTE.into(), total * bytes, sorter.stream.0),
+                cudaMemsetAsync(
+                    whole.ptr().cast(),
+                    GUARD_BYTE.into(),
+                    total * bytes,
+                    sorter.stream.0,
+                ),
                 "cudaMemsetAsync",
             );
             check(
                 cudaMemcpyAsync(
                     slice.cast(),
                     pristine.ptr().cast(),
-                    n * bytes,
+                    size_of_val(want),
                     cudaMemcpyDeviceToDevice,
                     sorter.stream.0,
                 ),
@@ -622,8 +627,14 @@ fn check_guarded_slice<K: TestKey>(
             let b = k.bits();
             (0..bytes).all(|i| (b >> (8 * i)) as u8 == GUARD_BYTE)
         };
-        assert!(before.iter().all(poison), "{what}: the guard before the slice was written");
-        assert!(after.iter().all(poison), "{what}: the guard after the slice was written");
+        assert!(
+            before.iter().all(poison),
+            "{what}: the guard before the slice was written"
+        );
+        assert!(
+            after.iter().all(poison),
+            "{what}: the guard after the slice was written"
+        );
         assert_same_keys(sorted, want, &what);
     }
 }
@@ -689,9 +700,20 @@ fn unaligned_slices<K: TestKey>(seed: u64) {
         want.par_sort_unstable_by(K::total_cmp_key);
         let pristine = DeviceVec::from_slice(&input);
         // Quick runs (sanitizers): the control and three odd offsets.
-        let offsets: &[usize] = if quick() { &[0, 1, 3, 7] } else { &[0, 1, 2, 3, 4, 5, 6, 7] };
+        let offsets: &[usize] = if quick() {
+            &[0, 1, 3, 7]
+        } else {
+            &[0, 1, 2, 3, 4, 5, 6, 7]
+        };
         for &offset in offsets {
-            check_guarded_slice(&mut sorter, &pristine, &want, offset, &strategies, "unaligned");
+            check_guarded_slice(
+                &mut sorter,
+                &pristine,
+                &want,
+                offset,
+                &strategies,
+                "unaligned",
+            );
         }
     }
 }
@@ -732,9 +754,22 @@ fn prop_unaligned_slices() {
         let input: Vec<K> = make(Dist::Uniform, n, seed);
         let want = cpu_sorted(&input, Order::Ascending);
         let pristine = DeviceVec::from_slice(&input);
-        check_guarded_slice(&mut Sorter::new(), &pristine, &want, offset, &[strategy], "prop");
+        check_guarded_slice(
+            &mut Sorter::new(),
+            &pristine,
+            &want,
+            offset,
+            &[strategy],
+            "prop",
+        );
     }
-    let cases = (0usize..4, 0usize..300_000, 0usize..8, any::<bool>(), any::<u64>());
+    let cases = (
+        0usize..4,
+        0usize..300_000,
+        0usize..8,
+        any::<bool>(),
+        any::<u64>(),
+    );
     check_property(cases, |(width, n, offset, device, seed)| {
         let strategy = Strategy {
             driver: if device && !host_driver_only() {
@@ -777,8 +812,11 @@ fn a_failed_host_launch_returns_after_the_stages_queued_before_it() {
             ..RawSortBuffers::keys(d.ptr(), n)
         };
         // SAFETY: `d` holds n keys used by nothing else; the stream is live.
-        let result =
-            unsafe { sorter.workspace.enqueue(&buffers, Order::Ascending, strategy, sorter.stream.0) };
+        let result = unsafe {
+            sorter
+                .workspace
+                .enqueue(&buffers, Order::Ascending, strategy, sorter.stream.0)
+        };
         // SAFETY: a live stream.
         let idle = unsafe { cuda_rt_sys::cudaStreamQuery(sorter.stream.0) };
         match result {
@@ -804,5 +842,9 @@ fn a_failed_host_launch_returns_after_the_stages_queued_before_it() {
     }
     // The context is still usable, and a good sort afterwards succeeds.
     let got = sorter.keys(&input, Order::Ascending, strategy, true);
-    assert_same_keys(&got, &cpu_sorted(&input, Order::Ascending), "after failures");
+    assert_same_keys(
+        &got,
+        &cpu_sorted(&input, Order::Ascending),
+        "after failures",
+    );
 }

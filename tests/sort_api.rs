@@ -117,9 +117,7 @@ fn empty_and_one_element_pairs_for_every_value_size() {
             let mut values = DeviceBuffer::from_slice(&vec![value; n]).unwrap();
             workspace
                 .sort_pairs(stream, &mut keys, &mut values, Order::Descending)
-                .unwrap_or_else(|e| {
-                    panic!("{n} pairs of {} bytes: {e}", size_of::<V>())
-                });
+                .unwrap_or_else(|e| panic!("{n} pairs of {} bytes: {e}", size_of::<V>()));
             assert_eq!(keys.to_vec().unwrap(), vec![7u64; n]);
             assert_eq!(values.to_vec().unwrap(), vec![value; n]);
         }

@@ -102,8 +102,8 @@ pub mod stream;
 
 pub use device::{ComputeCapability, Device, DeviceProperties, Limit, StreamPriorityRange};
 pub use error::{
-    defer_error, deferred_errors_dropped, is_sticky, last_error, peek_last_error, take_deferred_error, Error,
-    ErrorKind, Result,
+    defer_error, deferred_errors_dropped, is_sticky, last_error, peek_last_error,
+    take_deferred_error, Error, ErrorKind, Result,
 };
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
 pub use graph::{Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Graph, GraphExec};

@@ -192,8 +192,8 @@ impl RawWorkspace {
         }
         if self.status_host.is_null() {
             // SAFETY: the pointer is kept in `self` and freed once, by `release_all`.
-            let host = unsafe { cuda::malloc_host(size_of::<u32>()) }
-                .map_err(SortError::from_call)?;
+            let host =
+                unsafe { cuda::malloc_host(size_of::<u32>()) }.map_err(SortError::from_call)?;
             self.status_host = host.cast();
         }
         Ok(())
