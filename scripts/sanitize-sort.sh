@@ -4,7 +4,7 @@
 # device-driven build uses dynamic parallelism, which only memcheck instruments). On the GPU
 # machine, from the checkout root, after ../shared/gpu/bundle.sh (or scripts/stage-gpu.sh):
 #
-#   bash scripts/sanitize-sort.sh          # about 6 minutes on an H100
+#   bash scripts/sanitize-sort.sh          # about 4 minutes on an H100
 #
 # What runs (CUDA_RT_SORT_TEST_DRIVER=host, CUDA_RT_SORT_TEST_QUICK=1, set by sanitize-all.sh):
 # - memcheck and synccheck: the whole `sort` and `sort_api` test binaries;
