@@ -1,10 +1,11 @@
 //! Build script of cuda-rt-interop: compiles the C++ side of the interop tests with the nvcc that
 //! cuda-rt-sys found (`DEP_CUDART_NVCC`).
 //!
-//! Outputs, all in `OUT_DIR` (whose path tests read as `CUDA_RT_INTEROP_OUT_DIR`):
+//! Outputs, in `OUT_DIR` (whose path tests read as `CUDA_RT_INTEROP_OUT_DIR`; the static
+//! libraries in cuda-rt-build's folders under it):
 //! - `libcuda_rt_interop_mylib.a`: the C++ CUDA library `cpp/mylib` (ordinary whole-program
-//!   device code), compiled with `cc` and `cudart("none")`: the runtime is the one cuda-rt-sys
-//!   links. Linked by the tests that name it (`#[link]`), not by the library.
+//!   device code), compiled by cuda-rt-build without a runtime of its own: the runtime is the
+//!   one cuda-rt-sys links. Linked by the tests that name it (`#[link]`), not by the library.
 //! - `libcuda_rt_interop_cpp_host.a`: `cpp/host_program.cu` with its `main` turned into
 //!   `extern "C" cuda_rt_interop_cpp_host_main`, so a Rust test can run the C++ program;
 //!   it calls the C ABI of this crate (`include/cuda_rt.h`).
@@ -16,13 +17,10 @@
 //! The two shared libraries are what `tests/runtimes.rs` loads with `dlopen` to find out what
 //! works and what breaks with one or two CUDA runtimes in a process.
 //!
-//! Variables (each registered for reruns): `CUDA_RT_ARCHS` (compute capabilities,
-//! comma-separated, default `90`; as in the root package) and `CUDA_RT_NVCC_FLAGS`.
+//! Variables (each registered for reruns): cuda-rt-build's `CUDA_RT_ARCHS` and
+//! `CUDA_RT_NVCC_FLAGS`, as in the root package.
 
-#[path = "../build-support/cuda_build.rs"]
-mod cuda_build;
-
-use cuda_build::{env, fail, Toolkit};
+use cuda_rt_build::{env, Build, LinkMode, Toolkit};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -30,28 +28,30 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=cpp");
     println!("cargo:rerun-if-changed=include");
-    println!("cargo:rerun-if-changed=../build-support");
-    let Some(toolkit) = Toolkit::from_cuda_rt_sys() else {
-        println!("cargo:warning=cuda-rt-interop: no CUDA toolkit (DOCS_RS); C++ side not built");
-        return;
+    let toolkit = match Toolkit::from_env() {
+        Ok(Some(toolkit)) => toolkit,
+        Ok(None) => {
+            println!(
+                "cargo:warning=cuda-rt-interop: no CUDA toolkit (DOCS_RS); C++ side not built"
+            );
+            return;
+        }
+        Err(e) => fail(&e.to_string()),
     };
     let out_dir = PathBuf::from(env("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let mut flags = cuda_build::gencode_flags(&cuda_build::archs());
-    flags.extend(cuda_build::extra_nvcc_flags());
+    let archs = cuda_rt_build::archs(&toolkit, None).unwrap_or_else(|e| fail(&e.to_string()));
+    let mut flags = cuda_rt_build::gencode_flags(&archs);
+    flags.extend(cuda_rt_build::extra_nvcc_flags());
 
-    // cc finds nvcc through NVCC (a build script is single-threaded: this races with nothing).
-    std::env::set_var("NVCC", &toolkit.nvcc);
     static_library(
         "cuda_rt_interop_mylib",
         Path::new("cpp/mylib/mylib.cu"),
-        &flags,
-        &[],
+        None,
     );
     static_library(
         "cuda_rt_interop_cpp_host",
         Path::new("cpp/host_program.cu"),
-        &flags,
-        &[("CUDA_RT_INTEROP_HOST_MAIN", "cuda_rt_interop_cpp_host_main")],
+        Some(("CUDA_RT_INTEROP_HOST_MAIN", "cuda_rt_interop_cpp_host_main")),
     );
     let cudart_link_dir = shared_runtime_link_dir(&toolkit, &out_dir);
     for runtime in [OwnRuntime::Static, OwnRuntime::Shared] {
@@ -73,7 +73,7 @@ fn main() {
     );
     println!(
         "cargo:rustc-env=CUDA_RT_INTEROP_LINK_MODE={}",
-        toolkit.link_mode
+        toolkit.link_mode.name()
     );
     // Where `-lcudart` finds libcudart.so, and where it is at run time (this machine).
     println!(
@@ -84,7 +84,7 @@ fn main() {
         "cargo:rustc-env=CUDA_RT_INTEROP_CUDART_LIB_DIR={}",
         toolkit.lib_dir.display()
     );
-    if toolkit.link_mode == "dynamic" {
+    if toolkit.link_mode == LinkMode::Dynamic {
         // Let this package's tests find libcudart.so here without LD_LIBRARY_PATH.
         println!(
             "cargo:rustc-link-arg=-Wl,-rpath,{}",
@@ -94,27 +94,26 @@ fn main() {
 }
 
 /// A static library of one `.cu` file, whole-program device code, no runtime of its own.
-/// `cargo_metadata(false)`: only the tests that declare it (`#[link]`) link it.
-fn static_library(name: &str, source: &Path, flags: &[String], defines: &[(&str, &str)]) {
-    let mut build = cc::Build::new();
+/// Not linked into the crate: only the tests that declare it (`#[link]`) link it, from the
+/// folder printed here.
+fn static_library(name: &str, source: &Path, define: Option<(&str, &str)>) {
+    let mut build = Build::new();
     build
-        .cuda(true)
-        .cudart("none")
-        .cargo_metadata(false)
-        .debug(false)
-        .opt_level(3)
         .include("include")
         .include("cpp/mylib")
-        .flag("-std=c++17")
-        .warnings(true)
-        .file(source);
-    for (key, value) in defines {
-        build.define(key, Some(*value));
+        .file(source)
+        .link(false);
+    if let Some((key, value)) = define {
+        build.define(key, Some(value));
     }
-    for flag in flags {
-        build.flag(flag);
+    match build.try_compile(name) {
+        Ok(Some(library)) => {
+            let dir = library.parent().expect("an archive has a folder");
+            println!("cargo:rustc-link-search=native={}", dir.display());
+        }
+        Ok(None) => {}
+        Err(e) => fail(&format!("building {name}: {e}")),
     }
-    build.compile(name);
 }
 
 /// How a shared build of mylib gets its CUDA runtime.
@@ -211,4 +210,10 @@ fn run(command: &mut Command, what: &str) {
             String::from_utf8_lossy(&output.stderr)
         ));
     }
+}
+
+/// Stops the build with one message naming the package.
+fn fail(message: &str) -> ! {
+    eprintln!("error: cuda-rt-interop: {message}");
+    std::process::exit(1);
 }

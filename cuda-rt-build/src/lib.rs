@@ -1,0 +1,129 @@
+//! Build-script helper for crates that compile their own CUDA kernels next to cuda-rt.
+//!
+//! A crate's `build.rs` names its `.cu` files; this crate runs the nvcc of the toolkit that
+//! [cuda-rt-sys](https://docs.rs/cuda-rt-sys) found (its `DEP_CUDART_*` metadata: no second
+//! search), for the GPU architectures of `CUDA_RT_ARCHS` (checked against what that nvcc
+//! supports), and links the result into the crate. With
+//! [`relocatable_device_code`](Build::relocatable_device_code) the kernels may call device
+//! functions of other files and launch kernels themselves (CUDA dynamic parallelism), and any
+//! number of crates built this way link into one binary, each with its own device-side
+//! launches.
+//!
+//! # Requirements
+//! - A dependency on `cuda-rt-sys` (normal, not build-): Cargo hands a `links` crate's
+//!   metadata to the build scripts of the crates that depend on it directly. Its
+//!   [`Toolkit`] fields list the keys.
+//! - Linux: the partial link of relocatable device code uses the platform's binutils (`ld`,
+//!   `objcopy`, `nm`, `ar`; `LD`, `OBJCOPY`, `NM`, `AR` override them).
+//!
+//! # Quick start
+//! `Cargo.toml`:
+//! ```toml
+//! [dependencies]
+//! cuda-rt = "0.1"
+//! cuda-rt-sys = "0.1"   # for its DEP_CUDART_* metadata
+//!
+//! [build-dependencies]
+//! cuda-rt-build = "0.1"
+//! ```
+//! `build.rs` of a crate whose kernels launch kernels:
+//! ```no_run
+//! // build.rs
+//! # fn main() {}
+//! # fn build() {
+//! cuda_rt_build::Build::new()
+//!     .file("kernels/quicksort.cu")
+//!     .relocatable_device_code(true)
+//!     .compile("quicksort_kernels");
+//! # }
+//! ```
+//! `src/lib.rs` then declares the `extern "C"` entry points of `kernels/quicksort.cu` and calls
+//! them with cuda-rt's streams and buffers.
+//!
+//! # Environment
+//! Each read is registered with `cargo:rerun-if-env-changed`.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `CUDA_RT_ARCHS` | compute capabilities, comma-separated (`90`, `80,90`, `sm_90`); default `90`. Each gets machine code, the newest also PTX. |
+//! | `CUDA_RT_LINEINFO=1` | `-lineinfo`: source lines for profilers and compute-sanitizer |
+//! | `CUDA_RT_NVCC_FLAGS` | extra nvcc flags, whitespace-separated |
+//!
+//! # How crates with relocatable device code link together
+//! nvcc's separate compilation ends with a device link (`nvcc --device-link`), which joins the
+//! device code of its inputs and of `libcudadevrt` (the device runtime that device-side
+//! launches call) into one image, and writes a host object that registers that image with the
+//! CUDA runtime when the program starts. Two crates that each run the usual recipe both define
+//! the registration function of the device runtime's part
+//! (`__cudaRegisterLinkedBinary_..._cuda_device_runtime_cu_...`, the same name in both): the
+//! final link fails with a duplicate symbol, and keeping one of the two (a weak symbol) leaves
+//! the other image's device runtime unregistered, so its first device-side launch fails.
+//!
+//! This crate gives every library the structure a shared library has: [`Build::compile`]
+//! device-links the crate's objects with `libcudadevrt`, joins them, the device-link object and
+//! the host half of the device runtime into one relocatable object (`ld -r`), and makes every
+//! symbol that object defines local (`objcopy --localize-symbols`) except the crate's entry
+//! points: by default the unmangled (`extern "C"`) functions and variables its own sources
+//! define, or the names given to [`export`](Build::export). So each crate's archive holds one
+//! self-contained image with its own device runtime and its own registration code, which runs
+//! from the object's constructors whatever the symbols are called; nothing of it can collide
+//! with another crate's, and nothing of another crate's can stand in for it. Why this is
+//! correct:
+//! - device code never crosses crates: each device link resolves every device symbol of its
+//!   crate (an unresolved one fails that crate's build), so no image needs another's code;
+//! - host references into an image go through the registration done by that image's own
+//!   constructors, which stay in the object whether their names are local or not;
+//! - weak definitions (inline C++ functions in COMDAT groups) stay global and are merged as
+//!   the C++ rules allow; only strong definitions are localized;
+//! - what stays undefined (the CUDA runtime's `__cudaRegister*` entry points, libc++) is left
+//!   global and resolves against the one runtime that cuda-rt-sys links.
+//!
+//! The cost: each crate carries its own copy of the device runtime's device code (tens of KB
+//! per architecture), as it would in a shared library.
+//!
+//! Builds without relocatable device code (the default) need none of this: nvcc compiles
+//! each file whole, with its registration code already private to the file.
+
+mod arch;
+mod compile;
+mod link;
+mod toolkit;
+
+pub use arch::{archs, gencode_flags, Arch};
+pub use compile::Build;
+pub use toolkit::{LinkMode, Toolkit};
+
+use std::fmt;
+
+/// Why a build failed: a message that says what to set or install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(String);
+
+impl Error {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Error(message.into())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The extra nvcc flags of `CUDA_RT_NVCC_FLAGS` (whitespace-separated), for a build script's
+/// own nvcc command; [`Build`] adds them itself.
+pub fn extra_nvcc_flags() -> Vec<String> {
+    env("CUDA_RT_NVCC_FLAGS")
+        .map(|f| f.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
+}
+
+/// Reads `name` and registers it for reruns (`cargo:rerun-if-env-changed`); empty counts as
+/// unset.
+pub fn env(name: &str) -> Option<String> {
+    println!("cargo:rerun-if-env-changed={name}");
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
