@@ -38,20 +38,12 @@ use cuda_rt::{
     EventFlags, HostRegisterFlags, LaunchConfig, PinnedBuffer, RegisteredHost, Stream, StreamFlags,
 };
 use cuda_rt_sys as sys;
-// Links the kernels that build.rs compiled (kernels/bench_empty.cu among them).
-extern crate cuda_rt_kernels as _;
+use cuda_rt_test_kernels::ffi::{cuda_rt_bench_empty_kernel, cuda_rt_bench_empty_launch};
 use std::ffi::{c_void, CStr};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-unsafe extern "C" {
-    /// The address of `empty_kernel` (kernels/bench_empty.cu), for `cudaLaunchKernel`.
-    fn cuda_rt_bench_empty_kernel() -> *const c_void;
-    /// Launches `empty_kernel<<<1, 1, 0, stream>>>` and returns the launch status.
-    fn cuda_rt_bench_empty_launch(stream: sys::cudaStream_t) -> sys::cudaError_t;
-}
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 

@@ -15,10 +15,10 @@
 use clap::Parser;
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, DeviceMemory, Error, Pending, StreamRef};
-use cuda_rt_kernels::affine::{affine_u32, affine_u32_cpu};
 use cuda_rt_kernels::sort::{Driver, Order, SortKey, SortWorkspace, Strategy};
 use cuda_rt_kernels::tour::progress::Progress;
 use cuda_rt_kernels::tour::random::SplitMix64;
+use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BTreeMap, HashSet};
 use std::io::IsTerminal;

@@ -1,8 +1,7 @@
-//! Kernels for cuda-rt, compiled by nvcc through `cc` as relocatable device code with dynamic
-//! parallelism (see `build.rs`), and their Rust entry points.
+//! Kernels for cuda-rt, compiled by cuda-rt-build as relocatable device code with dynamic
+//! parallelism (see `build.rs`), and their Rust entry points: the merge sort and the
+//! pipeline's kernel.
 
-pub mod affine;
-pub mod ffi;
 pub mod pipeline;
 pub mod scale_add;
 pub mod sort;

@@ -393,7 +393,7 @@ fn launch_affine(
     config: LaunchConfig,
 ) -> cuda_rt::Result<()> {
     // SAFETY: returns the address of a __global__ function linked into this program.
-    let kernel = unsafe { cuda_rt_kernels::ffi::cuda_rt_affine_u32_kernel() };
+    let kernel = unsafe { cuda_rt_test_kernels::ffi::cuda_rt_affine_u32_kernel() };
     let n = data.len();
     data.enqueue_mut(stream, |ptr| {
         let (mut ptr, mut n, mut a, mut b) = (ptr, n, 2u32, 1u32);
@@ -487,7 +487,9 @@ fn a_returned_error_is_not_reported_again_by_the_next_kernel_launch() {
     let status = out
         .enqueue_mut(&stream, |ptr| {
             // SAFETY: iota writes `n` words at `ptr` on `stream`, inside enqueue_mut.
-            unsafe { cuda_rt_kernels::ffi::cuda_rt_kernels_iota_u32(ptr, n, 10, stream.as_raw()) }
+            unsafe {
+                cuda_rt_test_kernels::ffi::cuda_rt_kernels_iota_u32(ptr, n, 10, stream.as_raw())
+            }
         })
         .unwrap();
     stream.synchronize().unwrap();

@@ -169,7 +169,7 @@ fn child_illegal_address() {
             // SAFETY: the store lands 256 GiB past the buffer, in unmapped device memory: the
             // device faults; no host memory is touched. This process is a child that expects it.
             unsafe {
-                cuda_rt_kernels::ffi::cuda_rt_faults_write_out_of_bounds(
+                cuda_rt_test_kernels::ffi::cuda_rt_faults_write_out_of_bounds(
                     ptr,
                     n,
                     1 << 36,

@@ -1,7 +1,7 @@
 //! The nvcc-built kernels link into a Rust test and run, including a device-side launch.
 
-use cuda_rt_kernels::ffi;
 use cuda_rt_sys::*;
+use cuda_rt_test_kernels::ffi;
 use std::ptr;
 
 fn check(status: cudaError_t, what: &str) {

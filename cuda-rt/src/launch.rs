@@ -1,6 +1,6 @@
 //! Launching kernels.
 //!
-//! Kernels are compiled by nvcc (the workspace's root crate builds `kernels/*.cu`). There are two
+//! Kernels are compiled by nvcc (the workspace's crates build theirs with cuda-rt-build). There are two
 //! ways to launch one from Rust, both `unsafe` — the compiler cannot check what a kernel does
 //! with its pointers:
 //!

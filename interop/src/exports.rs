@@ -7,10 +7,10 @@
 use crate::failure::{check, ffi_call, last_message_ptr, Failure};
 use crate::ABI_VERSION;
 use cuda_rt::{EventRef, Stream, StreamFlags, StreamRef};
-use cuda_rt_kernels::ffi::cuda_rt_kernels_iota_u32;
 use cuda_rt_kernels::sort::raw::{RawSortBuffers, RawWorkspace};
 use cuda_rt_kernels::sort::{Order, Strategy};
 use cuda_rt_sys::{cudaError_t, cudaEvent_t, cudaStream_t};
+use cuda_rt_test_kernels::ffi::cuda_rt_kernels_iota_u32;
 use std::cell::RefCell;
 use std::ffi::c_char;
 
@@ -29,7 +29,7 @@ pub extern "C" fn cuda_rt_last_error_message() -> *const c_char {
 }
 
 /// `cuda_rt_iota_u32`: queues `out[i] = start + i` (wrapping) for `i < n` on `stream`, and
-/// returns without waiting (the kernel of `kernels/smoke.cu`).
+/// returns without waiting (the kernel of `test-kernels/kernels/smoke.cu`).
 ///
 /// # Errors
 /// `cudaErrorInvalidValue` for a null `device_out` with `n > 0`; the launch status otherwise

@@ -132,7 +132,7 @@ pub fn host_memory_type(address: usize) -> u32 {
     attributes.type_
 }
 
-pub use cuda_rt_kernels::affine::{affine_u32, affine_u32_cpu};
+pub use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
 
 /// Asserts that the process can still use the device normally: allocate, upload, run a kernel
 /// on a stream, download, synchronize, with the right result and no deferred error.

@@ -1,4 +1,4 @@
-//! The `extern "C"` host launchers of `kernels/*.cu`. Each takes device pointers and a
+//! The `extern "C"` host launchers of `kernels/*.cu` (this crate's). Each takes device pointers and a
 //! `cudaStream_t`, enqueues its work on that stream and returns the launch status.
 
 use cuda_rt_sys::{cudaError_t, cudaStream_t};
@@ -59,4 +59,17 @@ unsafe extern "C" {
         offset_words: usize,
         stream: cudaStream_t,
     ) -> cudaError_t;
+}
+
+unsafe extern "C" {
+    /// The address of `empty_kernel` (kernels/bench_empty.cu), for `cudaLaunchKernel`: a kernel
+    /// without parameters that does nothing, to time launches.
+    pub fn cuda_rt_bench_empty_kernel() -> *const std::ffi::c_void;
+
+    /// Launches `empty_kernel<<<1, 1, 0, stream>>>` (the triple-chevron syntax a C++ launcher
+    /// uses) and returns the launch status.
+    ///
+    /// # Safety
+    /// `stream` must be a live stream (or a default-stream handle).
+    pub fn cuda_rt_bench_empty_launch(stream: cudaStream_t) -> cudaError_t;
 }

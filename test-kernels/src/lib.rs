@@ -1,0 +1,10 @@
+//! Kernels that only the workspace's tests, benchmarks and soak use, and their Rust entry
+//! points: a fill from the host and from the device (`kernels/smoke.cu`), an affine map
+//! (`kernels/affine.cu`), a deliberate out-of-bounds store (`kernels/faults.cu`) and an empty
+//! kernel (`kernels/bench_empty.cu`).
+//!
+//! Built by cuda-rt-build as relocatable device code, so every test binary of the root package
+//! links two libraries with device-side launches: this one and the root package's.
+
+pub mod affine;
+pub mod ffi;
