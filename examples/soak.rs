@@ -16,12 +16,10 @@ use clap::Parser;
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, DeviceMemory, Error, Pending, StreamRef};
 use cuda_rt_kernels::sort::{Driver, Order, SortKey, SortWorkspace, Strategy};
-use cuda_rt_kernels::tour::progress::Progress;
-use cuda_rt_kernels::tour::random::SplitMix64;
 use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
+use gpu_test::SplitMix64;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BTreeMap, HashSet};
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -261,23 +259,19 @@ fn memory_type(address: usize) -> Result<u32, Error> {
     }
 }
 
-/// A progress bar on a terminal; otherwise a line every 10 %.
+/// Progress: a line every 10 %.
 struct Bar {
-    bar: Progress,
     label: &'static str,
     total: u64,
     done: u64,
-    lines: bool,
 }
 
 impl Bar {
     fn new(label: &'static str, total: u64) -> Bar {
         Bar {
-            bar: Progress::new(label, total, true),
             label,
             total,
             done: 0,
-            lines: !std::io::stderr().is_terminal(),
         }
     }
 
@@ -285,9 +279,9 @@ impl Bar {
         let tenth = (self.total / 10).max(1);
         let before = self.done / tenth;
         self.done += units;
-        self.bar.advance(units);
-        if self.lines && self.done / tenth > before {
-            println!("{}", Progress::line(self.label, self.done, self.total));
+        if self.done / tenth > before {
+            let percent = self.done * 100 / self.total.max(1);
+            println!("{}: {}/{} ({percent}%)", self.label, self.done, self.total);
         }
     }
 }
@@ -459,7 +453,6 @@ fn small_operations(args: &Args, figures: &mut Figures) -> Result<(), Error> {
         bar.advance(1);
     }
     figures.callbacks_queued += callbacks_queued;
-    drop(bar);
     drop(slots);
     drop(pinned_pool);
     for stream in streams {
@@ -637,7 +630,6 @@ fn sorts(args: &Args, figures: &mut Figures) -> Result<(), Error> {
         figures.largest_sort = figures.largest_sort.max(n);
         bar.advance(1);
     }
-    drop(bar);
     drop(workspaces);
     stream.close()?;
     Ok(())

@@ -6,4 +6,3 @@ pub mod pipeline;
 pub mod scale_add;
 pub mod sort;
 pub mod timeline;
-pub mod tour;

@@ -6,9 +6,13 @@
 //! exits with status 2; bad arguments get clap's message (status 2 as well). A result that
 //! differs from the CPU's makes the exit status 1.
 
+mod tour;
+
 use clap::Parser;
-use cuda_rt_kernels::tour::{self, cli::Cli, no_gpu};
+// The library's modules, under the paths the tour's modules name them by (`crate::sort`, ...).
+use cuda_rt_kernels::{pipeline, scale_add, sort, timeline};
 use std::process::ExitCode;
+use tour::{cli::Cli, no_gpu};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

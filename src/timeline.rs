@@ -2,8 +2,8 @@
 //!
 //! A [`Timeline`] is what the [pipeline](crate::pipeline) measures with CUDA events: for every
 //! chunk, its host-to-device copy, its kernel and its device-to-host copy, each as a [`Span`]
-//! between two events on the chunk's stream. Its writers draw it: [`chrome_trace`] (a Chrome
-//! trace-event JSON that Perfetto and `chrome://tracing` open) and [`svg`] (the picture).
+//! between two events on the chunk's stream. The tour program draws it (a Chrome trace-event
+//! JSON that Perfetto and `chrome://tracing` open, and an SVG picture).
 //!
 //! # What an event pair measures
 //!
@@ -14,9 +14,6 @@
 //! same kind was still running, and *busy*, the rest ([`Timeline::engine_starts`]).
 
 use std::time::Duration;
-
-pub mod chrome_trace;
-pub mod svg;
 
 /// The kind of one operation in the pipeline, which is also the hardware unit it occupies:
 /// the host-to-device copy engine, the SMs, or the device-to-host copy engine.

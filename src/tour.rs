@@ -1,20 +1,26 @@
 //! The tour program (`cargo run --release`, binary `cuda-rt-tour`): its command line, its
-//! steps, its report and its progress bars. It lives in the library so that tests reach it;
-//! `src/main.rs` only parses the command line, checks for a GPU and prints.
+//! steps, its report, its progress bars and the timeline writers. Private to the binary: the
+//! library holds the kernels and their APIs only. `src/main.rs` parses the command line, checks
+//! for a GPU and prints.
 
+pub mod chrome_trace;
 pub mod cli;
 pub mod device_step;
 pub mod host_work;
 pub mod no_gpu;
 pub mod overlap;
+#[cfg(test)]
+mod pipeline_bench;
 pub mod progress;
 pub mod random;
 pub mod report;
 pub mod sort_step;
+pub mod svg;
 pub mod transfers;
 pub mod versions;
+#[cfg(test)]
+mod writer_tests;
 
-use crate::timeline::{chrome_trace, svg};
 use cli::{Cli, Step};
 use report::TourReport;
 use std::io::Write;

@@ -1,10 +1,9 @@
-//! The tour's command line and its exits, through the built binary and through the parser.
+//! The tour's command line and its exits, through the built binary (the parser's own tests are
+//! the binary's unit tests, in `src/tour/cli.rs`).
 
 mod tour_common;
 use tour_common::tour_binary;
 
-use clap::Parser;
-use cuda_rt_kernels::tour::cli::{Cli, Step};
 use std::process::Command;
 
 fn tour(args: &[&str]) -> std::process::Output {
@@ -12,61 +11,6 @@ fn tour(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .expect("the built cuda-rt-tour runs")
-}
-
-#[test]
-fn defaults_run_every_step_on_the_embedded_workload() {
-    let cli = Cli::try_parse_from(["cuda-rt-tour"]).unwrap();
-    assert_eq!(cli.steps, Step::ALL.to_vec());
-    assert_eq!(cli.overlap_size, 256 << 20);
-    assert_eq!(cli.chunks, 16);
-    assert_eq!(cli.streams, None);
-    assert_eq!(cli.sort_keys, 1 << 24);
-    assert!(!cli.json && cli.trace.is_none() && cli.svg.is_none());
-}
-
-#[test]
-fn options_parse() {
-    let cli = Cli::try_parse_from([
-        "cuda-rt-tour",
-        "--steps",
-        "overlap,sort",
-        "--overlap-size",
-        "1GiB",
-        "--streams",
-        "8",
-        "--chunks",
-        "32",
-        "--sort-keys",
-        "2^20",
-        "--json",
-        "--trace",
-        "t.json",
-        "--svg",
-        "t.svg",
-    ])
-    .unwrap();
-    assert!(cli.runs(Step::Overlap) && cli.runs(Step::Sort) && !cli.runs(Step::Device));
-    assert_eq!(cli.overlap_size, 1 << 30);
-    assert_eq!(
-        (cli.streams, cli.chunks, cli.sort_keys),
-        (Some(8), 32, 1 << 20)
-    );
-    assert!(cli.json);
-    assert_eq!(cli.svg.as_deref(), Some(std::path::Path::new("t.svg")));
-}
-
-#[test]
-fn bad_arguments_are_rejected_by_the_parser() {
-    for args in [
-        &["cuda-rt-tour", "--streams", "0"][..],
-        &["cuda-rt-tour", "--steps", "dance"],
-        &["cuda-rt-tour", "--overlap-size", "12 parsecs"],
-        &["cuda-rt-tour", "--sort-keys", "2^99"],
-        &["cuda-rt-tour", "--frobnicate"],
-    ] {
-        assert!(Cli::try_parse_from(args).is_err(), "{args:?} was accepted");
-    }
 }
 
 #[test]

@@ -13,6 +13,10 @@
 //! having claimed nothing. With `CUDA_RT_REQUIRE_GPU=1` in the environment (set by
 //! `.gpu/run.sh` on the GPU machine) a missing device is a test failure instead.
 
+mod random;
+
+pub use random::SplitMix64;
+
 use cuda_rt_sys as sys;
 use std::ffi::CStr;
 use std::io::Write;

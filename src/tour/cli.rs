@@ -144,6 +144,63 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
+    #[test]
+    fn defaults_run_every_step_on_the_embedded_workload() {
+        let cli = Cli::try_parse_from(["cuda-rt-tour"]).unwrap();
+        assert_eq!(cli.steps, Step::ALL.to_vec());
+        assert_eq!(cli.overlap_size, 256 << 20);
+        assert_eq!(cli.chunks, 16);
+        assert_eq!(cli.streams, None);
+        assert_eq!(cli.sort_keys, 1 << 24);
+        assert!(!cli.json && cli.trace.is_none() && cli.svg.is_none());
+    }
+
+    #[test]
+    fn options_parse() {
+        let cli = Cli::try_parse_from([
+            "cuda-rt-tour",
+            "--steps",
+            "overlap,sort",
+            "--overlap-size",
+            "1GiB",
+            "--streams",
+            "8",
+            "--chunks",
+            "32",
+            "--sort-keys",
+            "2^20",
+            "--json",
+            "--trace",
+            "t.json",
+            "--svg",
+            "t.svg",
+        ])
+        .unwrap();
+        assert!(cli.runs(Step::Overlap) && cli.runs(Step::Sort) && !cli.runs(Step::Device));
+        assert_eq!(cli.overlap_size, 1 << 30);
+        assert_eq!(
+            (cli.streams, cli.chunks, cli.sort_keys),
+            (Some(8), 32, 1 << 20)
+        );
+        assert!(cli.json);
+        assert_eq!(cli.svg.as_deref(), Some(std::path::Path::new("t.svg")));
+    }
+
+    #[test]
+    fn bad_arguments_are_rejected_by_the_parser() {
+        for args in [
+            &["cuda-rt-tour", "--streams", "0"][..],
+            &["cuda-rt-tour", "--steps", "dance"],
+            &["cuda-rt-tour", "--overlap-size", "12 parsecs"],
+            &["cuda-rt-tour", "--sort-keys", "2^99"],
+            &["cuda-rt-tour", "--frobnicate"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?} was accepted");
+        }
+    }
+
     use super::*;
 
     #[test]

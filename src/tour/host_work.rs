@@ -53,11 +53,6 @@ impl<'a> HostWork<'a> {
     pub fn working(&self) -> Duration {
         self.working
     }
-
-    /// The running checksum (so the work cannot be optimised away).
-    pub fn checksum(&self) -> u64 {
-        self.checksum
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The timeline writers on synthetic timings: the Chrome trace is valid JSON with one thread
 //! per stream, the SVG parses and has one lane per stream.
 
-use cuda_rt_kernels::timeline::{chrome_trace, svg, synthetic_pipeline, Span, Stage, Timeline};
+use super::{chrome_trace, svg};
+use cuda_rt_kernels::timeline::{synthetic_pipeline, Span, Stage, Timeline};
 use std::time::Duration;
 
 fn timelines() -> Vec<Timeline> {

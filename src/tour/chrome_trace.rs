@@ -9,7 +9,7 @@
 //! Events are complete events (`"ph": "X"`) with microsecond timestamps.
 //! Format: the "Trace Event Format" document of the Chromium project.
 
-use super::{Stage, Timeline};
+use cuda_rt_kernels::timeline::{Stage, Timeline};
 use serde_json::{json, Value};
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! ([`Timeline::engine_starts`]); a dashed line marks the timeline's bound, when it has one.
 //! Hovering a bar shows its details (an SVG `<title>`).
 
-use super::{Stage, Timeline};
+use cuda_rt_kernels::timeline::{Span, Stage, Timeline};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -256,7 +256,7 @@ fn lane_background(svg: &mut String, y: f64, label: &str) {
 fn bar(
     svg: &mut String,
     scale: &Scale,
-    span: &super::Span,
+    span: &Span,
     busy_from: Duration,
     y: f64,
     show_queued: bool,

@@ -4,14 +4,14 @@
 //! markers, optionally no per-stage events), to show what the safe layer and the timeline cost.
 //!
 //! ```sh
-//! cargo test --release --test pipeline_bench -- --ignored --nocapture
+//! cargo test --release --bin cuda-rt-tour pipeline_bench -- --ignored --nocapture
 //! ```
 
+use super::progress::Progress;
+use super::transfers;
 use cuda_rt::{DeviceBuffer, DeviceMemory, Event, PinnedBuffer, Stream, StreamFlags};
 use cuda_rt_kernels::pipeline::{Pipeline, Plan, Timing};
 use cuda_rt_kernels::scale_add::{scale_add, ScaleAddElement};
-use cuda_rt_kernels::tour::progress::Progress;
-use cuda_rt_kernels::tour::transfers;
 use cuda_rt_sys as sys;
 use std::time::Duration;
 
