@@ -1,9 +1,9 @@
-//! Runtime overhead of the safe layer (issue 3): every operation measured through the raw
+//! Runtime overhead of the safe layer: every operation measured through the raw
 //! bindings (`cuda_rt_sys`) and through `cuda_rt`, side by side in one run, and printed as one
 //! Markdown table with the GPU's name.
 //!
 //! ```text
-//! cargo bench --bench runtime_overhead
+//! cargo bench -p cuda-rt --bench runtime_overhead
 //! # or, for a GPU machine without cargo:
 //! ../shared/gpu/bundle.sh            # then, there: .gpu/bin/bench-runtime_overhead --bench
 //! ```
@@ -142,7 +142,6 @@ enum RawHandle {
     Event(sys::cudaEvent_t),
     Device(*mut c_void),
     Host(*mut c_void),
-    GraphExec(sys::cudaGraphExec_t),
 }
 
 fn release(handles: Vec<RawHandle>) -> BenchResult<()> {
@@ -155,60 +154,11 @@ fn release(handles: Vec<RawHandle>) -> BenchResult<()> {
                 RawHandle::Event(e) => (sys::cudaEventDestroy(e), "cudaEventDestroy"),
                 RawHandle::Device(p) => (sys::cudaFree(p), "cudaFree"),
                 RawHandle::Host(p) => (sys::cudaFreeHost(p), "cudaFreeHost"),
-                RawHandle::GraphExec(g) => (sys::cudaGraphExecDestroy(g), "cudaGraphExecDestroy"),
             }
         };
         check(status, call)?;
     }
     Ok(())
-}
-
-/// The raw side's small graph: a 4 KiB memset and two empty kernels, captured on a stream of
-/// its own, instantiated and uploaded to `stream`. Returns the executable graph and the handles
-/// to release after it (the executable first).
-fn raw_graph(stream: sys::cudaStream_t) -> BenchResult<(sys::cudaGraphExec_t, Vec<RawHandle>)> {
-    const BYTES: usize = 4096;
-    let target = raw_malloc(BYTES)?;
-    let capture_stream = raw_stream()?;
-    let mut graph = std::ptr::null_mut();
-    let mut exec = std::ptr::null_mut();
-    // SAFETY: a live stream, captured and ended here; the memset writes `BYTES` bytes of our
-    // allocation, which outlives the executable graph (released after it); the launcher queues
-    // the empty kernel on the capturing stream.
-    unsafe {
-        check(
-            sys::cudaStreamBeginCapture(capture_stream, sys::cudaStreamCaptureModeThreadLocal),
-            "cudaStreamBeginCapture",
-        )?;
-        check(
-            sys::cudaMemsetAsync(target, 0, BYTES, capture_stream),
-            "cudaMemsetAsync",
-        )?;
-        for _ in 0..2 {
-            check(
-                cuda_rt_bench_empty_launch(capture_stream),
-                "cuda_rt_bench_empty_launch",
-            )?;
-        }
-        check(
-            sys::cudaStreamEndCapture(capture_stream, &mut graph),
-            "cudaStreamEndCapture",
-        )?;
-        check(
-            sys::cudaGraphInstantiate(&mut exec, graph, 0),
-            "cudaGraphInstantiate",
-        )?;
-        check(sys::cudaGraphDestroy(graph), "cudaGraphDestroy")?;
-        check(sys::cudaGraphUpload(exec, stream), "cudaGraphUpload")?;
-    }
-    Ok((
-        exec,
-        vec![
-            RawHandle::GraphExec(exec),
-            RawHandle::Device(target),
-            RawHandle::Stream(capture_stream),
-        ],
-    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,85 +325,6 @@ fn raw_host_func_trial(stream: sys::cudaStream_t, n: usize, flag: &AtomicBool) -
         )?;
         spin_until_set(flag)
     })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Prototypes of cheaper host callbacks (for the diagnosis table)
-//
-// Both keep what cuda-rt's trampolines do for soundness (a thread-local "inside a callback" mark,
-// and `catch_unwind` so that no panic unwinds into C) and change only how the closure reaches
-// the trampoline: cuda-rt boxes a `Box<dyn FnOnce>` (two allocations, a vtable call).
-
-thread_local! {
-    static PROTOTYPE_IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Set if a prototype callback panicked (checked at the end of the run).
-static PROTOTYPE_PANICKED: AtomicBool = AtomicBool::new(false);
-
-fn run_prototype_guarded(f: impl FnOnce()) {
-    let previous = PROTOTYPE_IN_CALLBACK.with(|c| c.replace(true));
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-        PROTOTYPE_PANICKED.store(true, Ordering::Relaxed);
-    }
-    PROTOTYPE_IN_CALLBACK.with(|c| c.set(previous));
-}
-
-/// Trampoline monomorphized for the closure type: the closure is read from its one allocation.
-///
-/// # Safety
-/// `user_data` is `Box::into_raw` of a `Box<F>`, handed to CUDA once.
-unsafe extern "C" fn boxed_trampoline<F: FnOnce() + Send + 'static>(user_data: *mut c_void) {
-    // SAFETY: the function's contract: we own the box from here on.
-    let f = unsafe { Box::from_raw(user_data.cast::<F>()) };
-    run_prototype_guarded(f);
-}
-
-/// `cudaLaunchHostFunc` of `f` in one allocation with a statically dispatched trampoline.
-fn launch_boxed<F: FnOnce() + Send + 'static>(stream: sys::cudaStream_t, f: F) -> BenchResult<()> {
-    let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
-    // SAFETY: a live stream; the trampoline takes ownership of `user_data` exactly once, and `f`
-    // is 'static + Send so it may run at any time on any thread.
-    let status = unsafe { sys::cudaLaunchHostFunc(stream, Some(boxed_trampoline::<F>), user_data) };
-    if status != sys::cudaSuccess {
-        // SAFETY: CUDA refused the call and never calls the trampoline: the box is ours.
-        drop(unsafe { Box::from_raw(user_data.cast::<F>()) });
-    }
-    check(status, "cudaLaunchHostFunc")
-}
-
-/// Trampoline for a closure passed by value in the `user_data` pointer itself.
-///
-/// # Safety
-/// `user_data` holds the bytes of an `F` written by [`launch_packed`], handed to CUDA once.
-unsafe extern "C" fn packed_trampoline<F: FnOnce() + Send + 'static>(user_data: *mut c_void) {
-    // SAFETY: the function's contract: the pointer's bytes are an F we now own (F fits in them).
-    let f = unsafe { std::mem::transmute_copy::<*mut c_void, F>(&user_data) };
-    run_prototype_guarded(f);
-}
-
-/// `cudaLaunchHostFunc` of a closure that fits in a pointer (one `Arc` or one reference), passed
-/// in `user_data` itself: no allocation at all.
-fn launch_packed<F: FnOnce() + Send + 'static>(stream: sys::cudaStream_t, f: F) -> BenchResult<()> {
-    const {
-        assert!(
-            std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()
-                && std::mem::align_of::<F>() <= std::mem::align_of::<*mut c_void>()
-        )
-    };
-    let f = std::mem::ManuallyDrop::new(f);
-    // SAFETY: F has exactly the size of a pointer (asserted above) and the closures used here hold
-    // one pointer (no padding), so every byte read is initialized; ownership moves to CUDA.
-    let user_data = unsafe { std::mem::transmute_copy::<F, *mut c_void>(&f) };
-    // SAFETY: a live stream; the trampoline takes ownership of the closure exactly once; it is
-    // 'static + Send.
-    let status =
-        unsafe { sys::cudaLaunchHostFunc(stream, Some(packed_trampoline::<F>), user_data) };
-    if status != sys::cudaSuccess {
-        // SAFETY: CUDA refused the call and never calls the trampoline: the closure is ours.
-        drop(std::mem::ManuallyDrop::into_inner(f));
-    }
-    check(status, "cudaLaunchHostFunc")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -666,15 +537,6 @@ fn print_median_interval(outcomes: &[Outcome], name: &str) {
                 differences.len()
             );
         }
-    }
-}
-
-/// The experiments that locate the overhead: baseline and variant, both on the raw bindings.
-fn print_diagnosis(outcomes: &[Outcome]) {
-    println!("| experiment (raw bindings) | baseline | variant | overhead |");
-    println!("|---|---|---|---|");
-    for outcome in outcomes {
-        println!("| {} |", row(outcome)[..4].join(" | "));
     }
 }
 
@@ -1284,199 +1146,6 @@ impl Bench {
             Err(e) => outcome(NAME, Goal::None, Err(e)),
         }]
     }
-
-    /// Experiments on the raw bindings that locate the overheads of the main table: each compares
-    /// the raw baseline with the baseline plus what cuda-rt adds, or with a cheaper design.
-    fn diagnosis(&self) -> Vec<Outcome> {
-        let mut outcomes = self.diagnose_callbacks();
-        outcomes.extend(self.diagnose_graph());
-        outcomes.extend(self.diagnose_pending());
-        outcomes
-    }
-
-    fn diagnose_callbacks(&self) -> Vec<Outcome> {
-        let Settings {
-            callbacks,
-            callback_trials: op_trials,
-            ..
-        } = self.settings;
-        let rs = self.raw_stream;
-        let flag = Arc::new(AtomicBool::new(false));
-        let boxed = self.interleave(op_trials, |side| match side {
-            Side::Raw => raw_host_func_trial(rs, callbacks, &flag),
-            Side::Safe => per_op(callbacks, || {
-                flag.store(false, Ordering::Relaxed);
-                let signal = Arc::clone(&flag);
-                launch_boxed(rs, move || signal.store(true, Ordering::Release))?;
-                spin_until_set(&flag)
-            }),
-        });
-        let packed = self.interleave(op_trials, |side| match side {
-            Side::Raw => raw_host_func_trial(rs, callbacks, &flag),
-            Side::Safe => per_op(callbacks, || {
-                flag.store(false, Ordering::Relaxed);
-                let signal = Arc::clone(&flag);
-                launch_packed(rs, move || signal.store(true, Ordering::Release))?;
-                spin_until_set(&flag)
-            }),
-        });
-        let synchronized = raw_stream_synchronize(rs);
-        let cleanup = |measured: BenchResult<(Vec<f64>, Vec<f64>)>| match &synchronized {
-            Err(e) => Err(e.to_string().into()),
-            Ok(()) => measured,
-        };
-        vec![
-            outcome(
-                "host-func round trip, 'static closure in one allocation, static dispatch \
-                 (prototype)",
-                Goal::None,
-                cleanup(boxed),
-            ),
-            outcome(
-                "host-func round trip, 'static closure passed in the user_data pointer, no \
-                 allocation (prototype)",
-                Goal::None,
-                cleanup(packed),
-            ),
-        ]
-    }
-
-    fn diagnose_graph(&self) -> Vec<Outcome> {
-        const NAME: &str =
-            "graph launch, then cudaEventRecord of a DISABLE_TIMING marker (what GraphExec adds)";
-        let measured = (|| -> BenchResult<BenchResult<(Vec<f64>, Vec<f64>)>> {
-            let Settings {
-                graph_launches,
-                op_trials,
-                ..
-            } = self.settings;
-            let rs = self.raw_stream;
-            let (exec, handles) = raw_graph(rs)?;
-            let marker = raw_event_with(sys::cudaEventDisableTiming)?;
-            let launch = || {
-                check(
-                    // SAFETY: a live executable graph whose memory outlives it; live stream.
-                    unsafe { sys::cudaGraphLaunch(exec, rs) },
-                    "cudaGraphLaunch",
-                )
-            };
-            let measured = self.interleave(op_trials, |side| {
-                let ns = match side {
-                    Side::Raw => per_op(graph_launches, launch)?,
-                    Side::Safe => per_op(graph_launches, || {
-                        launch()?;
-                        check(
-                            // SAFETY: live event and stream of the current device.
-                            unsafe { sys::cudaEventRecord(marker, rs) },
-                            "cudaEventRecord",
-                        )
-                    })?,
-                };
-                raw_stream_synchronize(rs)?;
-                Ok(ns)
-            });
-            raw_stream_synchronize(rs)?;
-            release(handles)?;
-            release(vec![RawHandle::Event(marker)])?;
-            Ok(measured)
-        })();
-        vec![match measured {
-            Ok(measured) => outcome(NAME, Goal::None, measured),
-            Err(e) => outcome(NAME, Goal::None, Err(e)),
-        }]
-    }
-
-    fn diagnose_pending(&self) -> Vec<Outcome> {
-        const NAMES: [&str; 3] = [
-            "4 KiB copy + wait on a BLOCKING_SYNC event created and destroyed per copy (what \
-             Pending does) vs + cudaStreamSynchronize",
-            "4 KiB copy + wait on a reused BLOCKING_SYNC event vs + cudaStreamSynchronize",
-            "4 KiB copy + wait on a reused spinning event (DISABLE_TIMING) vs + \
-             cudaStreamSynchronize",
-        ];
-        match self.pending_rows() {
-            Ok(rows) => NAMES
-                .iter()
-                .zip(rows)
-                .map(|(name, measured)| outcome(name, Goal::None, measured))
-                .collect(),
-            Err(e) => NAMES
-                .iter()
-                .map(|name| outcome(name, Goal::None, Err(e.to_string().into())))
-                .collect(),
-        }
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn pending_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
-        const BYTES: usize = 4096;
-        const BLOCKING: u32 = sys::cudaEventBlockingSync | sys::cudaEventDisableTiming;
-        let Settings {
-            small_copies,
-            op_trials,
-            ..
-        } = self.settings;
-        let rs = self.raw_stream;
-        let (raw_dev, raw_host) = (raw_malloc(BYTES)?, raw_malloc_host(BYTES)?);
-        let blocking = raw_event_with(BLOCKING)?;
-        let spinning = raw_event_with(sys::cudaEventDisableTiming)?;
-        let copy = || {
-            check(
-                // SAFETY: live stream; `BYTES`-byte device and page-locked allocations, waited
-                // for before the next copy.
-                unsafe {
-                    sys::cudaMemcpyAsync(raw_dev, raw_host, BYTES, sys::cudaMemcpyHostToDevice, rs)
-                },
-                "cudaMemcpyAsync",
-            )
-        };
-        let wait_on = |event: sys::cudaEvent_t| -> BenchResult<()> {
-            check(
-                // SAFETY: a live event and stream of the current device.
-                unsafe { sys::cudaEventRecord(event, rs) },
-                "cudaEventRecord",
-            )?;
-            check(
-                // SAFETY: a live event.
-                unsafe { sys::cudaEventSynchronize(event) },
-                "cudaEventSynchronize",
-            )
-        };
-        let baseline = || {
-            per_op(small_copies, || {
-                copy()?;
-                raw_stream_synchronize(rs)
-            })
-        };
-        let fresh = self.interleave(op_trials, |side| match side {
-            Side::Raw => baseline(),
-            Side::Safe => per_op(small_copies, || {
-                let event = raw_event_with(BLOCKING)?;
-                copy()?;
-                wait_on(event)?;
-                release(vec![RawHandle::Event(event)])
-            }),
-        });
-        let reused = |event: sys::cudaEvent_t| {
-            self.interleave(op_trials, |side| match side {
-                Side::Raw => baseline(),
-                Side::Safe => per_op(small_copies, || {
-                    copy()?;
-                    wait_on(event)
-                }),
-            })
-        };
-        let reused_blocking = reused(blocking);
-        let reused_spinning = reused(spinning);
-        raw_stream_synchronize(rs)?;
-        release(vec![
-            RawHandle::Event(blocking),
-            RawHandle::Event(spinning),
-            RawHandle::Device(raw_dev),
-            RawHandle::Host(raw_host),
-        ])?;
-        Ok(vec![fresh, reused_blocking, reused_spinning])
-    }
 }
 
 fn gpu_description() -> BenchResult<String> {
@@ -1563,15 +1232,10 @@ fn run(settings: Settings) -> BenchResult<()> {
     outcomes.extend(bench.callbacks());
     outcomes.extend(bench.graphs());
     outcomes.extend(bench.small_copies());
-    let diagnosis = bench.diagnosis();
     println!();
     print_table(&outcomes);
     println!();
     print_median_interval(&outcomes, GRAPH_LAUNCH_ROW);
-    println!();
-    println!("Where the overhead goes:");
-    println!();
-    print_diagnosis(&diagnosis);
     println!();
     println!(
         "Median (p10–p90) over {} interleaved trials per side ({} for bandwidth, {} for host \
@@ -1603,14 +1267,7 @@ fn run(settings: Settings) -> BenchResult<()> {
     if let Some(e) = cuda_rt::take_deferred_error() {
         return Err(format!("deferred error of the safe layer: {e}").into());
     }
-    if PROTOTYPE_PANICKED.load(Ordering::Relaxed) {
-        return Err("a prototype host callback panicked".into());
-    }
-    if outcomes
-        .iter()
-        .chain(&diagnosis)
-        .any(|o| matches!(o, Outcome::Failed { .. }))
-    {
+    if outcomes.iter().any(|o| matches!(o, Outcome::Failed { .. })) {
         return Err("some operations could not be measured (see the table)".into());
     }
     Ok(())
