@@ -7,15 +7,10 @@
 use cuda_rt::{Device, DeviceBuffer, Limit, Stream};
 use cuda_rt_kernels::sort::{Driver, Order, SortWorkspace, Strategy};
 
-fn random(n: usize, mut seed: u64) -> Vec<u32> {
-    (0..n)
-        .map(|_| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as u32
-        })
-        .collect()
+fn random(n: usize, seed: u64) -> Vec<u32> {
+    let mut keys = vec![0; n];
+    gpu_test::SplitMix64::new(seed).fill_u32(&mut keys);
+    keys
 }
 
 #[test]
