@@ -876,7 +876,8 @@ fn measure_variants<K: SortKey + Copy + PartialOrd>(
     lines
 }
 
-/// Tuning runs (`--focus`, `--focus pairs`, `--focus u64`): u32 keys, u32 -> u32 pairs or u64
+/// Tuning runs (`--focus`, `--focus pairs`, `--focus u64`; `small` for 2^16..2^24, `switch` for
+/// 2^22..2^27): u32 keys, u32 -> u32 pairs or u64
 /// keys against CUB merge sort, with the strategy variants (ms, median).
 fn focus_report(bench: &mut Bench, args: &[String]) {
     if args.iter().any(|a| a == "u64") {
@@ -914,6 +915,9 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
     };
     let sizes: Vec<u32> = if args.iter().any(|a| a == "small") {
         (16..=24).collect()
+    } else if args.iter().any(|a| a == "switch") {
+        // Around the size where Driver::Auto switches from host-queued to device-driven.
+        (22..=27).collect()
     } else {
         vec![16, 20, 24, 26, 28]
     };
@@ -1004,8 +1008,8 @@ fn auto_is_host_driven<K: SortKey>(n: usize, value_bytes: usize) -> bool {
 fn print_table(rows: &[Row]) {
     println!();
     println!("Throughput in Gkeys/s (median time in ms in parentheses); ratio = this sort / CUB merge sort.");
-    println!("\"this sort\" is the default strategy: host-queued stages below 2^23 keys (marked host), the");
-    println!("device-driven chain from 2^23 on; \"device-driven\" is the chain at every size.\n");
+    println!("\"this sort\" is the default strategy: host-queued stages below 2^25 keys (marked host), the");
+    println!("device-driven chain from 2^25 on; \"device-driven\" is the chain at every size.\n");
     println!("| n | case | this sort (passes, kernels) | device-driven | CUB merge sort | CUB radix sort | CPU std | CPU rayon | ratio | ratio, device-driven |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let cell = |n: usize, ms: Option<f64>| match ms {

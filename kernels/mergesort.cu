@@ -33,8 +33,9 @@ namespace {
 // The choices the library makes, from H100 measurements (BENCHMARKS.md):
 // - driver: the device from kDeviceDriverMinN keys on; below, the host queues every stage,
 //   because there the device-side launch links cost more than the merge passes they order
-//   (2^20 u32 keys: 0.154 ms device-driven, 0.089 host-queued; 2^23: 0.445 against 0.386,
-//   where the device-driven chain already beats CUB's 0.457);
+//   (u32 keys, device-driven against host-queued: 2^20 0.128 against 0.087 ms, 2^23 0.441
+//   against 0.390, 2^24 0.839 against 0.818; 2^25 1.673 against 1.680, 2^26 3.307 against
+//   3.447; u64 keys and u32 pairs cross over at 2^25 too: BENCHMARKS.md);
 // - cuts: fused at every size: each merge block searches the cuts of all its tiles when it
 //   starts, narrowed by the previous stage's tile samples, which costs less than a partition
 //   kernel and its tail launch per pass (2^28 keys: 15.7 against 16.2 ms);
@@ -46,7 +47,7 @@ namespace {
 // - merge grids: one block per SM, looping over its tiles;
 // - device-side launches: the first grid queues every later stage in its tail-launch stream
 //   (2^24 u32 keys: 0.856 ms, against 0.919 when each stage launches the next).
-constexpr unsigned long long kDeviceDriverMinN = 1ull << 23;
+constexpr unsigned long long kDeviceDriverMinN = 1ull << 25;
 constexpr unsigned long long kNarrowMergeMaxN = 1ull << 26;
 constexpr unsigned long long kNarrowTileMaxN = 1ull << 22;
 

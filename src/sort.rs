@@ -15,7 +15,7 @@
 //! (`cudaLimitDevRuntimePendingLaunchCount`, left untouched); when the pool is full anyway the
 //! queue resumes from its last queued pass.
 //!
-//! Below 2^23 keys the library queues the same kernels from the host instead ([`Driver`]),
+//! Below 2^25 keys the library queues the same kernels from the host instead ([`Driver`]),
 //! from a second build of them without relocatable device code (cheaper host launches): there
 //! the device-side launch links cost more than the merge passes they order.
 //!
@@ -125,7 +125,7 @@ sort_key!(
 /// Which kernel launches the stages after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Driver {
-    /// Chosen by the library: the device from 2^23 keys on; the host below, where the
+    /// Chosen by the library: the device from 2^25 keys on; the host below, where the
     /// device-side launch links cost more than the merge passes they order (BENCHMARKS.md).
     #[default]
     Auto,

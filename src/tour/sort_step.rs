@@ -10,7 +10,7 @@ use super::progress::Progress;
 use super::random::SplitMix64;
 use super::report::SortReport;
 use crate::sort::raw::{RawSortBuffers, RawWorkspace};
-use crate::sort::{Order, SortError, Strategy};
+use crate::sort::{Driver, Order, SortError, Strategy};
 use cuda_rt::{DeviceBuffer, DeviceMemory, Event, Stream, StreamFlags};
 
 /// Why step 4 failed.
@@ -79,7 +79,12 @@ pub fn run(keys: u64, repeat: u32, progress_allowed: bool) -> Result<SortReport,
                 workspace.enqueue(
                     &RawSortBuffers::keys(keys, n),
                     Order::Ascending,
-                    Strategy::default(),
+                    // The tour shows the dynamic-parallelism chain, at any size (the default
+                    // strategy queues sorts below 2^25 keys from the host).
+                    Strategy {
+                        driver: Driver::Device,
+                        ..Strategy::default()
+                    },
                     stream.as_raw(),
                 )
             }
