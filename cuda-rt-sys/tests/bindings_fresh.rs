@@ -26,35 +26,19 @@ fn committed_bindings_equal_a_fresh_generation() {
         );
         return;
     }
-    let generated = std::panic::catch_unwind(|| bindgen_config::generate(Path::new(include_dir)));
+    let generated =
+        gpu_test::generated::with_libclang("committed_bindings_equal_a_fresh_generation", || {
+            bindgen_config::generate(Path::new(include_dir))
+        });
     let fresh = match generated {
-        Ok(Ok(text)) => text,
-        Ok(Err(e)) => panic!("bindgen failed on {include_dir}: {e}"),
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            let required = std::env::var_os("CI").is_some()
-                || std::env::var("CUDA_RT_SYS_REQUIRE_LIBCLANG").is_ok_and(|v| v == "1");
-            if message.contains("libclang") && !required {
-                println!("skipped committed_bindings_equal_a_fresh_generation: {message}");
-                return;
-            }
-            panic!("bindgen panicked: {message}");
-        }
+        None => return,
+        Some(Ok(text)) => text,
+        Some(Err(e)) => panic!("bindgen failed on {include_dir}: {e}"),
     };
-    let committed = include_str!("../src/bindings_13_0.rs");
-    if fresh != committed {
-        let line = fresh
-            .lines()
-            .zip(committed.lines())
-            .position(|(a, b)| a != b)
-            .map_or_else(|| "length".to_string(), |n| format!("line {}", n + 1));
-        panic!(
-            "src/bindings_13_0.rs differs from a fresh generation (first difference at {line}); \
-             run cuda-rt-sys/scripts/update-bindings.sh"
-        );
-    }
+    gpu_test::generated::assert_committed_is_fresh(
+        &fresh,
+        include_str!("../src/bindings_13_0.rs"),
+        "src/bindings_13_0.rs",
+        "cuda-rt-sys/scripts/update-bindings.sh",
+    );
 }

@@ -13,6 +13,7 @@
 //! having claimed nothing. With `CUDA_RT_REQUIRE_GPU=1` in the environment (set by
 //! `.gpu/run.sh` on the GPU machine) a missing device is a test failure instead.
 
+pub mod generated;
 mod random;
 
 pub use random::SplitMix64;

@@ -287,11 +287,8 @@ impl RawWorkspace {
     /// `stream` is live.
     unsafe fn wait_after_error(&mut self, stream: RawStream) {
         // SAFETY: the caller guarantees `stream` is live.
-        match unsafe { cuda::stream_synchronize(stream) } {
-            Ok(()) => self.in_flight = false,
-            Err(e) => {
-                cuda_rt::defer_error(e.context("sort: waiting for work queued before an error"))
-            }
+        if unsafe { wait_after_error(stream) } {
+            self.in_flight = false;
         }
     }
 
@@ -511,6 +508,23 @@ impl Drop for RawWorkspace {
         // above.
         if let Err(e) = unsafe { self.release_all() } {
             cuda_rt::defer_error(e.context("sort workspace: drop"));
+        }
+    }
+}
+
+/// After an error that may follow queued work: waits for `stream`, so that the error is returned
+/// only once no queued work uses the caller's memory. Returns whether the wait succeeded; its
+/// failure is deferred to cuda-rt's next synchronize ([`cuda_rt::defer_error`]).
+///
+/// # Safety
+/// `stream` is live.
+pub(crate) unsafe fn wait_after_error(stream: RawStream) -> bool {
+    // SAFETY: the caller guarantees `stream` is live.
+    match unsafe { cuda::stream_synchronize(stream) } {
+        Ok(()) => true,
+        Err(e) => {
+            cuda_rt::defer_error(e.context("sort: waiting for work queued before an error"));
+            false
         }
     }
 }

@@ -261,8 +261,9 @@ impl SortWorkspace {
                 .and_then(|()| self.raw.enqueue(&buffers, order, self.strategy, s));
             if let Err(e) = queued {
                 // Copies of pinned staging may still be queued (a failed enqueue has waited
-                // for its stream itself; a copy that failed part-way has not).
-                wait_after_error(s);
+                // for its stream itself; a copy that failed part-way has not). A failed wait
+                // is deferred by wait_after_error.
+                let _waited = super::raw::wait_after_error(s);
                 return Err(e);
             }
             let copied_out = staged_copy_out(
@@ -278,18 +279,6 @@ impl SortWorkspace {
             copied_out?;
             sorted
         }
-    }
-}
-
-/// After an error that may follow queued work: waits for `stream`, deferring a failure of the
-/// wait to cuda-rt's next synchronize ([`cuda_rt::defer_error`]).
-///
-/// # Safety
-/// `stream` is live.
-unsafe fn wait_after_error(stream: RawStream) {
-    // SAFETY: the caller guarantees `stream` is live.
-    if let Err(e) = unsafe { cuda::stream_synchronize(stream) } {
-        cuda_rt::defer_error(e.context("sort: waiting for work queued before an error"));
     }
 }
 
