@@ -14,7 +14,7 @@
 
 use clap::Parser;
 use cuda_rt::prelude::*;
-use cuda_rt::{Device, DeviceMemory, Error, Pending, StreamRef};
+use cuda_rt::{Device, DeviceMemory, DeviceMemoryMut, Error, Pending, StreamRef};
 use cuda_rt_kernels::sort::{Driver, Order, SortKey, SortWorkspace, Strategy};
 use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
 use gpu_test::SplitMix64;

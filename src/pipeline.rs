@@ -37,8 +37,8 @@ pub use plan::Plan;
 
 use crate::timeline::{Span, Stage, Timeline};
 use cuda_rt::{
-    DeviceBuffer, DeviceCopy, DeviceMemory, Event, Pending, PinnedBuffer, Result, Stream,
-    StreamFlags,
+    DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, Event, Pending, PinnedBuffer, Result,
+    Stream, StreamFlags,
 };
 use std::collections::VecDeque;
 use std::sync::OnceLock;

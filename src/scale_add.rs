@@ -5,7 +5,7 @@
 //! H100): far faster than PCIe moves the same bytes, which makes a pipeline built on it bound by
 //! its copies — the case overlap is for.
 
-use cuda_rt::{DeviceMemory, Result, StreamRef};
+use cuda_rt::{DeviceMemory, DeviceMemoryMut, Result, StreamRef};
 use cuda_rt_sys::{cudaError_t, cudaStream_t};
 
 mod ffi {
@@ -112,7 +112,7 @@ impl ScaleAddElement for f32 {
 pub fn scale_add<'s, T: ScaleAddElement>(
     stream: impl Into<StreamRef<'s>>,
     input: &impl DeviceMemory<T>,
-    output: &mut impl DeviceMemory<T>,
+    output: &mut impl DeviceMemoryMut<T>,
     a: T,
     b: T,
 ) -> Result<()> {

@@ -187,3 +187,40 @@ fn sorts_on_the_default_streams_and_a_borrowed_one() {
     let status = unsafe { cuda_rt_sys::cudaStreamDestroy(foreign) };
     assert_eq!(status, cuda_rt_sys::cudaSuccess);
 }
+
+/// A workspace dropped inside a host callback (where CUDA must not be called: `cudaFree` there
+/// can deadlock) leaks its memory and says so at the next synchronize; a sort there is refused.
+#[test]
+fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    while cuda_rt::take_deferred_error().is_some() {}
+    let stream = Stream::new().unwrap();
+    let mut workspace = SortWorkspace::new();
+    let mut keys = DeviceBuffer::from_slice(&make::<u32>(Dist::Uniform, 100_000, 3)).unwrap();
+    workspace
+        .sort(&stream, &mut keys, Order::Ascending)
+        .unwrap();
+    assert!(workspace.device_bytes() > 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    stream
+        .launch_host_fn(move || {
+            let mut keys = [3u32, 1, 2];
+            let refused =
+                workspace.sort_slice(cuda_rt::StreamRef::legacy(), &mut keys, Order::Ascending);
+            drop(workspace);
+            tx.send(refused).unwrap();
+        })
+        .unwrap();
+    let refused = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the host callback did not finish: the workspace's drop called CUDA");
+    match refused {
+        Err(SortError::Runtime(e)) => assert_eq!(e.kind(), cuda_rt::ErrorKind::InHostCallback),
+        other => panic!("a sort inside a host callback: {other:?}"),
+    }
+    let e = stream.synchronize().unwrap_err();
+    println!("  {e}");
+    assert_eq!(e.kind(), cuda_rt::ErrorKind::LeakedInCallback);
+    assert_eq!(e.call(), "sort workspace: drop");
+    stream.synchronize().unwrap();
+}

@@ -12,7 +12,7 @@
 mod reliability_common;
 
 use cuda_rt::prelude::*;
-use cuda_rt::{Device, DeviceMemory, ErrorKind, Pending, StreamRef};
+use cuda_rt::{Device, DeviceMemory, DeviceMemoryMut, ErrorKind, Pending, StreamRef};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use reliability_common::*;

@@ -34,8 +34,9 @@
 //!   callbacks) both are measured.
 
 use cuda_rt::{
-    elapsed_time_between, launch_kernel, scope, CaptureMode, DeviceBuffer, DeviceMemory, Event,
-    EventFlags, HostRegisterFlags, LaunchConfig, PinnedBuffer, RegisteredHost, Stream, StreamFlags,
+    elapsed_time_between, launch_kernel, scope, CaptureMode, DeviceBuffer, DeviceMemory,
+    DeviceMemoryMut, Event, EventFlags, HostRegisterFlags, LaunchConfig, PinnedBuffer,
+    RegisteredHost, Stream, StreamFlags,
 };
 use cuda_rt_sys as sys;
 use cuda_rt_test_kernels::ffi::{cuda_rt_bench_empty_kernel, cuda_rt_bench_empty_launch};
@@ -891,7 +892,7 @@ impl Bench {
     }
 
     /// Empty-kernel launches: `cudaLaunchKernel` against `cuda_rt::launch_kernel`, and against
-    /// the launch inside `DeviceMemory::enqueue_mut` (what a library that writes a buffer does).
+    /// the launch inside `DeviceMemoryMut::enqueue_mut` (what a library that writes a buffer does).
     fn launches(&self) -> Vec<Outcome> {
         let Settings {
             launches,

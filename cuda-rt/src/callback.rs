@@ -12,10 +12,13 @@
 //!   may run after the caller has returned, hence `'static`; inside a scope it may borrow what
 //!   outlives the scope ([`Scope::launch_host_fn`](crate::Scope::launch_host_fn)).
 //! - **It must not call CUDA** (the runtime forbids it: such calls may fail with
-//!   `cudaErrorNotPermitted` or deadlock). That includes dropping values that own CUDA resources
-//!   ([`DeviceBuffer`](crate::DeviceBuffer), [`Stream`], ...): if one is dropped
-//!   in a callback, this crate leaks it instead of calling CUDA and reports
-//!   [`ErrorKind::LeakedInCallback`] to the next synchronize.
+//!   `cudaErrorNotPermitted` or deadlock). Every function of this crate that calls CUDA refuses
+//!   inside it with [`ErrorKind::InHostCallback`] ([`in_host_callback`] tells). Values that own
+//!   CUDA resources ([`DeviceBuffer`](crate::DeviceBuffer), [`Stream`], ...) dropped in a
+//!   callback are leaked instead of freed, and [`ErrorKind::LeakedInCallback`] is reported to
+//!   the next synchronize.
+//! - Errors it defers (a panic, a leak) are reported to the thread that queued it (see
+//!   [`error`](crate::error)).
 //! - A panic inside it is caught (it never unwinds into C) and reported as
 //!   [`ErrorKind::CallbackPanicked`] by the next synchronize.
 //! - If the stream fails before reaching it (a sticky error), CUDA may never call it; the closure
@@ -23,62 +26,142 @@
 //!   scope drops such a closure before returning (within the lifetime of what it borrows).
 //!
 //! # Cost
-//! The closure is boxed once (`Box<F>`; a closure that captures nothing is not allocated) and
-//! CUDA calls a trampoline made for its type, which calls it directly. Inside a scope the box is
+//! The closure is boxed once, with the tag of the thread that queued it (a closure that captures
+//! nothing is not allocated: the tag is passed as CUDA's `user_data`), and CUDA calls a
+//! trampoline made for its type, which calls it directly. Inside a scope the box is
 //! a slot that the scope and CUDA's call share: an atomic state says which of them takes the
 //! closure (see [`Scope::launch_host_fn`](crate::Scope::launch_host_fn)).
 
-use crate::error::{defer, Error, ErrorKind, Result};
+use crate::error::{defer, thread_tag, Error, ErrorKind, Result, ThreadTag};
 use crate::raw::{self, RawStatus, RawStream};
 use crate::stream::{Stream, StreamRef};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
 
 thread_local! {
-    /// Whether this thread is running a host callback of this crate right now.
-    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+    /// While this thread runs a host callback of this crate: the thread that queued it (whose
+    /// next synchronize reports the callback's deferred errors).
+    static CALLBACK_OWNER: Cell<Option<ThreadTag>> = const { Cell::new(None) };
 }
 
 /// Whether the calling thread is running a host callback of this crate.
+#[inline]
 pub(crate) fn in_callback() -> bool {
-    IN_CALLBACK.try_with(Cell::get).unwrap_or(false)
+    callback_owner().is_some()
+}
+
+/// Inside a host callback of this crate, the thread that queued it.
+#[inline]
+pub(crate) fn callback_owner() -> Option<ThreadTag> {
+    CALLBACK_OWNER.try_with(Cell::get).unwrap_or(None)
+}
+
+/// Whether the calling thread is running a host callback queued through this crate
+/// ([`Stream::launch_host_fn`], [`Stream::add_callback`], or their scoped forms), where CUDA
+/// must not be called. Calls no CUDA function.
+///
+/// Every function of this crate that calls CUDA refuses there with
+/// [`ErrorKind::InHostCallback`], and this crate's owning types leak their resource when dropped
+/// there, reporting [`ErrorKind::LeakedInCallback`] to the next synchronize. Other crates'
+/// `Drop`s that call CUDA should do the same: check this, and leak with
+/// [`defer_error`](crate::defer_error) instead of freeing.
+///
+/// It knows only the callbacks queued through this crate: inside a host function queued with
+/// `cudaLaunchHostFunc` or `cudaStreamAddCallback` directly (by C++ code, or through
+/// `cuda_rt_sys`) it returns false.
+///
+/// # Examples
+/// ```
+/// assert!(!cuda_rt::in_host_callback());
+/// ```
+pub fn in_host_callback() -> bool {
+    in_callback()
 }
 
 /// Whether the calling thread is inside a host callback; if so, records that `what` was leaked
 /// (CUDA must not be called there) and returns true.
 pub(crate) fn leak_if_in_callback(what: &'static str) -> bool {
-    let inside = IN_CALLBACK.try_with(Cell::get).unwrap_or(false);
+    let inside = in_callback();
     if inside {
         defer(Error::new(ErrorKind::LeakedInCallback, what));
     }
     inside
 }
 
-/// Marks the thread as inside a callback until dropped.
-struct InCallback(bool);
+/// Marks the thread as inside a callback queued by `owner` until dropped.
+struct InCallback(Option<ThreadTag>);
 
 impl InCallback {
-    fn enter() -> InCallback {
-        InCallback(IN_CALLBACK.try_with(|c| c.replace(true)).unwrap_or(false))
+    fn enter(owner: ThreadTag) -> InCallback {
+        InCallback(
+            CALLBACK_OWNER
+                .try_with(|c| c.replace(Some(owner)))
+                .unwrap_or(None),
+        )
     }
 }
 
 impl Drop for InCallback {
     fn drop(&mut self) {
         let previous = self.0;
-        let _ = IN_CALLBACK.try_with(|c| c.set(previous));
+        // Fails only while the thread's locals are destroyed; nothing is left to restore then.
+        let _ = CALLBACK_OWNER.try_with(|c| c.set(previous));
     }
 }
 
-/// Runs `f` as a callback: no panic escapes (it is recorded instead), and CUDA-owning values
-/// dropped inside are leaked rather than freed.
-pub(crate) fn run_guarded(f: impl FnOnce()) {
-    let _inside = InCallback::enter();
+/// Runs `f` as a callback queued by the thread `owner`: no panic escapes (it is recorded
+/// instead), CUDA-owning values dropped inside are leaked rather than freed, every CUDA call of
+/// this crate is refused, and errors deferred inside belong to `owner`.
+pub(crate) fn run_guarded(owner: ThreadTag, f: impl FnOnce()) {
+    let _inside = InCallback::enter(owner);
     if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
         defer(Error::new(ErrorKind::CallbackPanicked, "host callback"));
         // Dropping the payload runs user code too (a panic payload's Drop may panic).
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+        if catch_unwind(AssertUnwindSafe(move || drop(payload))).is_err() {
+            defer(Error::new(
+                ErrorKind::CallbackPanicked,
+                "host callback: dropping a panic payload",
+            ));
+        }
+    }
+}
+
+/// A closure queued outside a scope, with the thread that queued it.
+struct Queued<F> {
+    owner: ThreadTag,
+    f: F,
+}
+
+/// Packs `f` and the calling thread's tag into CUDA's `user_data`: a `Box<Queued<F>>`, or, for
+/// a closure that captures nothing (zero-sized), the tag itself, so that it costs no allocation.
+fn pack<F>(f: F) -> *mut c_void {
+    let owner = thread_tag();
+    if size_of::<F>() == 0 {
+        // The value is zero-sized: `unpack` makes it again from no bytes. Forgetting it here and
+        // making it once there moves it.
+        std::mem::forget(f);
+        owner as *mut c_void
+    } else {
+        Box::into_raw(Box::new(Queued { owner, f })).cast()
+    }
+}
+
+/// Takes back what [`pack`] made.
+///
+/// # Safety
+/// `user_data` was returned by `pack::<F>` and is unpacked at most once.
+unsafe fn unpack<F>(user_data: *mut c_void) -> (ThreadTag, F) {
+    if size_of::<F>() == 0 {
+        // SAFETY: F is zero-sized, so reading it from an aligned non-null pointer reads no
+        // memory; the value read is the one `pack` forgot, taken once (the caller's contract).
+        let f = unsafe { std::ptr::read(NonNull::<F>::dangling().as_ptr()) };
+        (user_data as ThreadTag, f)
+    } else {
+        // SAFETY: the caller's contract: a Box<Queued<F>> from `pack`, owned from here on.
+        let queued = unsafe { Box::from_raw(user_data.cast::<Queued<F>>()) };
+        (queued.owner, queued.f)
     }
 }
 
@@ -93,13 +176,12 @@ pub(crate) fn status_result(status: RawStatus) -> Result<()> {
 /// `cudaLaunchHostFunc` trampoline for an owned closure of type `F`.
 ///
 /// # Safety
-/// `user_data` is `Box::into_raw(Box<F>)` from [`launch_host_fn`], passed to CUDA once, and
-/// CUDA calls this at most once.
+/// `user_data` is `pack::<F>(f)` from [`launch_host_fn`], passed to CUDA once, and CUDA calls
+/// this at most once.
 unsafe extern "C" fn host_fn_trampoline<F: FnOnce()>(user_data: *mut c_void) {
-    // SAFETY: the function's contract: we own the box from here on.
-    let f: Box<F> = unsafe { Box::from_raw(user_data.cast::<F>()) };
-    // The box is freed inside, once the closure has been moved out of it.
-    run_guarded(f);
+    // SAFETY: the function's contract: we own the packed closure from here on.
+    let (owner, f) = unsafe { unpack::<F>(user_data) };
+    run_guarded(owner, f);
 }
 
 /// `cudaStreamAddCallback` trampoline for an owned closure of type `F`.
@@ -111,26 +193,28 @@ unsafe extern "C" fn callback_trampoline<F: FnOnce(Result<()>)>(
     status: RawStatus,
     user_data: *mut c_void,
 ) {
-    // SAFETY: the function's contract: we own the box from here on.
-    let f: Box<F> = unsafe { Box::from_raw(user_data.cast::<F>()) };
-    run_guarded(move || f(status_result(status)));
+    // SAFETY: the function's contract: we own the packed closure from here on.
+    let (owner, f) = unsafe { unpack::<F>(user_data) };
+    run_guarded(owner, move || f(status_result(status)));
 }
 
-/// Queues `f` with `cudaLaunchHostFunc`: one allocation (`Box<F>`, none for a closure that
-/// captures nothing), and a trampoline made for `F`, so the call is direct.
+/// Queues `f` with `cudaLaunchHostFunc`: one allocation (none for a closure that captures
+/// nothing), and a trampoline made for `F`, so the call is direct. The calling thread is kept
+/// with the closure: errors deferred inside belong to it.
 pub(crate) fn launch_host_fn<F: FnOnce() + Send + 'static>(
     stream: StreamRef<'_>,
     f: F,
 ) -> Result<()> {
-    let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
+    let user_data = pack(f);
     // SAFETY: the stream is live for its lifetime; the trampoline for F takes ownership of
-    // `user_data` (a Box<F>) exactly once, and the closure is 'static + Send so it may run at
+    // `user_data` (packed for F) exactly once, and the closure is 'static + Send so it may run at
     // any time on any thread.
     let result =
         unsafe { raw::launch_host_func(stream.as_raw(), host_fn_trampoline::<F>, user_data) };
     if result.is_err() {
-        // SAFETY: CUDA refused the call, so it will never call the trampoline: the box is ours.
-        drop(unsafe { Box::from_raw(user_data.cast::<F>()) });
+        // SAFETY: CUDA refused the call, so it will never call the trampoline: the closure is
+        // ours, unpacked once.
+        drop(unsafe { unpack::<F>(user_data) });
     }
     result.map_err(|e| e.context("Stream::launch_host_fn"))
 }
@@ -140,13 +224,14 @@ pub(crate) fn add_callback<F: FnOnce(Result<()>) + Send + 'static>(
     stream: StreamRef<'_>,
     f: F,
 ) -> Result<()> {
-    let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
+    let user_data = pack(f);
     // SAFETY: as in `launch_host_fn`, with the callback trampoline for F.
     let result =
         unsafe { raw::stream_add_callback(stream.as_raw(), callback_trampoline::<F>, user_data) };
     if result.is_err() {
-        // SAFETY: CUDA refused the call, so it will never call the trampoline: the box is ours.
-        drop(unsafe { Box::from_raw(user_data.cast::<F>()) });
+        // SAFETY: CUDA refused the call, so it will never call the trampoline: the closure is
+        // ours, unpacked once.
+        drop(unsafe { unpack::<F>(user_data) });
     }
     result.map_err(|e| e.context("Stream::add_callback"))
 }
@@ -223,15 +308,15 @@ mod tests {
     #[test]
     fn guarded_callbacks_catch_panics_and_mark_the_thread() {
         let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
-        assert!(!IN_CALLBACK.with(Cell::get));
-        let mut saw_flag = false;
-        run_guarded(|| saw_flag = IN_CALLBACK.with(Cell::get));
-        assert!(saw_flag);
-        assert!(!IN_CALLBACK.with(Cell::get));
-        // A panic is caught and becomes a deferred error (other unit tests defer nothing on a
-        // machine without a GPU; with one, look for ours among them).
-        run_guarded(|| panic!("inside a callback"));
-        assert!(!IN_CALLBACK.with(Cell::get));
+        let me = thread_tag();
+        assert!(!in_host_callback());
+        let mut saw = None;
+        run_guarded(me, || saw = callback_owner());
+        assert_eq!(saw, Some(me));
+        assert!(!in_host_callback());
+        // A panic is caught and becomes a deferred error of the queuing thread.
+        run_guarded(me, || panic!("inside a callback"));
+        assert!(!in_host_callback());
         let mut found = false;
         while let Some(e) = crate::take_deferred_error() {
             found |= e.kind() == ErrorKind::CallbackPanicked;
@@ -239,14 +324,14 @@ mod tests {
         assert!(found);
     }
 
-    /// Boxes `f` as `launch_host_fn` does, with the trampoline made for its type.
-    fn boxed_host_fn<F: FnOnce()>(f: F) -> (*mut c_void, raw::HostFn) {
-        (Box::into_raw(Box::new(f)).cast(), host_fn_trampoline::<F>)
+    /// Packs `f` as `launch_host_fn` does, with the trampoline made for its type.
+    fn packed_host_fn<F: FnOnce()>(f: F) -> (*mut c_void, raw::HostFn) {
+        (pack(f), host_fn_trampoline::<F>)
     }
 
-    /// Boxes `f` as `add_callback` does, with the trampoline made for its type.
-    fn boxed_callback<F: FnOnce(Result<()>)>(f: F) -> (*mut c_void, raw::StreamCallbackFn) {
-        (Box::into_raw(Box::new(f)).cast(), callback_trampoline::<F>)
+    /// Packs `f` as `add_callback` does, with the trampoline made for its type.
+    fn packed_callback<F: FnOnce(Result<()>)>(f: F) -> (*mut c_void, raw::StreamCallbackFn) {
+        (pack(f), callback_trampoline::<F>)
     }
 
     #[test]
@@ -256,19 +341,20 @@ mod tests {
         let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
         let runs = Arc::new(AtomicUsize::new(0));
         let in_closure = Arc::clone(&runs);
-        let (user_data, trampoline) = boxed_host_fn(move || {
+        let (user_data, trampoline) = packed_host_fn(move || {
             in_closure.fetch_add(1, Ordering::SeqCst);
         });
-        // SAFETY: a Box of the trampoline's closure type, handed over once.
+        // SAFETY: packed for the trampoline's closure type, handed over once.
         unsafe { trampoline(user_data) };
         // The closure (and its Arc) is gone.
         assert_eq!(Arc::strong_count(&runs), 1);
         assert_eq!(runs.load(Ordering::SeqCst), 1);
 
-        // A closure that captures nothing is a zero-sized box (no allocation).
-        let (user_data, trampoline) = boxed_callback(|status: Result<()>| {
+        // A closure that captures nothing is not allocated: its user data is the thread's tag.
+        let (user_data, trampoline) = packed_callback(|status: Result<()>| {
             assert!(status.is_err());
         });
+        assert_eq!(user_data as ThreadTag, thread_tag());
         // SAFETY: as above, through the stream-callback trampoline.
         unsafe {
             trampoline(
@@ -283,6 +369,45 @@ mod tests {
             panicked |= e.kind() == ErrorKind::CallbackPanicked;
         }
         assert!(!panicked);
+    }
+
+    #[test]
+    fn a_callback_run_on_another_thread_reports_to_the_queuing_thread() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        while crate::take_deferred_error().is_some() {}
+        let (user_data, trampoline) = packed_host_fn(|| panic!("deliberate"));
+        let user_data = user_data as usize;
+        // "CUDA's" thread runs it.
+        std::thread::spawn(move || {
+            // SAFETY: packed for the trampoline's closure type, handed over once.
+            unsafe { trampoline(user_data as *mut c_void) };
+            assert!(crate::take_deferred_error().is_none());
+        })
+        .join()
+        .unwrap();
+        let e = crate::take_deferred_error().unwrap();
+        assert_eq!(e.kind(), ErrorKind::CallbackPanicked);
+    }
+
+    #[test]
+    fn cuda_calls_are_refused_inside_a_callback() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        let mut results = Vec::new();
+        run_guarded(thread_tag(), || {
+            // SAFETY: refused before CUDA is called (and sound anyway: no preconditions).
+            results.push(unsafe { raw::device_synchronize() });
+            // SAFETY: as above.
+            results.push(unsafe { raw::malloc(16) }.map(drop));
+            // SAFETY: as above; the legacy stream is a special handle.
+            results.push(unsafe { raw::stream_synchronize(raw::STREAM_LEGACY) });
+            results.push(crate::last_error());
+            results.push(Stream::new().map(drop));
+            results.push(crate::Device::from_ordinal(0).synchronize());
+        });
+        for result in results {
+            assert_eq!(result.unwrap_err().kind(), ErrorKind::InHostCallback);
+        }
+        assert!(crate::take_deferred_error().is_none());
     }
 
     #[test]

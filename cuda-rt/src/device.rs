@@ -132,20 +132,43 @@ impl Limit {
 }
 
 /// Runs `f` with `device` current on this thread, then restores the previous current device.
+///
+/// Returns `f`'s error if it failed (an error restoring the previous device is then deferred to
+/// the next synchronize, never dropped), else the error of restoring, else `f`'s value. If the
+/// device cannot be made current, `f` is not run.
 pub(crate) fn with_current<R>(device: i32, f: impl FnOnce() -> Result<R>) -> Result<R> {
-    // SAFETY: cudaGetDevice has no preconditions.
-    let previous = unsafe { raw::get_device() }?;
+    with_current_using(
+        // SAFETY: cudaGetDevice has no preconditions.
+        || unsafe { raw::get_device() },
+        // SAFETY: an invalid ordinal is reported as an error.
+        |ordinal| unsafe { raw::set_device(ordinal) },
+        device,
+        f,
+    )
+}
+
+/// [`with_current`] with the calls that read and set the current device given (`cudaGetDevice`
+/// and `cudaSetDevice` in the crate; fakes in unit tests).
+fn with_current_using<R>(
+    get: impl FnOnce() -> Result<i32>,
+    mut set: impl FnMut(i32) -> Result<()>,
+    device: i32,
+    f: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    let previous = get()?;
     if previous == device {
         return f();
     }
-    // SAFETY: an invalid ordinal is reported as an error.
-    unsafe { raw::set_device(device) }?;
+    set(device)?;
     let result = f();
-    // SAFETY: `previous` was the current device a moment ago.
-    let restored = unsafe { raw::set_device(previous) };
-    let value = result?;
-    restored?;
-    Ok(value)
+    let restored = set(previous).map_err(|e| e.context("restoring the current device"));
+    match result {
+        Ok(value) => restored.map(|()| value),
+        Err(e) => {
+            crate::error::defer_result(restored);
+            Err(e)
+        }
+    }
 }
 
 impl Device {
@@ -403,8 +426,14 @@ impl Device {
     /// `cudaErrorInvalidDevice`.
     pub fn enable_peer_access(self, peer: Device) -> Result<()> {
         // SAFETY: no preconditions.
-        with_current(self.0, || unsafe { raw::device_enable_peer_access(peer.0) })
-            .map_err(|e| e.context("Device::enable_peer_access"))
+        let result = with_current(self.0, || unsafe { raw::device_enable_peer_access(peer.0) });
+        if result.is_ok()
+            || result.is_err_and(|e| e.code() == Some(raw::status::PEER_ACCESS_ALREADY_ENABLED))
+        {
+            // Kernels on this device may use `peer`'s memory from now on.
+            crate::memory::note_peer_access(self.0, peer.0);
+        }
+        result.map_err(|e| e.context("Device::enable_peer_access"))
     }
 }
 
@@ -418,6 +447,38 @@ mod tests {
             raw::error_name(raw::status::INVALID_DEVICE),
             "cudaErrorInvalidDevice"
         );
+    }
+
+    #[test]
+    fn a_failed_restore_is_deferred_when_f_failed_and_returned_when_it_succeeded() {
+        use crate::ErrorKind;
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        while crate::take_deferred_error().is_some() {}
+        let restore_fails = |ordinal: i32| {
+            if ordinal == 0 {
+                Err(Error::cuda(raw::status::INVALID_DEVICE, "cudaSetDevice"))
+            } else {
+                Ok(())
+            }
+        };
+        // `f` fails and so does restoring device 0: `f`'s error is returned, the other deferred.
+        let failed = with_current_using(
+            || Ok(0),
+            restore_fails,
+            1,
+            || Err::<(), _>(Error::new(ErrorKind::OutOfRange, "f")),
+        );
+        assert_eq!(failed.unwrap_err().kind(), ErrorKind::OutOfRange);
+        let deferred = crate::take_deferred_error().unwrap();
+        assert_eq!(deferred.call(), "cudaSetDevice");
+        assert_eq!(deferred.what(), "restoring the current device");
+        // `f` succeeds: the restore's error is returned.
+        let restored = with_current_using(|| Ok(0), restore_fails, 1, || Ok(7));
+        assert_eq!(restored.unwrap_err().call(), "cudaSetDevice");
+        assert!(crate::take_deferred_error().is_none());
+        // Already current: no switch at all.
+        let same = with_current_using(|| Ok(1), |_| panic!("no switch"), 1, || Ok(7));
+        assert_eq!(same.unwrap(), 7);
     }
 
     #[test]

@@ -1,10 +1,28 @@
 //! Errors: the [`Error`] type over `cudaError_t`, sticky-error classification, the thread's last
 //! error, and the deferred errors that `Drop` and host callbacks hand to the next synchronize.
+//!
+//! # Deferred errors are delivered per thread
+//! An error met where it cannot be returned (a `Drop`, a host callback) is kept with the host
+//! thread that caused it: the thread that dropped the value, or, for a host callback, the thread
+//! that queued the callback. Every synchronize of this crate ([`take_deferred_error`] and the
+//! `synchronize()` methods) returns the calling thread's deferred errors first, oldest first,
+//! then those of threads that have exited ("orphaned": a thread hands its errors over when it
+//! exits). So thread B's `Stream::synchronize` never reports an error of a buffer that thread A
+//! dropped while A is alive: A's next synchronize does.
+//!
+//! Per thread rather than per device: the device of a failed call is not always known (a
+//! `cudaFree` that failed with a sticky error, a panicking callback, an error found as the
+//! thread's last error), while the thread always is, and CUDA's own error state (the last
+//! error) is per thread too. A thread that never synchronizes keeps its errors until it exits.
+//!
+//! An error that went through the deferred queue says so ([`Error::is_deferred`]) and keeps the
+//! context of where it happened ("DeviceBuffer::drop"); the context that the reporting call adds
+//! is recorded as [`Error::reported_by`] instead of replacing it.
 
 use crate::raw::{self, RawStatus};
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The result type of this crate.
@@ -48,12 +66,22 @@ pub enum ErrorKind {
     LeakedInCallback,
     /// A copy's source and destination are the same memory.
     Overlapping,
+    /// `cudaHostRegisterReadOnly` was asked of a registration that gives mutable access to the
+    /// memory; the read-only forms ([`RegisteredHost::new_read_only`](crate::RegisteredHost::new_read_only),
+    /// [`Scope::register_host_read_only`](crate::Scope::register_host_read_only)) take it.
+    ReadOnlyWithMutableAccess,
+    /// A function that calls CUDA was called inside a host callback queued through this crate,
+    /// where CUDA must not be called (the call could deadlock, or fail with
+    /// `cudaErrorNotPermitted`); CUDA was not called.
+    InHostCallback,
 }
 
 /// An error: what went wrong ([`ErrorKind`]), the CUDA call that reported it, and what this crate
 /// was doing at the time.
 ///
-/// `Display` reads `context: call: cudaErrorName: description`.
+/// `Display` reads `context: call: cudaErrorName: description`, followed by
+/// `(deferred; reported by reporter)` for an error that a `Drop` or a host callback met and a
+/// later synchronize returned (see [`is_deferred`](Self::is_deferred)).
 ///
 /// # Thread safety
 /// Plain data: `Send` and `Sync`.
@@ -62,24 +90,40 @@ pub struct Error {
     kind: ErrorKind,
     call: &'static str,
     context: &'static str,
+    /// Whether the error went through the deferred queue.
+    deferred: bool,
+    /// For a deferred error: the first context added after it left the queue ("" until then).
+    reported_by: &'static str,
 }
 
 impl Error {
     /// An error from a CUDA call that returned `status`.
     pub(crate) fn cuda(status: RawStatus, call: &'static str) -> Self {
-        Self {
-            kind: ErrorKind::Cuda(status),
-            call,
-            context: "",
-        }
+        Self::new(ErrorKind::Cuda(status), call)
     }
 
-    /// An error this crate detected itself (`call` names the operation refused).
-    pub(crate) fn new(kind: ErrorKind, call: &'static str) -> Self {
+    /// An error of kind `kind` for `call` (the CUDA call or operation that failed or was
+    /// refused), for code that detects errors itself and reports them through this crate's
+    /// deferred errors ([`defer_error`]) or its `Result`s: for instance
+    /// [`ErrorKind::LeakedInCallback`] from a `Drop` that found itself in a host callback
+    /// ([`in_host_callback`](crate::in_host_callback)). Calls no CUDA function.
+    ///
+    /// For a CUDA status use [`from_status`](Self::from_status), which refuses `cudaSuccess`;
+    /// this does not check `ErrorKind::Cuda`.
+    ///
+    /// # Examples
+    /// ```
+    /// use cuda_rt::{Error, ErrorKind};
+    /// let e = Error::new(ErrorKind::LeakedInCallback, "MyBuffer::drop");
+    /// assert_eq!(e.name(), "LeakedInCallback");
+    /// ```
+    pub fn new(kind: ErrorKind, call: &'static str) -> Self {
         Self {
             kind,
             call,
             context: "",
+            deferred: false,
+            reported_by: "",
         }
     }
 
@@ -90,10 +134,31 @@ impl Error {
     }
 
     /// Adds what was being done (`"DeviceBuffer::copy_from_host"`), keeping the call.
+    ///
+    /// On a deferred error ([`is_deferred`](Self::is_deferred)) the context of where it
+    /// happened is kept: the first context added after it left the deferred queue is recorded
+    /// as [`reported_by`](Self::reported_by) (later ones are ignored).
     #[must_use]
     pub fn context(mut self, context: &'static str) -> Self {
-        self.context = context;
+        if !self.deferred {
+            self.context = context;
+        } else if self.reported_by.is_empty() {
+            self.reported_by = context;
+        }
         self
+    }
+
+    /// Whether the error was met where it could not be returned (a `Drop`, a host callback)
+    /// and is returned by a later synchronize ([`take_deferred_error`]).
+    pub fn is_deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// For a deferred error, the operation that returned it (`"Stream::synchronize"`); `None`
+    /// for an error returned where it happened, or a deferred error taken with
+    /// [`take_deferred_error`] and given no context since.
+    pub fn reported_by(&self) -> Option<&'static str> {
+        (self.deferred && !self.reported_by.is_empty()).then_some(self.reported_by)
     }
 
     /// What went wrong.
@@ -131,6 +196,8 @@ impl Error {
             ErrorKind::OutOfRange => "OutOfRange",
             ErrorKind::LeakedInCallback => "LeakedInCallback",
             ErrorKind::Overlapping => "Overlapping",
+            ErrorKind::ReadOnlyWithMutableAccess => "ReadOnlyWithMutableAccess",
+            ErrorKind::InHostCallback => "InHostCallback",
         }
     }
 
@@ -148,6 +215,12 @@ impl Error {
                 "a CUDA resource dropped inside a host callback was leaked (callbacks must not call CUDA)"
             }
             ErrorKind::Overlapping => "source and destination are the same memory",
+            ErrorKind::ReadOnlyWithMutableAccess => {
+                "HostRegisterFlags::READ_ONLY given to a registration with mutable access (use the read-only form: new_read_only, register_host_read_only)"
+            }
+            ErrorKind::InHostCallback => {
+                "CUDA must not be called inside a host callback (the call was refused)"
+            }
         }
     }
 
@@ -192,6 +265,11 @@ impl fmt::Display for Error {
                 write!(f, " (memory on device {memory}, stream on device {stream})")
             }
             _ => Ok(()),
+        }?;
+        match self.reported_by() {
+            Some(reporter) => write!(f, " (deferred; reported by {reporter})"),
+            None if self.deferred => write!(f, " (deferred)"),
+            None => Ok(()),
         }
     }
 }
@@ -202,7 +280,8 @@ impl std::error::Error for Error {}
 /// (sticky errors cannot be reset and are returned again).
 ///
 /// # Errors
-/// The error recorded, if any.
+/// The error recorded, if any; [`ErrorKind::InHostCallback`] inside a host callback (CUDA is
+/// not called there).
 ///
 /// # Examples
 /// ```
@@ -210,6 +289,9 @@ impl std::error::Error for Error {}
 /// let _ = cuda_rt::last_error();
 /// ```
 pub fn last_error() -> Result<()> {
+    if crate::callback::in_callback() {
+        return Err(Error::new(ErrorKind::InHostCallback, "cudaGetLastError"));
+    }
     match Error::from_status(raw::get_last_error(), "cudaGetLastError") {
         None => Ok(()),
         Some(e) => Err(e),
@@ -219,13 +301,16 @@ pub fn last_error() -> Result<()> {
 /// `cudaPeekAtLastError`: like [`last_error`] without resetting it.
 ///
 /// # Errors
-/// The error recorded, if any.
+/// As for [`last_error`].
 ///
 /// # Examples
 /// ```
 /// let _ = cuda_rt::peek_last_error();
 /// ```
 pub fn peek_last_error() -> Result<()> {
+    if crate::callback::in_callback() {
+        return Err(Error::new(ErrorKind::InHostCallback, "cudaPeekAtLastError"));
+    }
     match Error::from_status(raw::peek_at_last_error(), "cudaPeekAtLastError") {
         None => Ok(()),
         Some(e) => Err(e),
@@ -238,8 +323,52 @@ pub fn peek_last_error() -> Result<()> {
 /// How many deferred errors are kept; older ones beyond this are counted, not kept.
 const DEFERRED_CAPACITY: usize = 64;
 
+/// The host thread a deferred error belongs to: a number given to each thread the first time
+/// it needs one, never reused.
+pub(crate) type ThreadTag = usize;
+
+/// The tag of errors whose thread has exited (or was exiting when it deferred them): any
+/// thread's synchronize takes them, after its own.
+const ORPHANED: ThreadTag = 0;
+
+static NEXT_THREAD_TAG: AtomicUsize = AtomicUsize::new(1);
+
+/// A thread's tag; its destructor hands the thread's deferred errors over as orphaned.
+struct ThreadTagSlot(ThreadTag);
+
+impl Drop for ThreadTagSlot {
+    fn drop(&mut self) {
+        if !HAS_DEFERRED.load(Ordering::Acquire) {
+            return;
+        }
+        let mut d = deferred();
+        for (owner, _) in d.errors.iter_mut() {
+            if *owner == self.0 {
+                *owner = ORPHANED;
+            }
+        }
+    }
+}
+
+thread_local! {
+    static THREAD_TAG: ThreadTagSlot =
+        ThreadTagSlot(NEXT_THREAD_TAG.fetch_add(1, Ordering::Relaxed));
+}
+
+/// The calling host thread's tag ([`ORPHANED`] while the thread exits).
+pub(crate) fn thread_tag() -> ThreadTag {
+    THREAD_TAG.try_with(|t| t.0).unwrap_or(ORPHANED)
+}
+
+/// The thread that errors met now belong to: inside a host callback, the thread that queued
+/// the callback; elsewhere the calling thread.
+fn cause_tag() -> ThreadTag {
+    crate::callback::callback_owner().unwrap_or_else(thread_tag)
+}
+
 struct Deferred {
-    errors: VecDeque<Error>,
+    /// Errors with the thread they belong to, oldest first.
+    errors: VecDeque<(ThreadTag, Error)>,
     dropped: u64,
 }
 
@@ -258,11 +387,18 @@ fn deferred() -> std::sync::MutexGuard<'static, Deferred> {
 }
 
 /// Records an error met where it cannot be returned (a `Drop`, a host callback), so that the
-/// next synchronize returns it.
+/// next synchronize of the thread that caused it returns it (see the [module docs](self)).
 pub(crate) fn defer(error: Error) {
+    let owner = cause_tag();
     let mut d = deferred();
     if d.errors.len() < DEFERRED_CAPACITY {
-        d.errors.push_back(error);
+        d.errors.push_back((
+            owner,
+            Error {
+                deferred: true,
+                ..error
+            },
+        ));
     } else {
         d.dropped += 1;
     }
@@ -270,16 +406,19 @@ pub(crate) fn defer(error: Error) {
 }
 
 /// Records an error met where it cannot be returned, so that the next synchronize of this
-/// crate returns it: for other crates' `Drop`s and callbacks that own CUDA resources, the way
-/// this crate's own types report a failed `cudaFree` or `cudaStreamDestroy`. Calls no CUDA
-/// function.
+/// crate on the same host thread returns it (inside a host callback: on the thread that queued
+/// the callback): for other crates' `Drop`s and callbacks that own CUDA resources, the way this
+/// crate's own types report a failed `cudaFree` or `cudaStreamDestroy`. Calls no CUDA function.
 ///
 /// # Examples
 /// ```
 /// use cuda_rt::{defer_error, raw, take_deferred_error, Error};
 /// let error = Error::from_status(raw::status::INVALID_VALUE, "cudaFree").unwrap();
 /// defer_error(error.context("MyBuffer::drop"));
-/// assert_eq!(take_deferred_error(), Some(error.context("MyBuffer::drop")));
+/// let taken = take_deferred_error().unwrap().context("my_sync");
+/// assert!(taken.is_deferred());
+/// assert_eq!((taken.call(), taken.what()), ("cudaFree", "MyBuffer::drop"));
+/// assert_eq!(taken.reported_by(), Some("my_sync"));
 /// ```
 pub fn defer_error(error: Error) {
     defer(error);
@@ -292,12 +431,14 @@ pub(crate) fn defer_result(result: Result<()>) {
     }
 }
 
-/// Takes the oldest deferred error: one that a `Drop` met (a failed `cudaFree`, `cudaStreamDestroy`,
-/// ...) or a host callback's panic. Every `synchronize()` of this crate (device, stream, event,
-/// scope) returns it when its own call succeeded, so errors in `Drop` are never silently lost.
+/// Takes the oldest deferred error of the calling host thread: one that a `Drop` met (a failed
+/// `cudaFree`, `cudaStreamDestroy`, ...) or a host callback queued by this thread (a panic, a
+/// leak); failing that, the oldest of a thread that has exited. Every `synchronize()` of this
+/// crate (device, stream, event, scope) returns it when its own call succeeded, so errors in
+/// `Drop` are never silently lost. The error is marked deferred ([`Error::is_deferred`]).
 ///
-/// Deferred errors are process-wide: the next synchronize of any thread reports them. At most 64
-/// are kept; [`deferred_errors_dropped`] counts the others.
+/// Deferred errors are delivered per thread (see the [module docs](self) for why). At most 64
+/// are kept in the process; [`deferred_errors_dropped`] counts the others.
 ///
 /// # Examples
 /// ```
@@ -307,12 +448,18 @@ pub fn take_deferred_error() -> Option<Error> {
     if !HAS_DEFERRED.load(Ordering::Acquire) {
         return None;
     }
+    let me = cause_tag();
     let mut d = deferred();
-    let first = d.errors.pop_front();
+    let position = d
+        .errors
+        .iter()
+        .position(|&(owner, _)| owner == me)
+        .or_else(|| d.errors.iter().position(|&(owner, _)| owner == ORPHANED));
+    let taken = position.and_then(|i| d.errors.remove(i)).map(|(_, e)| e);
     if d.errors.is_empty() {
         HAS_DEFERRED.store(false, Ordering::Release);
     }
-    first
+    taken
 }
 
 /// How many deferred errors were not kept because 64 were already waiting.
@@ -320,8 +467,8 @@ pub fn deferred_errors_dropped() -> u64 {
     deferred().dropped
 }
 
-/// The result of a synchronizing call, with a deferred error reported if the call itself
-/// succeeded.
+/// The result of a synchronizing call, with a deferred error of the calling thread (or an
+/// orphaned one) reported if the call itself succeeded.
 pub(crate) fn with_deferred(result: Result<()>) -> Result<()> {
     result?;
     match take_deferred_error() {
@@ -413,5 +560,123 @@ mod tests {
         assert_eq!(take_deferred_error().unwrap().call(), "second");
         assert!(take_deferred_error().is_none());
         assert!(with_deferred(Ok(())).is_ok());
+    }
+
+    #[test]
+    fn a_deferred_error_keeps_its_context_and_names_its_reporter() {
+        let _serial = DEFERRED_TEST_LOCK.lock();
+        while take_deferred_error().is_some() {}
+        let original =
+            Error::cuda(sys::cudaErrorInvalidValue, "cudaFree").context("DeviceBuffer::drop");
+        assert!(!original.is_deferred());
+        assert_eq!(original.reported_by(), None);
+        assert!(!original.to_string().contains("deferred"));
+        // Not deferred: context replaces, as before.
+        assert_eq!(original.context("other").what(), "other");
+
+        defer(original);
+        let reported = with_deferred(Ok(()))
+            .map_err(|e| e.context("Stream::synchronize"))
+            .unwrap_err();
+        assert!(reported.is_deferred());
+        assert_eq!(reported.what(), "DeviceBuffer::drop");
+        assert_eq!(reported.call(), "cudaFree");
+        assert_eq!(reported.reported_by(), Some("Stream::synchronize"));
+        // The first reporter stays.
+        assert_eq!(
+            reported.context("outer").reported_by(),
+            Some("Stream::synchronize")
+        );
+        let text = reported.to_string();
+        assert!(
+            text.starts_with("DeviceBuffer::drop: cudaFree: cudaErrorInvalidValue: "),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("(deferred; reported by Stream::synchronize)"),
+            "{text}"
+        );
+
+        // Taken without a reporter.
+        defer(Error::new(ErrorKind::LeakedInCallback, "Event::drop"));
+        let taken = take_deferred_error().unwrap();
+        assert!(taken.is_deferred());
+        assert_eq!(taken.reported_by(), None);
+        assert!(taken.to_string().ends_with(" (deferred)"), "{taken}");
+    }
+
+    #[test]
+    fn deferred_errors_go_to_their_thread_then_to_anyone_once_it_exits() {
+        use std::sync::mpsc;
+        let _serial = DEFERRED_TEST_LOCK.lock();
+        while take_deferred_error().is_some() {}
+        let (to_main, from_worker) = mpsc::channel();
+        let (to_worker, from_main) = mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            defer(Error::new(ErrorKind::SizeOverflow, "worker's own"));
+            to_main.send(()).unwrap();
+            from_main.recv().unwrap();
+            // Its own error is still there for it.
+            let own = take_deferred_error().map(|e| e.call());
+            defer(Error::new(ErrorKind::OutOfRange, "left behind"));
+            own
+        });
+        from_worker.recv().unwrap();
+        // The worker is alive: its error is not ours.
+        defer(Error::new(ErrorKind::CallbackPanicked, "main's own"));
+        assert_eq!(take_deferred_error().unwrap().call(), "main's own");
+        assert!(take_deferred_error().is_none());
+        assert!(with_deferred(Ok(())).is_ok());
+        to_worker.send(()).unwrap();
+        assert_eq!(worker.join().unwrap(), Some("worker's own"));
+        // The worker exited with an error not taken: it is orphaned, and ours to report.
+        let orphan = take_deferred_error().unwrap();
+        assert_eq!(orphan.call(), "left behind");
+        assert!(orphan.is_deferred());
+        assert!(take_deferred_error().is_none());
+    }
+
+    #[test]
+    fn errors_deferred_in_a_callback_belong_to_the_thread_that_queued_it() {
+        let _serial = DEFERRED_TEST_LOCK.lock();
+        while take_deferred_error().is_some() {}
+        let queued_by = thread_tag();
+        // "CUDA's" thread runs a callback that this thread queued.
+        std::thread::spawn(move || {
+            crate::callback::run_guarded(queued_by, || {
+                defer(Error::new(ErrorKind::LeakedInCallback, "in the callback"));
+            });
+            // Outside the callback, that thread's own errors are its own.
+            defer(Error::new(ErrorKind::OutOfRange, "runtime thread"));
+            assert_eq!(take_deferred_error().unwrap().call(), "runtime thread");
+        })
+        .join()
+        .unwrap();
+        assert_eq!(take_deferred_error().unwrap().call(), "in the callback");
+        assert!(take_deferred_error().is_none());
+    }
+
+    #[test]
+    fn the_capacity_bound_counts_what_it_drops() {
+        let _serial = DEFERRED_TEST_LOCK.lock();
+        while take_deferred_error().is_some() {}
+        let before = deferred_errors_dropped();
+        for _ in 0..DEFERRED_CAPACITY + 3 {
+            defer(Error::new(ErrorKind::OutOfRange, "many"));
+        }
+        assert_eq!(deferred_errors_dropped() - before, 3);
+        let mut taken = 0;
+        while take_deferred_error().is_some() {
+            taken += 1;
+        }
+        assert_eq!(taken, DEFERRED_CAPACITY);
+    }
+
+    #[test]
+    fn in_host_callback_is_named() {
+        let e = Error::new(ErrorKind::InHostCallback, "cudaEventSynchronize");
+        assert_eq!(e.name(), "InHostCallback");
+        assert!(!e.is_sticky());
+        assert!(e.to_string().contains("host callback"), "{e}");
     }
 }

@@ -84,7 +84,9 @@
 //! ```
 
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
-use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory, Tracker};
+use crate::memory::{
+    bytes_of, check_len, Access, DeviceCopy, DeviceMemory, DeviceMemoryMut, Span, Tracker,
+};
 use crate::raw::{self, RawGraph, RawGraphExec, RawStream};
 use crate::scope::Scope;
 use crate::stream::{Stream, StreamRef};
@@ -93,6 +95,9 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+/// What an executable graph's marker tracks: its launches, as uses of one pseudo-byte.
+const LAUNCHES: Span = Span { start: 0, end: 1 };
 
 /// How a stream capture restricts other CUDA calls while it lasts (`cudaStreamCaptureMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,7 +136,7 @@ impl CaptureMode {
 pub struct Capture<'c, 'a> {
     stream: RawStream,
     /// Markers of the device memory captured, waited for when the capture ends.
-    markers: RefCell<Vec<&'a Tracker>>,
+    markers: RefCell<Vec<(&'a Tracker, Span)>>,
     _brand: PhantomData<fn(&'c ()) -> &'c ()>,
     _memory: PhantomData<fn(&'a ()) -> &'a ()>,
     _one_thread: PhantomData<*const ()>,
@@ -235,7 +240,10 @@ impl<'c, 'a> Capture<'c, 'a> {
 
     /// Binds device memory read-only into this capture, borrowing it for the graph's lifetime.
     pub fn bind<T: DeviceCopy, D: DeviceMemory<T>>(&self, memory: &'a D) -> Captured<'c, T> {
-        self.markers.borrow_mut().push(&memory.parts().tracker);
+        let parts = memory.parts();
+        self.markers
+            .borrow_mut()
+            .push((parts.tracker, parts.span()));
         Captured {
             ptr: memory.as_raw_ptr(),
             len: memory.len(),
@@ -245,13 +253,16 @@ impl<'c, 'a> Capture<'c, 'a> {
 
     /// Binds device memory for writing into this capture, borrowing it exclusively for the
     /// graph's lifetime.
-    pub fn bind_mut<T: DeviceCopy, D: DeviceMemory<T>>(
+    pub fn bind_mut<T: DeviceCopy, D: DeviceMemoryMut<T>>(
         &self,
         memory: &'a mut D,
     ) -> CapturedMut<'c, T> {
         let ptr = memory.as_mut_raw_ptr();
         let memory: &'a D = memory;
-        self.markers.borrow_mut().push(&memory.parts().tracker);
+        let parts = memory.parts();
+        self.markers
+            .borrow_mut()
+            .push((parts.tracker, parts.span()));
         CapturedMut {
             ptr,
             len: memory.len(),
@@ -375,8 +386,16 @@ impl Stream {
     {
         const WHAT: &str = "Stream::capture";
         let stream = self.as_raw();
+        // Markers of device memory that would record on this stream wait on an event recorded
+        // before the capture instead, until it ends.
+        let set_aside = self.begin_capture();
         // SAFETY: our live stream; the capture is ended below on every path.
-        unsafe { raw::stream_begin_capture(stream, mode.as_raw()) }.map_err(|e| e.context(WHAT))?;
+        if let Err(e) = unsafe { raw::stream_begin_capture(stream, mode.as_raw()) } {
+            if set_aside {
+                self.end_capture();
+            }
+            return Err(e.context(WHAT));
+        }
         let capture = Capture {
             stream,
             markers: RefCell::new(Vec::new()),
@@ -387,6 +406,9 @@ impl Stream {
         let outcome = catch_unwind(AssertUnwindSafe(|| f(&capture)));
         // SAFETY: the stream is capturing (begun above, on this thread).
         let ended = unsafe { raw::stream_end_capture(stream) };
+        if set_aside {
+            self.end_capture();
+        }
         let graph = ended.map(|raw| Graph {
             raw,
             _memory: PhantomData,
@@ -402,8 +424,8 @@ impl Stream {
             }
             Ok(Ok(())) => {
                 let graph = graph.map_err(|e| e.context(WHAT))?;
-                for marker in capture.markers.borrow().iter() {
-                    marker.wait_host().map_err(|e| e.context(WHAT))?;
+                for (tracker, span) in capture.markers.borrow().iter() {
+                    tracker.wait_host(*span).map_err(|e| e.context(WHAT))?;
                 }
                 Ok(graph)
             }
@@ -488,7 +510,10 @@ impl Drop for Graph<'_> {
 
 /// An executable graph (`cudaGraphExec_t`), borrowing the memory its nodes use for `'a`.
 ///
-/// Dropping it waits for its launches, then destroys it.
+/// Dropping it waits for its launches, then destroys it. The wait lasts as long as the launches
+/// take: forever if they never finish (a kernel that does not end, a host callback earlier on
+/// the stream that waits for the dropping thread). To bound it, use
+/// [`drop_timeout`](Self::drop_timeout), which hands the executable back when the time is up.
 ///
 /// # Thread safety
 /// `Send` and `Sync`: its methods launch, upload and wait; the calls into the executable graph
@@ -642,7 +667,7 @@ impl<'a> GraphExec<'a> {
     pub fn into_raw(self) -> Result<RawGraphExec> {
         let this = std::mem::ManuallyDrop::new(self);
         this.marker
-            .wait_host()
+            .wait_host(LAUNCHES)
             .map_err(|e| e.context("GraphExec::into_raw"))?;
         // SAFETY: `this` is never used or dropped again; the marker and the launch list (empty:
         // no scope borrows `self` any more) are moved out once.
@@ -676,8 +701,9 @@ impl<'a> GraphExec<'a> {
     /// The caller keeps the memory of `'a` alive until the launch has finished (a scope, or
     /// `'a = 'static`).
     fn launch_marked(&self, stream: StreamRef<'_>) -> Result<()> {
+        // The executable's launches are tracked as a write of one pseudo-byte, on any device.
         self.marker
-            .use_on(stream, |s| {
+            .use_on(LAUNCHES, Access::PeerWrite, -1, stream, |s| {
                 let _serial = self.calls.lock();
                 // SAFETY: our live executable graph, used by no other thread now (the call
                 // lock); the caller keeps the memory of 'a alive until the launch has finished.
@@ -730,7 +756,7 @@ impl<'a> GraphExec<'a> {
             .map_err(|e| e.context(WHAT))?;
         }
         drop(launches);
-        self.marker.wait_host().map_err(|e| e.context(WHAT))
+        self.marker.wait_host(LAUNCHES).map_err(|e| e.context(WHAT))
     }
 }
 
@@ -748,6 +774,64 @@ impl GraphExec<'static> {
     }
 }
 
+impl<'a> GraphExec<'a> {
+    /// Drops the executable once its launches have finished, waiting at most `timeout`: polls
+    /// its last-launch marker (`cudaEventQuery`) with sleeps between polls (10 µs, doubling up
+    /// to 1 ms), then destroys it as the drop does (`cudaGraphExecDestroy`, whose error goes to
+    /// the next synchronize). When the time is up first, the executable comes back,
+    /// `Ok(Err(exec))`, to wait again or keep using.
+    ///
+    /// A recoverable error of a poll does not end the wait (polling goes on); it is deferred to
+    /// the next synchronize once the wait ends.
+    ///
+    /// # Errors
+    /// A sticky error of the launches' work, or
+    /// [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback) inside a host callback:
+    /// the executable is then dropped (the drop does not wait after a sticky error, and leaks the
+    /// executable inside a callback).
+    pub fn drop_timeout(
+        self,
+        timeout: std::time::Duration,
+    ) -> Result<std::result::Result<(), GraphExec<'a>>> {
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_micros(10);
+        let mut recoverable: Option<crate::Error> = None;
+        let defer_recoverable = |recoverable: Option<crate::Error>| {
+            if let Some(e) = recoverable {
+                defer(e.context("GraphExec::drop_timeout"));
+            }
+        };
+        loop {
+            match self.marker.is_idle(LAUNCHES) {
+                Ok(true) => {
+                    defer_recoverable(recoverable);
+                    drop(self);
+                    return Ok(Ok(()));
+                }
+                Ok(false) => {}
+                Err(e) if e.is_sticky() || e.kind() == crate::ErrorKind::InHostCallback => {
+                    defer_recoverable(recoverable);
+                    drop(self);
+                    return Err(e.context("GraphExec::drop_timeout"));
+                }
+                Err(e) => {
+                    recoverable.get_or_insert(e);
+                }
+            }
+            let elapsed = started.elapsed();
+            if elapsed >= timeout {
+                defer_recoverable(recoverable);
+                return Ok(Err(self));
+            }
+            std::thread::sleep(pause.min(timeout - elapsed));
+            pause = (pause * 2).min(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// Waits for the executable's launches (for as long as they take; see
+/// [`GraphExec::drop_timeout`] for a bounded wait), then destroys it; errors go to the next
+/// synchronize. Inside a host callback it leaks the executable instead.
 impl Drop for GraphExec<'_> {
     fn drop(&mut self) {
         if crate::callback::leak_if_in_callback("GraphExec::drop") {
@@ -755,7 +839,7 @@ impl Drop for GraphExec<'_> {
         }
         // No scope borrows the executable any more: its launches in scopes have finished (each
         // scope waited for them), so the marker covers the rest.
-        match self.marker.wait_host() {
+        match self.marker.wait_host(LAUNCHES) {
             // SAFETY: our live executable graph, no launch pending; not used after this.
             Ok(()) => defer_result(
                 unsafe { raw::graph_exec_destroy(self.raw) }

@@ -7,7 +7,7 @@
 //! 1. **An `extern "C"` host launcher** written in CUDA C++ next to the kernel, taking a
 //!    `cudaStream_t`: `extern "C" cudaError_t launch_scale(float* data, size_t n, cudaStream_t s)`.
 //!    Declare it in Rust and call it with [`Stream::as_raw`](crate::Stream::as_raw) and the
-//!    buffer's device pointer, inside [`DeviceMemory::enqueue_mut`](crate::DeviceMemory::enqueue_mut)
+//!    buffer's device pointer, inside [`DeviceMemoryMut::enqueue_mut`](crate::DeviceMemoryMut::enqueue_mut)
 //!    so that the buffer orders and outlives the kernel. Turn its status into an error with
 //!    [`Error::from_status`](crate::Error::from_status).
 //! 2. **[`launch_kernel`]** (`cudaLaunchKernel`) with the kernel's address (a `__global__`
@@ -129,7 +129,7 @@ impl LaunchConfig {
 ///   that parameter's type;
 /// - every memory the kernel accesses must be valid for those accesses and stay so until the
 ///   kernel has finished, and must not be accessed concurrently by the host or other streams:
-///   call it inside [`DeviceMemory::enqueue_mut`](crate::DeviceMemory::enqueue_mut) /
+///   call it inside [`DeviceMemoryMut::enqueue_mut`](crate::DeviceMemoryMut::enqueue_mut) /
 ///   [`enqueue`](crate::DeviceMemory::enqueue) of each buffer it uses (with the same stream).
 pub unsafe fn launch_kernel<'s>(
     kernel: *const c_void,

@@ -15,7 +15,7 @@
 //! 1. **Host memory is never freed, moved, read or written by the CPU while queued work may
 //!    touch it.** Queued work can reach host memory in only two ways:
 //!    - *owned*: a [`PinnedBuffer`] moved into the copy
-//!      ([`DeviceMemory::copy_from_pinned_async`], [`DeviceMemory::copy_to_pinned_async`]) comes
+//!      ([`DeviceMemoryMut::copy_from_pinned_async`], [`DeviceMemory::copy_to_pinned_async`]) comes
 //!      back through [`Pending::wait`] once the copy is done; a dropped `Pending` waits first; a
 //!      leaked one leaks the buffer;
 //!    - *borrowed*: inside [`scope()`], like `std::thread::scope`: copies, host callbacks and graph
@@ -23,7 +23,7 @@
 //!      `mem::forget` cannot skip it) waits for all of them before returning, also on panic.
 //!
 //!    Host callbacks outside a scope must be `'static + Send`. Pageable-memory copies outside a
-//!    scope are synchronous ([`DeviceMemory::copy_from_host`], [`DeviceMemory::to_vec`]).
+//!    scope are synchronous ([`DeviceMemoryMut::copy_from_host`], [`DeviceMemory::to_vec`]).
 //! 2. **Device memory is never freed while queued work uses it, and two streams never race on
 //!    it.** Every [`DeviceBuffer`] has a last-use marker (an event recorded after each operation
 //!    this crate queues on it): an operation on another stream first waits for it, synchronous
@@ -50,7 +50,7 @@
 //!
 //! # Libraries that queue their own kernels
 //! A library function like `sort(stream: &Stream, keys: &mut DeviceBuffer<K>)` queues its
-//! kernels inside [`DeviceMemory::enqueue_mut`] (and [`DeviceMemory::enqueue`] for buffers it
+//! kernels inside [`DeviceMemoryMut::enqueue_mut`] (and [`DeviceMemory::enqueue`] for buffers it
 //! only reads), passing the `stream` it was given. That orders its kernels after earlier work on
 //! the buffers (on any stream) and marks the buffers after them, so that the caller may drop the
 //! buffers, read them back, or use them on another stream right after `sort` returns: each of
@@ -100,6 +100,7 @@ pub mod raw;
 pub mod scope;
 pub mod stream;
 
+pub use callback::in_host_callback;
 pub use device::{ComputeCapability, Device, DeviceProperties, Limit, StreamPriorityRange};
 pub use error::{
     defer_error, deferred_errors_dropped, is_sticky, last_error, peek_last_error,
@@ -108,16 +109,22 @@ pub use error::{
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
 pub use graph::{Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Graph, GraphExec};
 pub use launch::{launch_kernel, Dim3, LaunchConfig};
-pub use memory::{DeviceBuffer, DeviceCopy, DeviceMemory, DeviceSlice};
-pub use pinned::{HostAllocFlags, HostRegisterFlags, Pending, PinnedBuffer, RegisteredHost};
+pub use memory::{
+    Chunks, ChunksExactMut, ChunksMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut,
+    DeviceSlice, DeviceView, DeviceViewMut,
+};
+pub use pinned::{
+    HostAllocFlags, HostRegisterFlags, Pending, PinnedBuffer, ReadOnly, ReadWrite, RegisterError,
+    RegisteredHost, RegistrationAccess,
+};
 pub use scope::{scope, Scope};
 pub use stream::{Stream, StreamFlags, StreamRef};
 
 /// The types and traits most programs use: `use cuda_rt::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        scope, DeviceBuffer, DeviceCopy, DeviceMemory, Event, EventFlags, PinnedBuffer, Stream,
-        StreamFlags, StreamRef,
+        scope, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut,
+        Event, EventFlags, PinnedBuffer, Stream, StreamFlags, StreamRef,
     };
 }
 
@@ -134,8 +141,15 @@ mod thread_safety {
     assert_impl_all!(EventRef<'static>: Send, Sync, Copy);
     assert_impl_all!(DeviceBuffer<f32>: Send, Sync);
     assert_impl_all!(DeviceSlice<'static, f32>: Send, Sync);
+    assert_impl_all!(DeviceView<'static, f32>: Send, Sync, Copy);
+    assert_impl_all!(DeviceViewMut<'static, f32>: Send, Sync);
+    assert_not_impl_any!(DeviceViewMut<'static, f32>: Clone);
     assert_impl_all!(PinnedBuffer<f32>: Send, Sync);
-    assert_impl_all!(RegisteredHost<'static, f32>: Send, Sync);
+    assert_impl_all!(RegisteredHost<f32>: Send, Sync);
+    assert_impl_all!(RegisteredHost<f32, ReadOnly>: Send, Sync);
+    assert_impl_all!(RegisterError<f32>: Send, Sync, std::error::Error);
+    assert_not_impl_any!(RegisteredHost<f32>: Clone);
+    assert_not_impl_any!(RegisteredHost<f32, ReadOnly>: std::ops::DerefMut);
     assert_impl_all!(Pending<PinnedBuffer<f32>>: Send, Sync);
     assert_impl_all!(GraphExec<'static>: Send, Sync);
     assert_impl_all!(Graph<'static>: Send);

@@ -1,40 +1,84 @@
-//! Device memory: [`DeviceBuffer<T>`] (owned) and [`DeviceSlice<'a, T>`] (borrowed foreign
-//! memory), the [`DeviceCopy`] marker for element types, and the [`DeviceMemory`] trait with the
-//! operations both share.
+//! Device memory: [`DeviceBuffer<T>`] (owned), [`DeviceSlice<'a, T>`] (borrowed foreign
+//! memory), views of part of either ([`DeviceView`], [`DeviceViewMut`]), the [`DeviceCopy`]
+//! marker for element types, and the traits with the operations they share: [`DeviceMemory`]
+//! (reads) and [`DeviceMemoryMut`] (writes).
 //!
 //! # How device memory stays sound with work pending
-//! Every buffer carries a *last-use marker*: an event (timing off, created on first use) recorded
-//! after each operation this crate queues on it, on whatever stream. Then:
-//! - an operation queued on a stream first makes that stream wait for the marker (skipped when
-//!   the previous use was on the same owned [`Stream`](crate::Stream)), so two streams never
-//!   race on a buffer: writes after reads and reads after writes are ordered as the host issued
-//!   them, with an ordering CUDA sees;
-//! - synchronous operations (`copy_from_host`, `to_vec`, ...) and `Drop` wait for the marker
-//!   before touching or freeing the memory; so **dropping a buffer with work pending is safe**:
-//!   the drop waits (for a stream-ordered buffer it instead queues the free behind the marker,
-//!   without blocking).
+//! Every allocation (a [`DeviceBuffer`], or the memory of a [`DeviceSlice`]) has one
+//! *tracker*, shared by all views of it. It keeps, per byte range, the stream of the range's
+//! last write and the streams that read it since, each through a *marker*: an event of that
+//! stream (timing off). The rules:
+//! - an operation on a range waits (`cudaStreamWaitEvent`) for the markers of the earlier uses
+//!   it must follow: a write for every use of an overlapping range, a read for the writes of
+//!   overlapping ranges; uses on the same owned [`Stream`](crate::Stream) need no wait, the
+//!   stream orders them. So two streams never race on the same bytes, with an ordering CUDA
+//!   sees, and uses of disjoint ranges (disjoint [`DeviceViewMut`]s on different streams) are
+//!   not ordered against each other at all;
+//! - synchronous operations (`copy_from_host`, `to_vec`, ...) and `Drop` wait for the markers
+//!   of the bytes they touch; so **dropping a buffer with work pending is safe**: the drop waits
+//!   (for a stream-ordered buffer it instead queues the free behind the markers, without
+//!   blocking).
 //!
-//! A library that queues its own kernels on a buffer (a sort, say) uses
-//! [`DeviceMemory::enqueue_mut`] / [`DeviceMemory::enqueue`]: the closure gets the device
-//! pointer, queues kernels on the stream given, and the buffer is marked after it. That is all
+//! **Markers are recorded lazily.** A use on an owned `Stream` records nothing: the marker
+//! notes that the stream has unrecorded uses, and `cudaEventRecord` runs only when another
+//! stream, a host wait or a free needs the marker. The record then lands after *all* work queued
+//! on that stream so far, which includes the uses (it may also include later, unrelated work of
+//! that stream: a wait can be longer than needed, never shorter). To be able to record later,
+//! the marker keeps a shared handle on the stream; if the stream has been dropped (or is
+//! capturing a graph) meanwhile, its owner recorded an event after all its work at that moment,
+//! and the marker waits on that. Default streams and foreign streams are recorded on right after
+//! each use instead (the handle of the per-thread default stream names another stream on
+//! another thread, and a foreign handle may be destroyed and reused).
+//!
+//! **Why views need nothing more.** Views borrow like slices: a [`DeviceViewMut`] borrows its
+//! bytes exclusively, a [`DeviceView`] shares them. So at any time the ranges borrowed mutably
+//! are disjoint from every other borrowed range, and two uses that can run at once from
+//! different threads touch either disjoint bytes or only read. The tracker is a lock around the
+//! ranges, taken before and after the work is queued, never while user code runs: a use
+//! registers its range and stream (waiting first for what it must follow), the lock is
+//! released, its work is queued, and the use marks its stream's marker as having unrecorded
+//! work again (a concurrent use may have recorded the marker in between, before this work was
+//! queued). A later use that must follow it is, by the borrow rules, issued after that call
+//! returned, so it finds the range registered and the marker up to date. Ranges that a write
+//! covers are replaced; reads accumulate until the next write (merged per stream when there
+//! are many, which can only make later writes wait for more).
+//!
+//! A library that queues its own kernels on memory (a sort, say) uses
+//! [`DeviceMemoryMut::enqueue_mut`] / [`DeviceMemory::enqueue`]: the closure gets the device
+//! pointer, queues kernels on the stream given, and the range is marked after it. That is all
 //! it takes to keep the guarantees above for its callers. Code that queues work through
 //! [`as_raw_ptr`](DeviceMemory::as_raw_ptr) without `enqueue` is responsible for the ordering
-//! itself (its `unsafe` launch must then synchronize before the buffer is used again).
+//! itself (its `unsafe` launch must then synchronize before the memory is used again).
 //!
-//! Costs: one `cudaEventRecord` per queued operation, plus one `cudaStreamWaitEvent` when the
-//! stream changes; the event is created once per buffer. The zero-overhead path is the raw
-//! pointer with an `unsafe` launch.
+//! Memory is used on streams of its own device: a stream of another device is refused with
+//! [`ErrorKind::WrongDevice`] (its kernels would fault), unless peer access was enabled with
+//! [`Device::enable_peer_access`](crate::Device::enable_peer_access). Copies between devices
+//! ([`DeviceMemoryMut::copy_from_device_async`]) work either way.
+//!
+//! # Cost
+//! Through `&mut` on a whole buffer, on the same owned stream as its previous use: a few
+//! compares (no lock, no CUDA call). Through `&self` or a view: that and an uncontended lock
+//! taken twice. When the stream changes: one `cudaEventRecord` of the previous stream's marker
+//! and one `cudaStreamWaitEvent` per stream to follow. On default and foreign streams: one
+//! `cudaEventRecord` per use. The zero-overhead path is the raw pointer with an `unsafe` launch.
+
+mod tracker;
+mod view;
 
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
-use crate::raw::{self, RawEvent, RawStream};
+use crate::raw::{self, RawStream};
 use crate::stream::{wait_until_idle, StreamRef};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::mem::size_of;
+use std::ops::RangeBounds;
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub(crate) use tracker::{note_peer_access, Access, Span, Tracker};
+pub use view::{Chunks, ChunksExactMut, ChunksMut, DeviceView, DeviceViewMut};
 
 /// Types whose values may be copied byte for byte between host and device memory.
 ///
@@ -92,240 +136,95 @@ pub(crate) fn check_len(expected: usize, actual: usize, what: &'static str) -> R
 }
 
 // ---------------------------------------------------------------------------------------------
-// The last-use marker
-
-/// The last-use marker of a piece of device memory (see the [module docs](self)).
-#[derive(Debug)]
-pub struct Tracker {
-    state: Mutex<TrackerState>,
-}
-
-#[derive(Debug)]
-struct TrackerState {
-    /// Recorded after the last queued use (null: never used).
-    event: RawEvent,
-    /// Device the event was created on (events are recorded on streams of their device).
-    event_device: i32,
-    /// Identity of the owned stream of the last use (0: unknown or a borrowed stream).
-    last_stream: u64,
-    /// A use was queued but the marker could not be recorded after it: host waits fall back to
-    /// synchronizing the devices in `devices`.
-    poisoned: bool,
-    /// Devices of streams that used the memory (bit per ordinal < 64).
-    devices: u64,
-}
-
-// SAFETY: the event handle inside may be used from any thread; the state is behind a mutex.
-unsafe impl Send for Tracker {}
-// SAFETY: as above.
-unsafe impl Sync for Tracker {}
-
-fn device_bit(device: i32) -> u64 {
-    if (0..64).contains(&device) {
-        1 << device
-    } else {
-        0
-    }
-}
-
-impl Tracker {
-    pub(crate) fn new() -> Tracker {
-        Tracker {
-            state: Mutex::new(TrackerState {
-                event: std::ptr::null_mut(),
-                event_device: -1,
-                last_stream: 0,
-                poisoned: false,
-                devices: 0,
-            }),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, TrackerState> {
-        // A panic while the lock is held (in a user's enqueue closure) leaves the state
-        // consistent: the marker is recorded by a guard during unwinding.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Queues a use on `stream`: orders it after earlier uses, runs `enqueue` (which queues the
-    /// work on the raw stream it is given), and marks the memory after it, also if `enqueue`
-    /// fails or panics.
-    pub(crate) fn use_on<R>(
-        &self,
-        stream: StreamRef<'_>,
-        enqueue: impl FnOnce(RawStream) -> Result<R>,
-    ) -> Result<R> {
-        let mut state = self.lock();
-        let device = stream.device_ordinal()?;
-        state.settle_poison()?;
-        let same_stream = state.last_stream != 0 && state.last_stream == stream.id();
-        if !state.event.is_null() && !same_stream {
-            // SAFETY: the stream is live for its lifetime; the event is ours and live.
-            unsafe { raw::stream_wait_event(stream.as_raw(), state.event) }?;
-        }
-        if state.event.is_null() || state.event_device != device {
-            // SAFETY: no preconditions; the new event is owned by the tracker.
-            let fresh = with_current(device, || unsafe {
-                raw::event_create_with_flags(raw::flags::EVENT_DISABLE_TIMING)
-            })?;
-            let old = std::mem::replace(&mut state.event, fresh);
-            state.event_device = device;
-            if !old.is_null() {
-                // SAFETY: ours and live; waits already queued on it stay valid after destroy.
-                defer_result(unsafe { raw::event_destroy(old) });
-            }
-        }
-        state.devices |= device_bit(device);
-        let mut mark = MarkAfter {
-            state: &mut state,
-            stream,
-            recorded: None,
-        };
-        let result = enqueue(stream.as_raw());
-        let recorded = mark.record();
-        let value = result?;
-        recorded?;
-        Ok(value)
-    }
-
-    /// Blocks the host until every use queued so far has finished.
-    pub(crate) fn wait_host(&self) -> Result<()> {
-        let mut state = self.lock();
-        state.settle_poison()?;
-        if state.event.is_null() {
-            return Ok(());
-        }
-        let event = state.event;
-        // SAFETY: our live event.
-        match unsafe { raw::event_synchronize(event) } {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_sticky() => Err(e),
-            Err(e) => {
-                // SAFETY: our live event.
-                crate::stream::poll_until_idle(e, || unsafe { raw::event_query(event) })
-            }
-        }
-    }
-
-    /// Whether every use queued so far has finished, without blocking.
-    pub(crate) fn is_idle(&self) -> Result<bool> {
-        let state = self.lock();
-        if state.poisoned {
-            return Ok(false);
-        }
-        if state.event.is_null() {
-            return Ok(true);
-        }
-        // SAFETY: our live event.
-        unsafe { raw::event_query(state.event) }
-    }
-
-    /// Destroys the marker's event (after the memory's last use has been waited for or queued
-    /// behind).
-    fn destroy(&mut self) {
-        let state = self
-            .state
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if !state.event.is_null() {
-            let event = std::mem::replace(&mut state.event, std::ptr::null_mut());
-            // SAFETY: ours and live; not used after this.
-            defer_result(unsafe { raw::event_destroy(event) });
-        }
-    }
-}
-
-impl Drop for Tracker {
-    fn drop(&mut self) {
-        // Inside a host callback CUDA must not be called: the event is leaked (the owner of the
-        // memory has reported the leak already).
-        if !crate::callback::in_callback() {
-            self.destroy();
-        }
-    }
-}
-
-impl TrackerState {
-    /// After a failed marker record: synchronize every device that ran uses, then trust the
-    /// marker again.
-    fn settle_poison(&mut self) -> Result<()> {
-        if !self.poisoned {
-            return Ok(());
-        }
-        for device in 0..64 {
-            if self.devices & (1 << device) != 0 {
-                // SAFETY: no preconditions.
-                with_current(device, || unsafe { raw::device_synchronize() })?;
-            }
-        }
-        self.poisoned = false;
-        Ok(())
-    }
-}
-
-/// Records the marker after a queued use, on every path out of `use_on` (also unwinding).
-struct MarkAfter<'g, 's> {
-    state: &'g mut TrackerState,
-    stream: StreamRef<'s>,
-    recorded: Option<Result<()>>,
-}
-
-impl MarkAfter<'_, '_> {
-    fn record(&mut self) -> Result<()> {
-        if let Some(done) = self.recorded {
-            return done;
-        }
-        // SAFETY: the event is live and of the stream's device (made so in `use_on`).
-        let result = unsafe { raw::event_record(self.state.event, self.stream.as_raw()) };
-        match result {
-            Ok(()) => self.state.last_stream = self.stream.id(),
-            Err(_) => {
-                self.state.poisoned = true;
-                self.state.last_stream = 0;
-            }
-        }
-        self.recorded = Some(result);
-        result
-    }
-}
-
-impl Drop for MarkAfter<'_, '_> {
-    fn drop(&mut self) {
-        if self.recorded.is_none() {
-            defer_result(self.record());
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // The shared representation
 
 pub(crate) mod private {
-    /// The parts of a piece of device memory (pointer, length, device, marker).
+    use super::{DeviceCopy, NonNull, Span, Tracker};
+
+    /// The parts of a piece of device memory: where it is, and the tracker of the allocation it
+    /// belongs to with its byte offset there.
     #[derive(Debug)]
-    pub struct Parts<T> {
-        pub(crate) ptr: super::NonNull<T>,
+    pub struct Parts<'t, T> {
+        pub(crate) ptr: NonNull<T>,
         pub(crate) len: usize,
         pub(crate) device: i32,
-        pub(crate) tracker: super::Tracker,
+        pub(crate) tracker: &'t Tracker,
+        /// Byte offset of `ptr` from the start of the tracked memory.
+        pub(crate) offset: usize,
     }
 
-    pub trait Sealed<T> {
-        fn parts(&self) -> &Parts<T>;
+    impl<T> Clone for Parts<'_, T> {
+        fn clone(&self) -> Self {
+            *self
+        }
+    }
+    impl<T> Copy for Parts<'_, T> {}
+
+    impl<T> Parts<'_, T> {
+        /// The bytes of the tracked memory this covers (sizes were checked on creation).
+        pub(crate) fn span(&self) -> Span {
+            Span {
+                start: self.offset,
+                end: self.offset + self.len * std::mem::size_of::<T>(),
+            }
+        }
+    }
+
+    pub trait Sealed<T: DeviceCopy> {
+        fn parts(&self) -> Parts<'_, T>;
+
+        /// The tracker, when `self` is the exclusive owner of all of it (an owned or foreign
+        /// allocation borrowed mutably): uses then take no lock.
+        fn owned_tracker(&mut self) -> Option<&mut Tracker> {
+            None
+        }
     }
 }
 use private::Parts;
 
-/// Operations shared by owned ([`DeviceBuffer`]) and borrowed ([`DeviceSlice`]) device memory.
+/// Queues a use of `memory` (all of it) through `&mut`: without a lock when `memory` owns its
+/// tracker.
+fn track_mut<T: DeviceCopy, M: private::Sealed<T> + ?Sized, R>(
+    memory: &mut M,
+    access: Access,
+    stream: StreamRef<'_>,
+    enqueue: impl FnOnce(*mut T, RawStream) -> Result<R>,
+) -> Result<R> {
+    let parts = memory.parts();
+    let (ptr, span, device) = (parts.ptr.as_ptr(), parts.span(), parts.device);
+    match memory.owned_tracker() {
+        Some(tracker) => {
+            tracker.use_on_exclusive(span, access, device, stream, |s| enqueue(ptr, s))
+        }
+        None => memory
+            .parts()
+            .tracker
+            .use_on(span, access, device, stream, |s| enqueue(ptr, s)),
+    }
+}
+
+/// Queues a use of `parts` through a shared borrow.
+fn track<T, R>(
+    parts: Parts<'_, T>,
+    access: Access,
+    stream: StreamRef<'_>,
+    enqueue: impl FnOnce(RawStream) -> Result<R>,
+) -> Result<R> {
+    parts
+        .tracker
+        .use_on(parts.span(), access, parts.device, stream, enqueue)
+}
+
+/// Read operations of device memory: owned ([`DeviceBuffer`]), borrowed foreign
+/// ([`DeviceSlice`]) and views of part of either ([`DeviceView`], [`DeviceViewMut`]). Write
+/// operations are in [`DeviceMemoryMut`].
 ///
 /// Sealed: implemented by this crate's types only. Asynchronous operations take a stream and
-/// order themselves after earlier operations on the same memory (see the [module docs](self)).
+/// order themselves after earlier operations on the same bytes (see the [module docs](self)).
 ///
 /// # Thread safety
 /// Implementors are `Send` and `Sync` when `T` is: operations through `&self` from several
-/// threads are serialized on the memory's last-use marker.
+/// threads are ordered on the memory's last-use markers.
 pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
     /// Number of elements.
     fn len(&self) -> usize {
@@ -354,24 +253,42 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         self.parts().ptr.as_ptr()
     }
 
-    /// The device pointer, for kernels that write. As for [`as_raw_ptr`](Self::as_raw_ptr);
-    /// use [`enqueue_mut`](Self::enqueue_mut).
-    fn as_mut_raw_ptr(&mut self) -> *mut T {
-        self.parts().ptr.as_ptr()
+    /// A read-only view of the elements in `range` (`cudaMemcpyAsync` and kernels then see
+    /// `as_raw_ptr() + range.start`). Work on a view is ordered against work on overlapping
+    /// bytes only.
+    ///
+    /// # Errors
+    /// [`ErrorKind::OutOfRange`] if `range` is not within `0..len()` (or decreases).
+    fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceView<'_, T>> {
+        let parts = self.parts();
+        let (start, end) = view::resolve(range, parts.len, "DeviceMemory::slice")?;
+        Ok(DeviceView::new(view::sub_parts(parts, start, end)))
+    }
+
+    /// Read-only views of consecutive chunks of `chunk_len` elements (the last one shorter if
+    /// `chunk_len` does not divide `len()`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::OutOfRange`] if `chunk_len` is 0.
+    fn chunks(&self, chunk_len: usize) -> Result<Chunks<'_, T>> {
+        Chunks::new(self.parts(), chunk_len)
     }
 
     /// Queues work that reads the memory on `stream`: `f` receives the device pointer and must
     /// queue its work (kernels, copies) on `stream` only. The work is ordered after earlier
-    /// writes to this memory, and later users (other streams, host copies, drop) wait for it.
-    /// `f` must not use this memory through other methods (that would deadlock).
+    /// writes to these bytes, and later users (other streams, host copies, drop) wait for it.
+    /// No lock is held while `f` runs: `f` may use other memory (and this one) through this
+    /// crate.
     ///
     /// # Errors
-    /// Errors of ordering the stream (`cudaStreamWaitEvent`), of marking the memory after `f`
-    /// (`cudaEventRecord`), and `cudaErrorInvalidResourceHandle` for a dead stream.
+    /// [`ErrorKind::WrongDevice`] if the stream is of another device than the memory (unless
+    /// peer access was enabled with [`Device::enable_peer_access`](crate::Device::enable_peer_access));
+    /// [`ErrorKind::InHostCallback`]; errors of ordering the stream (`cudaStreamWaitEvent`,
+    /// `cudaEventRecord` of a marker), and `cudaErrorInvalidResourceHandle` for a dead stream.
     ///
     /// # Examples
     /// ```no_run
-    /// # use cuda_rt::{DeviceBuffer, DeviceMemory, Stream};
+    /// # use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, Stream};
     /// # extern "C" { fn launch_sum(data: *const f32, n: usize, out: *mut f32, s: cuda_rt::raw::RawStream); }
     /// let stream = Stream::new()?;
     /// let data = DeviceBuffer::from_slice(&[1.0f32, 2.0, 3.0])?;
@@ -392,74 +309,36 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         f: impl FnOnce(*const T) -> R,
     ) -> Result<R> {
         let parts = self.parts();
-        parts
-            .tracker
-            .use_on(stream.into(), |_| Ok(f(parts.ptr.as_ptr())))
-            .map_err(|e| e.context("DeviceMemory::enqueue"))
+        track(parts, Access::Read, stream.into(), |_| {
+            Ok(f(parts.ptr.as_ptr()))
+        })
+        .map_err(|e| e.context("DeviceMemory::enqueue"))
     }
 
-    /// Queues work that writes the memory on `stream`, as [`enqueue`](Self::enqueue) does for
-    /// reads.
+    /// Blocks until all work queued on these bytes has finished (`cudaEventSynchronize` on
+    /// their last-use markers).
     ///
     /// # Errors
-    /// As for [`enqueue`](Self::enqueue).
-    fn enqueue_mut<'s, R>(
-        &mut self,
-        stream: impl Into<StreamRef<'s>>,
-        f: impl FnOnce(*mut T) -> R,
-    ) -> Result<R> {
+    /// An error of that work; [`ErrorKind::InHostCallback`].
+    fn synchronize(&self) -> Result<()> {
         let parts = self.parts();
         parts
             .tracker
-            .use_on(stream.into(), |_| Ok(f(parts.ptr.as_ptr())))
-            .map_err(|e| e.context("DeviceMemory::enqueue_mut"))
-    }
-
-    /// Blocks until all work queued on this memory has finished (`cudaEventSynchronize` on its
-    /// last-use marker).
-    ///
-    /// # Errors
-    /// An error of that work.
-    fn synchronize(&self) -> Result<()> {
-        self.parts()
-            .tracker
-            .wait_host()
+            .wait_host(parts.span())
             .map_err(|e| e.context("DeviceMemory::synchronize"))
     }
 
-    /// Whether all work queued on this memory has finished (`cudaEventQuery`), without blocking.
+    /// Whether all work queued on these bytes has finished (`cudaEventQuery`), without
+    /// blocking.
     ///
     /// # Errors
-    /// An error of that work.
+    /// An error of that work; [`ErrorKind::InHostCallback`].
     fn is_idle(&self) -> Result<bool> {
-        self.parts()
-            .tracker
-            .is_idle()
-            .map_err(|e| e.context("DeviceMemory::is_idle"))
-    }
-
-    /// Copies `src` into the memory and waits (`cudaMemcpyAsync` on the per-thread default
-    /// stream, then `cudaStreamSynchronize`). Ordered after earlier work on the memory. `src`
-    /// may be pageable or page-locked.
-    ///
-    /// # Errors
-    /// [`ErrorKind::LengthMismatch`] unless `src.len() == self.len()`; CUDA errors of the copy.
-    fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
-        const WHAT: &str = "DeviceMemory::copy_from_host";
         let parts = self.parts();
-        check_len(parts.len, src.len(), WHAT)?;
-        // SAFETY: `src` is valid for its length and borrowed until this call has waited for the
-        // copy; the destination is our allocation of as many elements, held by `&mut self`.
-        unsafe {
-            blocking_transfer(
-                parts,
-                parts.ptr.as_ptr().cast(),
-                src.as_ptr().cast(),
-                src.len(),
-                raw::flags::MEMCPY_HOST_TO_DEVICE,
-                WHAT,
-            )
-        }
+        parts
+            .tracker
+            .is_idle(parts.span())
+            .map_err(|e| e.context("DeviceMemory::is_idle"))
     }
 
     /// Copies the memory into `dst` and waits (`cudaMemcpyAsync` on the per-thread default
@@ -471,19 +350,29 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         const WHAT: &str = "DeviceMemory::copy_to_host";
         let parts = self.parts();
         check_len(parts.len, dst.len(), WHAT)?;
-        // SAFETY: `dst` is valid for its length and exclusively borrowed until this call has
-        // waited for the copy; every bit pattern is a valid T (DeviceCopy); the source is our
-        // live allocation of as many elements.
-        unsafe {
-            blocking_transfer(
-                parts,
-                dst.as_mut_ptr().cast(),
-                parts.ptr.as_ptr().cast(),
-                dst.len(),
-                raw::flags::MEMCPY_DEVICE_TO_HOST,
-                WHAT,
-            )
+        let bytes = parts.len * size_of::<T>();
+        if bytes == 0 {
+            return Ok(());
         }
+        blocking_on_device(parts.device, |stream, queued| {
+            track(parts, Access::Read, stream, |s| {
+                // SAFETY: `dst` is valid for `bytes` bytes and exclusively borrowed until
+                // blocking_on_device has waited for the copy; every bit pattern is a valid T
+                // (DeviceCopy); the source is live memory of as many bytes, ordered by its
+                // marker.
+                unsafe {
+                    raw::memcpy_async(
+                        dst.as_mut_ptr().cast(),
+                        parts.ptr.as_ptr().cast(),
+                        bytes,
+                        raw::flags::MEMCPY_DEVICE_TO_HOST,
+                        s,
+                    )
+                }
+                .inspect(|()| queued.set(true))
+            })
+        })
+        .map_err(|e| e.context(WHAT))
     }
 
     /// Copies the memory into a new `Vec` (see [`copy_to_host`](Self::copy_to_host)).
@@ -507,6 +396,155 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         Ok(out)
     }
 
+    /// Queues a download into an owned page-locked buffer on `stream`, handed back by
+    /// [`Pending::wait`](crate::Pending::wait) once the copy has finished.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LengthMismatch`]; CUDA errors of queuing. On error the pinned buffer is
+    /// dropped after waiting for whatever was queued.
+    fn copy_to_pinned_async<'s>(
+        &self,
+        stream: impl Into<StreamRef<'s>>,
+        dst: crate::PinnedBuffer<T>,
+    ) -> Result<crate::Pending<crate::PinnedBuffer<T>>> {
+        const WHAT: &str = "DeviceMemory::copy_to_pinned_async";
+        let parts = self.parts();
+        check_len(parts.len, dst.len(), WHAT)?;
+        let bytes = parts.len * size_of::<T>();
+        crate::pinned::Pending::start(dst, stream.into(), |buffer, s, queued| {
+            if bytes == 0 {
+                return Ok(());
+            }
+            let host = buffer.as_mut_ptr().cast::<c_void>();
+            track(parts, Access::Read, s, |s| {
+                // SAFETY: the buffer is owned by the Pending until the copy has finished (its
+                // event is recorded after this copy, and it hands the buffer back or frees it
+                // only after waiting); the device memory is kept alive by its marker; every bit
+                // pattern written is a valid T.
+                unsafe {
+                    raw::memcpy_async(
+                        host,
+                        parts.ptr.as_ptr().cast(),
+                        bytes,
+                        raw::flags::MEMCPY_DEVICE_TO_HOST,
+                        s,
+                    )
+                }
+                .inspect(|()| queued.set(true))
+            })
+        })
+        .map_err(|e| e.context(WHAT))
+    }
+}
+
+/// Write operations of device memory that is borrowed mutably: owned ([`DeviceBuffer`]),
+/// borrowed foreign ([`DeviceSlice`]) and mutable views ([`DeviceViewMut`]).
+///
+/// Sealed, like [`DeviceMemory`].
+pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
+    /// The device pointer, for kernels that write. As for
+    /// [`as_raw_ptr`](DeviceMemory::as_raw_ptr); use [`enqueue_mut`](Self::enqueue_mut).
+    fn as_mut_raw_ptr(&mut self) -> *mut T {
+        self.parts().ptr.as_ptr()
+    }
+
+    /// A mutable view of the elements in `range`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::OutOfRange`] if `range` is not within `0..len()` (or decreases).
+    fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceViewMut<'_, T>> {
+        let parts = self.parts();
+        let (start, end) = view::resolve(range, parts.len, "DeviceMemoryMut::slice_mut")?;
+        Ok(DeviceViewMut::new(view::sub_parts(parts, start, end)))
+    }
+
+    /// Two mutable views: elements `0..mid` and `mid..len()`. Work on one is not ordered
+    /// against work on the other: on two streams they run concurrently.
+    ///
+    /// # Errors
+    /// [`ErrorKind::OutOfRange`] if `mid > len()`.
+    fn split_at_mut(&mut self, mid: usize) -> Result<(DeviceViewMut<'_, T>, DeviceViewMut<'_, T>)> {
+        let parts = self.parts();
+        if mid > parts.len {
+            return Err(Error::new(
+                ErrorKind::OutOfRange,
+                "DeviceMemoryMut::split_at_mut",
+            ));
+        }
+        Ok((
+            DeviceViewMut::new(view::sub_parts(parts, 0, mid)),
+            DeviceViewMut::new(view::sub_parts(parts, mid, parts.len)),
+        ))
+    }
+
+    /// Mutable views of consecutive chunks of `chunk_len` elements (the last one shorter if
+    /// `chunk_len` does not divide `len()`), not ordered against each other.
+    ///
+    /// # Errors
+    /// [`ErrorKind::OutOfRange`] if `chunk_len` is 0.
+    fn chunks_mut(&mut self, chunk_len: usize) -> Result<ChunksMut<'_, T>> {
+        ChunksMut::new(self.parts(), chunk_len)
+    }
+
+    /// Mutable views of consecutive chunks of exactly `chunk_len` elements; the remaining
+    /// elements are [`ChunksExactMut::into_remainder`].
+    ///
+    /// # Errors
+    /// [`ErrorKind::OutOfRange`] if `chunk_len` is 0.
+    fn chunks_exact_mut(&mut self, chunk_len: usize) -> Result<ChunksExactMut<'_, T>> {
+        ChunksExactMut::new(self.parts(), chunk_len)
+    }
+
+    /// Queues work that writes the memory on `stream`, as [`enqueue`](DeviceMemory::enqueue)
+    /// does for reads: ordered after every earlier use of these bytes. For a buffer borrowed
+    /// mutably as a whole, on the same owned [`Stream`](crate::Stream) as its previous use, this
+    /// is a few compares: no lock, no CUDA call.
+    ///
+    /// # Errors
+    /// As for [`enqueue`](DeviceMemory::enqueue).
+    fn enqueue_mut<'s, R>(
+        &mut self,
+        stream: impl Into<StreamRef<'s>>,
+        f: impl FnOnce(*mut T) -> R,
+    ) -> Result<R> {
+        track_mut(self, Access::Write, stream.into(), |ptr, _| Ok(f(ptr)))
+            .map_err(|e| e.context("DeviceMemoryMut::enqueue_mut"))
+    }
+
+    /// Copies `src` into the memory and waits (`cudaMemcpyAsync` on the per-thread default
+    /// stream, then `cudaStreamSynchronize`). Ordered after earlier work on the memory. `src`
+    /// may be pageable or page-locked.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LengthMismatch`] unless `src.len() == self.len()`; CUDA errors of the copy.
+    fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
+        const WHAT: &str = "DeviceMemoryMut::copy_from_host";
+        let parts = self.parts();
+        check_len(parts.len, src.len(), WHAT)?;
+        let (bytes, device) = (parts.len * size_of::<T>(), parts.device);
+        if bytes == 0 {
+            return Ok(());
+        }
+        blocking_on_device(device, |stream, queued| {
+            track_mut(self, Access::Write, stream, |dst, s| {
+                // SAFETY: `src` is valid for `bytes` bytes and borrowed until
+                // blocking_on_device has waited for the copy; the destination is live memory
+                // of as many bytes, held by `&mut self`, ordered by its marker.
+                unsafe {
+                    raw::memcpy_async(
+                        dst.cast(),
+                        src.as_ptr().cast(),
+                        bytes,
+                        raw::flags::MEMCPY_HOST_TO_DEVICE,
+                        s,
+                    )
+                }
+                .inspect(|()| queued.set(true))
+            })
+        })
+        .map_err(|e| e.context(WHAT))
+    }
+
     /// Sets every byte of the memory to `value` and waits (`cudaMemsetAsync` on the per-thread
     /// default stream, then `cudaStreamSynchronize`).
     ///
@@ -514,43 +552,41 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
     /// CUDA errors of the memset.
     fn set_bytes(&mut self, value: u8) -> Result<()> {
         let parts = self.parts();
-        let bytes = bytes_of::<T>(parts.len, "DeviceMemory::set_bytes")?;
+        let (bytes, device) = (parts.len * size_of::<T>(), parts.device);
         if bytes == 0 {
             return Ok(());
         }
-        blocking_on_device(parts.device, |stream, queued| {
-            parts.tracker.use_on(stream, |s| {
-                // SAFETY: our live allocation of `bytes` bytes; any byte pattern is a valid T.
-                unsafe { raw::memset_async(parts.ptr.as_ptr().cast(), value, bytes, s) }
+        blocking_on_device(device, |stream, queued| {
+            track_mut(self, Access::Write, stream, |dst, s| {
+                // SAFETY: live memory of `bytes` bytes; any byte pattern is a valid T.
+                unsafe { raw::memset_async(dst.cast(), value, bytes, s) }
                     .inspect(|()| queued.set(true))
             })
         })
-        .map_err(|e| e.context("DeviceMemory::set_bytes"))
+        .map_err(|e| e.context("DeviceMemoryMut::set_bytes"))
     }
 
     /// Queues `cudaMemsetAsync` of every byte to `value` on `stream`.
     ///
     /// # Errors
-    /// CUDA errors of queuing the memset.
+    /// CUDA errors of queuing the memset; [`ErrorKind::WrongDevice`].
     fn set_bytes_async<'s>(&mut self, stream: impl Into<StreamRef<'s>>, value: u8) -> Result<()> {
-        let parts = self.parts();
-        let bytes = bytes_of::<T>(parts.len, "DeviceMemory::set_bytes_async")?;
+        let bytes = self.parts().len * size_of::<T>();
         if bytes == 0 {
             return Ok(());
         }
-        parts
-            .tracker
-            .use_on(stream.into(), |s| {
-                // SAFETY: our allocation of `bytes` bytes, kept alive until the memset has run
-                // by the marker (drop waits for it); any byte pattern is a valid T.
-                unsafe { raw::memset_async(parts.ptr.as_ptr().cast(), value, bytes, s) }
-            })
-            .map_err(|e| e.context("DeviceMemory::set_bytes_async"))
+        track_mut(self, Access::Write, stream.into(), |dst, s| {
+            // SAFETY: live memory of `bytes` bytes, kept alive until the memset has run by its
+            // marker (drop waits for it); any byte pattern is a valid T.
+            unsafe { raw::memset_async(dst.cast(), value, bytes, s) }
+        })
+        .map_err(|e| e.context("DeviceMemoryMut::set_bytes_async"))
     }
 
     /// Queues a copy of `src` (device memory, on this device or another) into this memory on
     /// `stream`: `cudaMemcpyAsync` device-to-device, or `cudaMemcpyPeerAsync` across devices.
-    /// Ordered after earlier work on both.
+    /// Ordered after earlier work on both. `src` may be another view of the same buffer (views
+    /// borrowed this way never overlap).
     ///
     /// # Errors
     /// [`ErrorKind::LengthMismatch`] unless the lengths are equal; CUDA errors of queuing.
@@ -559,43 +595,47 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         stream: impl Into<StreamRef<'s>>,
         src: &impl DeviceMemory<T>,
     ) -> Result<()> {
-        const WHAT: &str = "DeviceMemory::copy_from_device_async";
-        let (dst, src) = (self.parts(), src.parts());
-        check_len(dst.len, src.len, WHAT)?;
-        let bytes = bytes_of::<T>(dst.len, WHAT)?;
+        const WHAT: &str = "DeviceMemoryMut::copy_from_device_async";
+        let (dst_device, src) = (self.parts().device, src.parts());
+        check_len(self.parts().len, src.len, WHAT)?;
+        let bytes = src.len * size_of::<T>();
         if bytes == 0 {
             return Ok(());
         }
         let stream = stream.into();
-        dst.tracker
-            .use_on(stream, |_| {
-                src.tracker.use_on(stream, |s| {
-                    // SAFETY: both are live allocations of `bytes` bytes, kept alive until the
-                    // copy has run by their markers; `&mut self` and `&src` are distinct
-                    // buffers (a DeviceSlice's contract forbids aliasing another handle).
-                    unsafe {
-                        if dst.device == src.device {
-                            raw::memcpy_async(
-                                dst.ptr.as_ptr().cast(),
-                                src.ptr.as_ptr().cast(),
-                                bytes,
-                                raw::flags::MEMCPY_DEVICE_TO_DEVICE,
-                                s,
-                            )
-                        } else {
-                            raw::memcpy_peer_async(
-                                dst.ptr.as_ptr().cast(),
-                                dst.device,
-                                src.ptr.as_ptr().cast(),
-                                src.device,
-                                bytes,
-                                s,
-                            )
-                        }
+        let (write, read) = if dst_device == src.device {
+            (Access::Write, Access::Read)
+        } else {
+            (Access::PeerWrite, Access::PeerRead)
+        };
+        track_mut(self, write, stream, |dst, _| {
+            track(src, read, stream, |s| {
+                // SAFETY: both are live memory of `bytes` bytes, kept alive until the copy has
+                // run by their markers; `&mut self` and `&src` do not overlap (a mutable borrow
+                // excludes overlapping views; a DeviceSlice's contract forbids aliasing).
+                unsafe {
+                    if dst_device == src.device {
+                        raw::memcpy_async(
+                            dst.cast(),
+                            src.ptr.as_ptr().cast(),
+                            bytes,
+                            raw::flags::MEMCPY_DEVICE_TO_DEVICE,
+                            s,
+                        )
+                    } else {
+                        raw::memcpy_peer_async(
+                            dst.cast(),
+                            dst_device,
+                            src.ptr.as_ptr().cast(),
+                            src.device,
+                            bytes,
+                            s,
+                        )
                     }
-                })
+                }
             })
-            .map_err(|e| e.context(WHAT))
+        })
+        .map_err(|e| e.context(WHAT))
     }
 
     /// Queues an upload from an owned page-locked buffer on `stream`: the buffer is moved in and
@@ -610,97 +650,32 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         stream: impl Into<StreamRef<'s>>,
         src: crate::PinnedBuffer<T>,
     ) -> Result<crate::Pending<crate::PinnedBuffer<T>>> {
-        pinned_transfer(
-            self.parts(),
-            src,
-            stream.into(),
-            raw::flags::MEMCPY_HOST_TO_DEVICE,
-            "DeviceMemory::copy_from_pinned_async",
-        )
-    }
-
-    /// Queues a download into an owned page-locked buffer on `stream`, handed back by
-    /// [`Pending::wait`](crate::Pending::wait) once the copy has finished.
-    ///
-    /// # Errors
-    /// As for [`copy_from_pinned_async`](Self::copy_from_pinned_async).
-    fn copy_to_pinned_async<'s>(
-        &self,
-        stream: impl Into<StreamRef<'s>>,
-        dst: crate::PinnedBuffer<T>,
-    ) -> Result<crate::Pending<crate::PinnedBuffer<T>>> {
-        pinned_transfer(
-            self.parts(),
-            dst,
-            stream.into(),
-            raw::flags::MEMCPY_DEVICE_TO_HOST,
-            "DeviceMemory::copy_to_pinned_async",
-        )
-    }
-}
-
-/// The copy behind [`DeviceMemory::copy_from_host`] and [`DeviceMemory::copy_to_host`]: `len`
-/// elements of `T` from `src` to `dst` (`kind`), on the per-thread default stream of the
-/// memory's device behind its marker, waited for before returning.
-///
-/// # Safety
-/// `dst` and `src` must be valid for `len` elements until this returns, one of them the memory
-/// of `parts`, and nothing else may use the host side meanwhile.
-unsafe fn blocking_transfer<T>(
-    parts: &Parts<T>,
-    dst: *mut c_void,
-    src: *const c_void,
-    len: usize,
-    kind: u32,
-    what: &'static str,
-) -> Result<()> {
-    let bytes = bytes_of::<T>(len, what)?;
-    if bytes == 0 {
-        return Ok(());
-    }
-    blocking_on_device(parts.device, |stream, queued| {
-        parts.tracker.use_on(stream, |s| {
-            // SAFETY: the caller's contract; blocking_on_device waits for the copy before this
-            // function returns.
-            unsafe { raw::memcpy_async(dst, src, bytes, kind, s) }.inspect(|()| queued.set(true))
+        const WHAT: &str = "DeviceMemoryMut::copy_from_pinned_async";
+        check_len(self.parts().len, src.len(), WHAT)?;
+        let bytes = src.len() * size_of::<T>();
+        crate::pinned::Pending::start(src, stream.into(), |buffer, s, queued| {
+            if bytes == 0 {
+                return Ok(());
+            }
+            let host = buffer.as_ptr().cast::<c_void>();
+            track_mut(self, Access::Write, s, |dst, s| {
+                // SAFETY: the buffer is owned by the Pending until the copy has finished (see
+                // copy_to_pinned_async); the device memory is held by `&mut self` and kept
+                // alive by its marker.
+                unsafe {
+                    raw::memcpy_async(
+                        dst.cast(),
+                        host,
+                        bytes,
+                        raw::flags::MEMCPY_HOST_TO_DEVICE,
+                        s,
+                    )
+                }
+                .inspect(|()| queued.set(true))
+            })
         })
-    })
-    .map_err(|e| e.context(what))
-}
-
-/// The copy behind [`DeviceMemory::copy_from_pinned_async`] (`kind` host to device) and
-/// [`DeviceMemory::copy_to_pinned_async`] (device to host): the whole of `parts` and `buffer`,
-/// queued on `stream` behind the device memory's marker; the buffer is moved into the returned
-/// [`Pending`](crate::Pending).
-fn pinned_transfer<T: DeviceCopy>(
-    parts: &Parts<T>,
-    buffer: crate::PinnedBuffer<T>,
-    stream: StreamRef<'_>,
-    kind: u32,
-    what: &'static str,
-) -> Result<crate::Pending<crate::PinnedBuffer<T>>> {
-    check_len(parts.len, buffer.len(), what)?;
-    let bytes = bytes_of::<T>(parts.len, what)?;
-    crate::pinned::Pending::start(buffer, stream, |buffer, s, queued| {
-        if bytes == 0 {
-            return Ok(());
-        }
-        let device = parts.ptr.as_ptr().cast::<c_void>();
-        let host = buffer.as_mut_ptr().cast::<c_void>();
-        let (dst, src) = if kind == raw::flags::MEMCPY_HOST_TO_DEVICE {
-            (device, host.cast_const())
-        } else {
-            (host, device.cast_const())
-        };
-        parts.tracker.use_on(s, |s| {
-            // SAFETY: the buffer is owned by the Pending until the copy has finished (its
-            // event is recorded after this copy, and it hands the buffer back or frees it only
-            // after waiting); the device memory is kept alive by its marker, and the caller
-            // holds it mutably for an upload; every bit pattern written is a valid T.
-            unsafe { raw::memcpy_async(dst, src, bytes, kind, s) }.inspect(|()| queued.set(true))
-        })
-    })
-    .map_err(|e| e.context(what))
+        .map_err(|e| e.context(WHAT))
+    }
 }
 
 /// Runs `f` with the per-thread default stream of `device`, then waits for that stream if `f`
@@ -711,6 +686,7 @@ pub(crate) fn blocking_on_device(
     device: i32,
     f: impl FnOnce(StreamRef<'static>, &Cell<bool>) -> Result<()>,
 ) -> Result<()> {
+    tracker::refuse_in_callback("device memory")?;
     with_current(device, || {
         let stream = StreamRef::per_thread();
         let queued = Cell::new(false);
@@ -765,7 +741,10 @@ enum Allocation {
 /// ```
 #[derive(Debug)]
 pub struct DeviceBuffer<T: DeviceCopy> {
-    parts: Parts<T>,
+    ptr: NonNull<T>,
+    len: usize,
+    device: i32,
+    tracker: Tracker,
     allocation: Allocation,
 }
 
@@ -776,11 +755,22 @@ unsafe impl<T: DeviceCopy + Send> Send for DeviceBuffer<T> {}
 unsafe impl<T: DeviceCopy + Sync> Sync for DeviceBuffer<T> {}
 
 impl<T: DeviceCopy> private::Sealed<T> for DeviceBuffer<T> {
-    fn parts(&self) -> &Parts<T> {
-        &self.parts
+    fn parts(&self) -> Parts<'_, T> {
+        Parts {
+            ptr: self.ptr,
+            len: self.len,
+            device: self.device,
+            tracker: &self.tracker,
+            offset: 0,
+        }
+    }
+
+    fn owned_tracker(&mut self) -> Option<&mut Tracker> {
+        Some(&mut self.tracker)
     }
 }
 impl<T: DeviceCopy> DeviceMemory<T> for DeviceBuffer<T> {}
+impl<T: DeviceCopy> DeviceMemoryMut<T> for DeviceBuffer<T> {}
 
 const fn assert_alignment<T>() {
     assert!(
@@ -806,24 +796,20 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // SAFETY: no preconditions; the allocation is owned by the buffer built below.
         let ptr = unsafe { raw::malloc(bytes) }.map_err(|e| e.context("DeviceBuffer::new"))?;
         Ok(DeviceBuffer {
-            parts: Parts {
-                ptr: NonNull::new(ptr.cast()).unwrap_or(NonNull::dangling()),
-                len,
-                device,
-                tracker: Tracker::new(),
-            },
+            ptr: NonNull::new(ptr.cast()).unwrap_or(NonNull::dangling()),
+            len,
+            device,
+            tracker: Tracker::new(),
             allocation: Allocation::Synchronous,
         })
     }
 
     fn empty(len: usize, device: i32) -> DeviceBuffer<T> {
         DeviceBuffer {
-            parts: Parts {
-                ptr: NonNull::dangling(),
-                len,
-                device,
-                tracker: Tracker::new(),
-            },
+            ptr: NonNull::dangling(),
+            len,
+            device,
+            tracker: Tracker::new(),
             allocation: Allocation::Empty,
         }
     }
@@ -841,10 +827,10 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// `cudaMalloc` then a synchronous copy of `data`.
     ///
     /// # Errors
-    /// As for [`new`](Self::new) and [`copy_from_host`](DeviceMemory::copy_from_host).
+    /// As for [`new`](Self::new) and [`copy_from_host`](DeviceMemoryMut::copy_from_host).
     pub fn from_slice(data: &[T]) -> Result<DeviceBuffer<T>> {
         let mut buffer = Self::new(data.len())?;
-        DeviceMemory::copy_from_host(&mut buffer, data)?;
+        DeviceMemoryMut::copy_from_host(&mut buffer, data)?;
         Ok(buffer)
     }
 
@@ -864,20 +850,22 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if bytes == 0 {
             return Ok(Self::empty(len, device));
         }
-        let tracker = Tracker::new();
+        let mut tracker = Tracker::new();
         let mut allocated = std::ptr::null_mut();
-        let result = tracker.use_on(stream, |s| {
+        let span = Span {
+            start: 0,
+            end: bytes,
+        };
+        let result = tracker.use_on_exclusive(span, Access::Write, device, stream, |s| {
             // SAFETY: the stream is live; the allocation is owned by the buffer built below.
             allocated = unsafe { raw::malloc_async(bytes, s) }?;
             Ok(())
         });
         let buffer = NonNull::new(allocated.cast()).map(|ptr| DeviceBuffer {
-            parts: Parts {
-                ptr,
-                len,
-                device,
-                tracker,
-            },
+            ptr,
+            len,
+            device,
+            tracker,
             allocation: Allocation::StreamOrdered,
         });
         match (result, buffer) {
@@ -905,30 +893,30 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.parts.len
+        self.len
     }
 
     /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
-        self.parts.len == 0
+        self.len == 0
     }
 
     /// The device pointer (see [`DeviceMemory::as_raw_ptr`]).
     pub fn as_raw_ptr(&self) -> *const T {
-        self.parts.ptr.as_ptr()
+        self.ptr.as_ptr()
     }
 
-    /// The device pointer (see [`DeviceMemory::as_mut_raw_ptr`]).
+    /// The device pointer (see [`DeviceMemoryMut::as_mut_raw_ptr`]).
     pub fn as_mut_raw_ptr(&mut self) -> *mut T {
-        self.parts.ptr.as_ptr()
+        self.ptr.as_ptr()
     }
 
-    /// Synchronous upload (see [`DeviceMemory::copy_from_host`]).
+    /// Synchronous upload (see [`DeviceMemoryMut::copy_from_host`]).
     ///
     /// # Errors
-    /// As for [`DeviceMemory::copy_from_host`].
+    /// As for [`DeviceMemoryMut::copy_from_host`].
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
-        DeviceMemory::copy_from_host(self, src)
+        DeviceMemoryMut::copy_from_host(self, src)
     }
 
     /// Synchronous download (see [`DeviceMemory::copy_to_host`]).
@@ -959,22 +947,51 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         result
     }
 
+    /// Like [`close`](Self::close), but gives the buffer back (`Err`) instead of waiting longer
+    /// than `timeout` for the work that uses it (polling `cudaEventQuery` of its markers).
+    /// A stream-ordered buffer never waits: its free is queued behind the work.
+    ///
+    /// # Errors
+    /// `Ok(Err(_))`: as for [`close`](Self::close).
+    pub fn close_timeout(self, timeout: Duration) -> std::result::Result<Result<()>, Self> {
+        if self.allocation == Allocation::Synchronous {
+            let deadline = Instant::now() + timeout;
+            let mut pause = Duration::from_micros(10);
+            loop {
+                match DeviceMemory::is_idle(&self) {
+                    Ok(false) if Instant::now() >= deadline => return Err(self),
+                    Ok(false) => {}
+                    // Finished, or failed: close reports the error.
+                    Ok(true) | Err(_) => break,
+                }
+                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+                pause = (pause * 2).min(Duration::from_millis(1));
+            }
+        }
+        Ok(self.close())
+    }
+
     fn release(&mut self) -> Result<()> {
         const WHAT: &str = "DeviceBuffer::drop";
-        let ptr: *mut c_void = self.parts.ptr.as_ptr().cast();
+        let ptr: *mut c_void = self.ptr.as_ptr().cast();
+        let span = Span {
+            start: 0,
+            end: self.len * size_of::<T>(),
+        };
         let result = match self.allocation {
             Allocation::Empty => Ok(()),
-            Allocation::Synchronous => match self.parts.tracker.wait_host() {
+            Allocation::Synchronous => match self.tracker.wait_host(span) {
                 // SAFETY: our allocation; every queued use has finished; not used again.
                 Ok(()) => unsafe { raw::free(ptr) },
                 Err(e) => Err(e),
             },
             Allocation::StreamOrdered => {
                 let mut queued = false;
-                let device = self.parts.device;
-                let tracker = &self.parts.tracker;
+                let device = self.device;
+                let tracker = &mut self.tracker;
                 let result = with_current(device, || {
-                    tracker.use_on(StreamRef::per_thread(), |s| {
+                    let stream = StreamRef::per_thread();
+                    tracker.use_on_exclusive(span, Access::Write, device, stream, |s| {
                         // SAFETY: our allocation; the per-thread stream waits for the marker
                         // (use_on) so every queued use comes before the free; not used again.
                         unsafe { raw::free_async(ptr, s) }?;
@@ -988,7 +1005,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                     Err(e) => {
                         // Not queued: free after a host wait instead, or leak.
                         defer(e.context(WHAT));
-                        match tracker.wait_host() {
+                        match tracker.wait_host(span) {
                             // SAFETY: as for Synchronous; cudaFree accepts pool memory once
                             // its uses have finished.
                             Ok(()) => unsafe { raw::free(ptr) },
@@ -998,7 +1015,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                 }
             }
         };
-        self.parts.tracker.destroy();
+        self.tracker.destroy();
         self.allocation = Allocation::Empty;
         result.map_err(|e| e.context(WHAT))
     }
@@ -1029,7 +1046,10 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
 /// As [`DeviceBuffer`].
 #[derive(Debug)]
 pub struct DeviceSlice<'a, T: DeviceCopy> {
-    parts: Parts<T>,
+    ptr: NonNull<T>,
+    len: usize,
+    device: i32,
+    tracker: Tracker,
     _memory: PhantomData<&'a mut [T]>,
 }
 
@@ -1039,11 +1059,22 @@ unsafe impl<T: DeviceCopy + Send> Send for DeviceSlice<'_, T> {}
 unsafe impl<T: DeviceCopy + Sync> Sync for DeviceSlice<'_, T> {}
 
 impl<T: DeviceCopy> private::Sealed<T> for DeviceSlice<'_, T> {
-    fn parts(&self) -> &Parts<T> {
-        &self.parts
+    fn parts(&self) -> Parts<'_, T> {
+        Parts {
+            ptr: self.ptr,
+            len: self.len,
+            device: self.device,
+            tracker: &self.tracker,
+            offset: 0,
+        }
+    }
+
+    fn owned_tracker(&mut self) -> Option<&mut Tracker> {
+        Some(&mut self.tracker)
     }
 }
 impl<T: DeviceCopy> DeviceMemory<T> for DeviceSlice<'_, T> {}
+impl<T: DeviceCopy> DeviceMemoryMut<T> for DeviceSlice<'_, T> {}
 
 impl<'a, T: DeviceCopy> DeviceSlice<'a, T> {
     /// Borrows `len` elements of device memory at `ptr`, on the calling thread's current device.
@@ -1064,12 +1095,10 @@ impl<'a, T: DeviceCopy> DeviceSlice<'a, T> {
         // SAFETY: no preconditions.
         let device = unsafe { raw::get_device() }?;
         Ok(DeviceSlice {
-            parts: Parts {
-                ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()),
-                len,
-                device,
-                tracker: Tracker::new(),
-            },
+            ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()),
+            len,
+            device,
+            tracker: Tracker::new(),
             _memory: PhantomData,
         })
     }
@@ -1080,13 +1109,16 @@ impl<T: DeviceCopy> Drop for DeviceSlice<'_, T> {
         if crate::callback::leak_if_in_callback("DeviceSlice::drop") {
             return;
         }
+        let span = Span {
+            start: 0,
+            end: self.len * size_of::<T>(),
+        };
         defer_result(
-            self.parts
-                .tracker
-                .wait_host()
+            self.tracker
+                .wait_host(span)
                 .map_err(|e| e.context("DeviceSlice::drop")),
         );
-        self.parts.tracker.destroy();
+        self.tracker.destroy();
     }
 }
 
@@ -1108,13 +1140,5 @@ mod tests {
                 actual: 4
             }
         );
-    }
-
-    #[test]
-    fn device_bits() {
-        assert_eq!(device_bit(0), 1);
-        assert_eq!(device_bit(3), 8);
-        assert_eq!(device_bit(64), 0);
-        assert_eq!(device_bit(-1), 0);
     }
 }

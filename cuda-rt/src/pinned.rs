@@ -1,12 +1,12 @@
-//! Page-locked host memory: [`PinnedBuffer<T>`] (allocated by CUDA), [`RegisteredHost<'a, T>`]
-//! (existing memory page-locked for a while), and [`Pending<B>`], the owned form of an
+//! Page-locked host memory: [`PinnedBuffer<T>`] (allocated by CUDA), [`RegisteredHost<T>`]
+//! (a `Vec` page-locked while it owns it), and [`Pending<B>`], the owned form of an
 //! asynchronous copy that hands a moved-in buffer back when the copy has finished.
 //!
 //! Copies between device memory and page-locked memory are truly asynchronous (the DMA engines
 //! read or write the host memory while the host runs on), which is why such memory may only be
 //! used by queued copies in two ways that keep it untouched until they finish:
 //! - **owned**: a [`PinnedBuffer`] is moved into the copy
-//!   ([`DeviceMemory::copy_from_pinned_async`](crate::DeviceMemory::copy_from_pinned_async)) and
+//!   ([`DeviceMemoryMut::copy_from_pinned_async`](crate::DeviceMemoryMut::copy_from_pinned_async)) and
 //!   handed back by [`Pending::wait`]. A `Pending` that is dropped waits for the copy first; one
 //!   that is leaked (`mem::forget`) leaks the buffer too, so the memory is never freed under the
 //!   copy;
@@ -326,6 +326,9 @@ impl DoneEvent {
 
 impl Drop for DoneEvent {
     fn drop(&mut self) {
+        if crate::callback::leak_if_in_callback("Pending: event") {
+            return;
+        }
         // SAFETY: ours and live, not used after this (a record still pending completes on its
         // own: CUDA releases the event then).
         defer_result(
@@ -347,6 +350,14 @@ impl Drop for DoneEvent {
 /// without `cudaEventBlockingSync` ([`wait_sleeping`](Self::wait_sleeping) lets the CPU go
 /// instead).
 ///
+/// # Drop
+/// Dropping waits for the operation (`cudaEventSynchronize`) for as long as it takes: forever
+/// if the stream never gets there (a kernel that does not end, a host callback earlier on the
+/// stream that waits for something the dropping thread holds). To bound the wait, use
+/// [`wait_timeout`](Self::wait_timeout), which hands the `Pending` back when the time is up.
+/// Inside a host callback the drop does not wait: the buffer is leaked and
+/// [`ErrorKind::LeakedInCallback`](crate::ErrorKind::LeakedInCallback) reported.
+///
 /// # Thread safety
 /// `Send`/`Sync` when the buffer is.
 #[must_use = "dropping a Pending waits for the operation; use wait() to get the buffer back"]
@@ -365,6 +376,13 @@ impl<B> Pending<B> {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(&mut B, StreamRef<'_>, &Cell<bool>) -> Result<()>,
     ) -> Result<Pending<B>> {
+        if crate::callback::in_callback() {
+            // Refused before taking an event from the pool (nothing can be queued here).
+            return Err(Error::new(
+                crate::ErrorKind::InHostCallback,
+                "Pending::start",
+            ));
+        }
         let device = stream.device_ordinal()?;
         let done = DoneEvent::take(device)?;
         let touched = Cell::new(false);
@@ -382,7 +400,15 @@ impl<B> Pending<B> {
                 // it go (or leak it); if nothing was, it can go now. The event is destroyed, not
                 // reused (its last record may not have happened).
                 drop(done);
-                let error = queued.err().or(recorded.err());
+                // The first error is returned; when both failed, the record's error is deferred
+                // to the next synchronize rather than dropped.
+                let error = match (queued, recorded) {
+                    (Err(e), recorded) => {
+                        defer_result(recorded.map_err(|r| r.context("Pending::start")));
+                        Some(e)
+                    }
+                    (Ok(()), recorded) => recorded.err(),
+                };
                 if !touched.get() {
                     drop(value);
                 } else {
@@ -429,7 +455,80 @@ impl<B> Pending<B> {
             .map_err(|e| e.context("Pending::wait_sleeping"))
     }
 
-    fn finish(self, wait: fn(&DoneEvent) -> Result<()>) -> Result<B> {
+    /// Waits for the operation at most `timeout`, polling (`cudaEventQuery`) with sleeps between
+    /// polls (10 µs, doubling up to 1 ms), and hands the buffer back if it finished in time:
+    /// `Ok(Ok(buffer))`. When the time is up first, the `Pending` itself comes back,
+    /// `Ok(Err(pending))`, still owning the buffer, to wait again or do something else; nothing
+    /// is lost.
+    ///
+    /// A recoverable error of a query (another thread capturing a graph in global mode, for
+    /// instance) does not end the wait: polling goes on, and the error is deferred to the next
+    /// synchronize once the wait ends.
+    ///
+    /// # Errors
+    /// A sticky error of the stream's work (the buffer is then leaked, as by
+    /// [`wait`](Self::wait)); [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback)
+    /// inside a host callback (the buffer is leaked too: the operation's state is unknown).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cuda_rt::{DeviceBuffer, DeviceMemory, PinnedBuffer, Stream};
+    /// use std::time::Duration;
+    /// let stream = Stream::new()?;
+    /// let device = DeviceBuffer::<u8>::new(1 << 20)?;
+    /// let mut pending = device.copy_to_pinned_async(&stream, PinnedBuffer::new(1 << 20)?)?;
+    /// let staging = loop {
+    ///     match pending.wait_timeout(Duration::from_millis(100))? {
+    ///         Ok(staging) => break staging,
+    ///         Err(still_running) => pending = still_running, // e.g. check for cancellation here
+    ///     }
+    /// };
+    /// assert_eq!(staging.len(), 1 << 20);
+    /// # Ok::<(), cuda_rt::Error>(())
+    /// ```
+    pub fn wait_timeout(self, timeout: Duration) -> Result<std::result::Result<B, Pending<B>>> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_micros(10);
+        let mut recoverable: Option<Error> = None;
+        loop {
+            // SAFETY: our live event.
+            match unsafe { raw::event_query(self.done.raw) } {
+                Ok(true) => {
+                    if let Some(e) = recoverable {
+                        defer(e.context("Pending::wait_timeout"));
+                    }
+                    return self
+                        .finish(|_| Ok(()))
+                        .map(Ok)
+                        .map_err(|e| e.context("Pending::wait_timeout"));
+                }
+                Ok(false) => {}
+                Err(e) if e.is_sticky() || e.kind() == crate::ErrorKind::InHostCallback => {
+                    if let Some(first) = recoverable {
+                        defer(first.context("Pending::wait_timeout"));
+                    }
+                    return self
+                        .finish(|_| Err(e))
+                        .map(Ok)
+                        .map_err(|e| e.context("Pending::wait_timeout"));
+                }
+                Err(e) => {
+                    recoverable.get_or_insert(e);
+                }
+            }
+            let elapsed = started.elapsed();
+            if elapsed >= timeout {
+                if let Some(e) = recoverable {
+                    defer(e.context("Pending::wait_timeout"));
+                }
+                return Ok(Err(self));
+            }
+            std::thread::sleep(pause.min(timeout - elapsed));
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    fn finish(self, wait: impl FnOnce(&DoneEvent) -> Result<()>) -> Result<B> {
         let mut this = ManuallyDrop::new(self);
         let waited = wait(&this.done);
         // SAFETY: `this` is never used or dropped again; both fields are moved out exactly once.
@@ -479,13 +578,21 @@ impl<B> Drop for Pending<B> {
 // ---------------------------------------------------------------------------------------------
 // Registered host memory
 
-/// Flags of [`RegisteredHost::new`] (`cudaHostRegister`); combine with `|`.
+/// Flags of [`RegisteredHost::new`] and [`Scope::register_host`](crate::Scope::register_host)
+/// (`cudaHostRegister`); combine with `|`.
+///
+/// [`READ_ONLY`](Self::READ_ONLY) is added by the read-only forms
+/// ([`RegisteredHost::new_read_only`],
+/// [`Scope::register_host_read_only`](crate::Scope::register_host_read_only)), which give no
+/// mutable access to the memory; the other forms refuse it.
 ///
 /// # Examples
 /// ```
 /// use cuda_rt::HostRegisterFlags;
 /// assert_eq!(HostRegisterFlags::DEFAULT.bits(), 0);
-/// assert_eq!((HostRegisterFlags::PORTABLE | HostRegisterFlags::READ_ONLY).bits(), 1 | 8);
+/// let flags = HostRegisterFlags::PORTABLE | HostRegisterFlags::READ_ONLY;
+/// assert_eq!(flags.bits(), 1 | 8);
+/// assert!(flags.contains(HostRegisterFlags::READ_ONLY));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct HostRegisterFlags(u32);
@@ -497,12 +604,19 @@ impl HostRegisterFlags {
     pub const PORTABLE: HostRegisterFlags = HostRegisterFlags(raw::flags::HOST_REGISTER_PORTABLE);
     /// `cudaHostRegisterMapped`: also mapped into the device address space.
     pub const MAPPED: HostRegisterFlags = HostRegisterFlags(raw::flags::HOST_REGISTER_MAPPED);
-    /// `cudaHostRegisterReadOnly`: the device only reads it.
+    /// `cudaHostRegisterReadOnly`: the device only reads it. Only the read-only forms
+    /// ([`RegisteredHost::new_read_only`],
+    /// [`Scope::register_host_read_only`](crate::Scope::register_host_read_only)) accept it.
     pub const READ_ONLY: HostRegisterFlags = HostRegisterFlags(raw::flags::HOST_REGISTER_READ_ONLY);
 
     /// The `cudaHostRegister` value.
     pub const fn bits(self) -> u32 {
         self.0
+    }
+
+    /// Whether all of `other`'s flags are set.
+    pub const fn contains(self, other: HostRegisterFlags) -> bool {
+        self.0 & other.0 == other.0
     }
 }
 
@@ -513,104 +627,336 @@ impl BitOr for HostRegisterFlags {
     }
 }
 
-/// Existing host memory page-locked with `cudaHostRegister` while this guard lives; it borrows
-/// the slice mutably, dereferences to it, and unregisters it (`cudaHostUnregister`) on drop.
+mod sealed {
+    /// Keeps [`RegistrationAccess`](super::RegistrationAccess) to the two types of this module.
+    pub trait Sealed {}
+    impl Sealed for super::ReadWrite {}
+    impl Sealed for super::ReadOnly {}
+}
+
+/// The access a [`RegisteredHost`] gives to its memory: [`ReadWrite`] or [`ReadOnly`]. Sealed:
+/// no other type implements it.
+pub trait RegistrationAccess: sealed::Sealed {
+    /// The flags this access adds to `cudaHostRegister` (`cudaHostRegisterReadOnly` for
+    /// [`ReadOnly`]).
+    const FLAGS: HostRegisterFlags;
+}
+
+/// Access of a [`RegisteredHost`] made by [`RegisteredHost::new`]: the host reads and writes
+/// the memory (`DerefMut`), and copies may read it (uploads) or write it (downloads).
+///
+/// A marker type: it has no values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReadWrite {}
+
+/// Access of a [`RegisteredHost`] made by [`RegisteredHost::new_read_only`]
+/// (`cudaHostRegisterReadOnly`): the device only reads the memory, so it hands out no mutable
+/// access (no `DerefMut`): it can be the source of an upload, never the destination of a
+/// download.
+///
+/// A marker type: it has no values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReadOnly {}
+
+impl RegistrationAccess for ReadWrite {
+    const FLAGS: HostRegisterFlags = HostRegisterFlags::DEFAULT;
+}
+
+impl RegistrationAccess for ReadOnly {
+    const FLAGS: HostRegisterFlags = HostRegisterFlags::READ_ONLY;
+}
+
+/// A `Vec<T>` whose memory is page-locked with `cudaHostRegister` while this value owns it;
+/// [`into_inner`](Self::into_inner) unregisters it (`cudaHostUnregister`) and gives the `Vec`
+/// back, and dropping it unregisters it and frees it.
 ///
 /// Copies from and to registered memory are truly asynchronous; like other host memory, they
 /// can borrow it only inside a [`scope`](crate::scope()), which waits for them, so the memory is
-/// never unregistered or freed under a copy. Leaking the guard leaves the range registered (it
-/// is never used by the device after its scope ended; the registration is merely not undone).
+/// never unregistered or freed under a copy.
+///
+/// # Why it owns the memory
+/// Memory must not be freed while it is registered: the driver keeps the old pages locked, a
+/// later allocation at the same address cannot be registered
+/// (`cudaErrorHostMemoryAlreadyRegistered`), and copies from or to it would move the old pages'
+/// bytes. So the `Vec` is freed only after a successful `cudaHostUnregister`. If unregistering
+/// fails, or the value is dropped inside a host callback (where CUDA must not be called), or it
+/// is leaked (`mem::forget`), the `Vec` is leaked with the registration: never freed while
+/// registered. A registration that borrows memory instead is made inside a scope, which
+/// unregisters it itself ([`Scope::register_host`](crate::Scope::register_host)).
+///
+/// # Access
+/// `A` is [`ReadWrite`] (from [`new`](RegisteredHost::new)): it dereferences to `[T]` mutably
+/// too; or [`ReadOnly`] (from [`new_read_only`](RegisteredHost::new_read_only),
+/// `cudaHostRegisterReadOnly`): it dereferences to `&[T]` only.
 ///
 /// # Thread safety
-/// `Send`/`Sync` like `&mut [T]`.
+/// `Send`/`Sync` like `Vec<T>`. Unregistering selects the device that was current at
+/// registration, so the value may be dropped on any thread.
 ///
 /// # Examples
 /// ```no_run
 /// use cuda_rt::{DeviceBuffer, HostRegisterFlags, RegisteredHost, Stream};
 /// let stream = Stream::new()?;
-/// let mut data = vec![7u8; 1 << 20];
-/// let mut device = DeviceBuffer::<u8>::new(data.len())?;
-/// let registered = RegisteredHost::new(&mut data, HostRegisterFlags::DEFAULT)?;
+/// let mut device = DeviceBuffer::<u8>::new(1 << 20)?;
+/// let mut registered = RegisteredHost::new(vec![7u8; 1 << 20], HostRegisterFlags::DEFAULT)?;
+/// registered[1] = 8;
 /// cuda_rt::scope(|s| s.copy_to_device(&stream, &registered, &mut device))?;
-/// drop(registered); // unregistered; `data` is usable again
-/// assert_eq!(data[0], 7);
+/// let data = registered.into_inner()?; // unregistered; the Vec is ours again
+/// assert_eq!(data[..2], [7, 8]);
 /// # Ok::<(), cuda_rt::Error>(())
 /// ```
-#[derive(Debug)]
-pub struct RegisteredHost<'a, T: DeviceCopy> {
-    ptr: NonNull<T>,
-    len: usize,
+///
+/// A read-only registration has no mutable access:
+/// ```compile_fail
+/// use cuda_rt::{HostRegisterFlags, RegisteredHost};
+/// let mut registered =
+///     RegisteredHost::new_read_only(vec![7u8; 4096], HostRegisterFlags::DEFAULT).unwrap();
+/// registered[0] = 1; // error: cannot borrow data in dereference as mutable
+/// ```
+pub struct RegisteredHost<T: DeviceCopy, A: RegistrationAccess = ReadWrite> {
+    /// The memory; registered at `data.as_ptr()` for `size_of_val(&data[..])` bytes when
+    /// `registered`. Never reallocated (no `&mut Vec` is handed out).
+    data: Vec<T>,
+    /// The device current at registration (whose context holds the registration).
+    device: i32,
+    flags: HostRegisterFlags,
+    /// Whether `cudaHostRegister` was called and not yet undone (false for zero bytes).
     registered: bool,
-    _memory: PhantomData<&'a mut [T]>,
+    _access: PhantomData<A>,
 }
 
-// SAFETY: it is an exclusive borrow of [T].
-unsafe impl<T: DeviceCopy + Send> Send for RegisteredHost<'_, T> {}
-// SAFETY: as above; `&self` only reads.
-unsafe impl<T: DeviceCopy + Sync> Sync for RegisteredHost<'_, T> {}
-
-impl<'a, T: DeviceCopy> RegisteredHost<'a, T> {
-    /// `cudaHostRegister` of the memory of `slice` (nothing for an empty slice).
+impl<T: DeviceCopy> RegisteredHost<T, ReadWrite> {
+    /// `cudaHostRegister` of the memory of `data` (nothing for zero bytes), taking ownership of
+    /// it; the host may read and write it.
     ///
     /// # Errors
-    /// `cudaErrorHostMemoryAlreadyRegistered` (overlaps another registration),
-    /// `cudaErrorInvalidValue`, `cudaErrorNotSupported`.
-    pub fn new(slice: &'a mut [T], flags: HostRegisterFlags) -> Result<RegisteredHost<'a, T>> {
-        let bytes = std::mem::size_of_val(slice);
-        let ptr = NonNull::from(&mut *slice).cast::<T>();
+    /// [`ErrorKind::ReadOnlyWithMutableAccess`](crate::ErrorKind::ReadOnlyWithMutableAccess) if
+    /// `flags` contains [`HostRegisterFlags::READ_ONLY`] (use
+    /// [`new_read_only`](RegisteredHost::new_read_only)); errors of `cudaGetDevice` and
+    /// `cudaHostRegister`: `cudaErrorHostMemoryAlreadyRegistered` (overlaps another
+    /// registration), `cudaErrorInvalidValue`, `cudaErrorNotSupported`. The error hands `data`
+    /// back ([`RegisterError::into_data`]).
+    pub fn new(
+        data: Vec<T>,
+        flags: HostRegisterFlags,
+    ) -> Result<RegisteredHost<T, ReadWrite>, RegisterError<T>> {
+        const WHAT: &str = "RegisteredHost::new";
+        if flags.contains(HostRegisterFlags::READ_ONLY) {
+            let error = Error::new(crate::ErrorKind::ReadOnlyWithMutableAccess, WHAT);
+            return Err(RegisterError { error, data });
+        }
+        Self::register(data, flags, WHAT)
+    }
+}
+
+impl<T: DeviceCopy> RegisteredHost<T, ReadOnly> {
+    /// `cudaHostRegister` with `cudaHostRegisterReadOnly` added to `flags`, of the memory of
+    /// `data` (nothing for zero bytes), taking ownership of it; the device only reads it, and
+    /// the host gets no mutable access until [`into_inner`](RegisteredHost::into_inner).
+    ///
+    /// # Errors
+    /// As for [`new`](RegisteredHost::new) (without the read-only refusal); also
+    /// `cudaErrorNotSupported` where the device cannot register memory read-only
+    /// (`cudaDevAttrHostRegisterReadOnlySupported`). The error hands `data` back.
+    pub fn new_read_only(
+        data: Vec<T>,
+        flags: HostRegisterFlags,
+    ) -> Result<RegisteredHost<T, ReadOnly>, RegisterError<T>> {
+        Self::register(
+            data,
+            flags | ReadOnly::FLAGS,
+            "RegisteredHost::new_read_only",
+        )
+    }
+}
+
+impl<T: DeviceCopy, A: RegistrationAccess> RegisteredHost<T, A> {
+    fn register(
+        data: Vec<T>,
+        flags: HostRegisterFlags,
+        what: &'static str,
+    ) -> Result<RegisteredHost<T, A>, RegisterError<T>> {
+        // SAFETY: cudaGetDevice has no preconditions.
+        let device = match unsafe { raw::get_device() } {
+            Ok(device) => device,
+            Err(e) => {
+                let error = e.context(what);
+                return Err(RegisterError { error, data });
+            }
+        };
+        let bytes = std::mem::size_of_val(&data[..]);
         if bytes > 0 {
-            // SAFETY: the slice is valid for `bytes` bytes and stays borrowed (so allocated and
-            // unmoved) until the guard unregisters it.
-            unsafe { raw::host_register(ptr.as_ptr().cast(), bytes, flags.bits()) }
-                .map_err(|e| e.context("RegisteredHost::new"))?;
+            // SAFETY: the Vec's buffer is valid for `bytes` bytes; the RegisteredHost built
+            // below owns it and frees it only after `cudaHostUnregister` succeeded (it leaks it
+            // otherwise), and never reallocates it, so it stays valid until unregistered.
+            let registered =
+                unsafe { raw::host_register(data.as_ptr().cast_mut().cast(), bytes, flags.bits()) };
+            if let Err(e) = registered {
+                let error = e.context(what);
+                return Err(RegisterError { error, data });
+            }
         }
         Ok(RegisteredHost {
-            ptr,
-            len: slice.len(),
+            data,
+            device,
+            flags,
             registered: bytes > 0,
-            _memory: PhantomData,
+            _access: PhantomData,
         })
     }
 
-    /// Unregisters (`cudaHostUnregister`), reporting the error (drop reports it to the next
-    /// synchronize).
+    /// The flags it was registered with (with [`HostRegisterFlags::READ_ONLY`] for
+    /// [`ReadOnly`]).
+    pub fn flags(&self) -> HostRegisterFlags {
+        self.flags
+    }
+
+    /// Unregisters the memory (`cudaHostUnregister`, with the device of the registration
+    /// current) and gives the `Vec` back, unchanged.
     ///
     /// # Errors
-    /// An error of `cudaHostUnregister`.
-    pub fn close(self) -> Result<()> {
-        let this = ManuallyDrop::new(self);
-        if !this.registered {
-            return Ok(());
+    /// An error of `cudaHostUnregister` (or of selecting the device); the `Vec` is then leaked:
+    /// memory that may still be registered is never freed.
+    pub fn into_inner(mut self) -> Result<Vec<T>> {
+        let data = std::mem::take(&mut self.data);
+        let registered = std::mem::replace(&mut self.registered, false);
+        let device = self.device;
+        // Drops an empty, unregistered value: no CUDA call.
+        drop(self);
+        if registered {
+            if let Err(e) = unregister(data.as_ptr(), device) {
+                std::mem::forget(data);
+                return Err(e.context("RegisteredHost::into_inner"));
+            }
         }
-        // SAFETY: registered by `new`; no copy uses it (copies borrow the guard in a scope,
-        // which has ended).
-        unsafe { raw::host_unregister(this.ptr.as_ptr().cast()) }
+        Ok(data)
+    }
+
+    /// Unregisters the memory and frees it: [`into_inner`](Self::into_inner) dropping the `Vec`,
+    /// returning the error that `Drop` would report to the next synchronize.
+    ///
+    /// # Errors
+    /// As for [`into_inner`](Self::into_inner) (the memory is then leaked).
+    pub fn close(self) -> Result<()> {
+        self.into_inner()
+            .map(drop)
             .map_err(|e| e.context("RegisteredHost::close"))
     }
 }
 
-impl<T: DeviceCopy> Deref for RegisteredHost<'_, T> {
+/// `cudaHostUnregister` of the registration at `ptr`, with `device` current.
+fn unregister<T>(ptr: *const T, device: i32) -> Result<()> {
+    with_current(device, || {
+        // SAFETY: `ptr` was registered by `RegisteredHost::register` in `device`'s context and
+        // is unregistered once (the caller clears `registered` or is `Drop`); no queued copy
+        // uses it: copies borrow the value only inside a scope, which has waited for them, and
+        // the caller owns the value.
+        unsafe { raw::host_unregister(ptr.cast_mut().cast()) }
+    })
+}
+
+impl<T: DeviceCopy, A: RegistrationAccess> Deref for RegisteredHost<T, A> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        // SAFETY: the borrowed slice, valid for 'a.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        &self.data
     }
 }
 
-impl<T: DeviceCopy> DerefMut for RegisteredHost<'_, T> {
+impl<T: DeviceCopy> DerefMut for RegisteredHost<T, ReadWrite> {
     fn deref_mut(&mut self) -> &mut [T] {
-        // SAFETY: the exclusively borrowed slice, valid for 'a.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        &mut self.data
     }
 }
 
-impl<T: DeviceCopy> Drop for RegisteredHost<'_, T> {
+impl<T: DeviceCopy, A: RegistrationAccess> std::fmt::Debug for RegisteredHost<T, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredHost")
+            .field("ptr", &self.data.as_ptr())
+            .field("len", &self.data.len())
+            .field("device", &self.device)
+            .field("flags", &self.flags)
+            .field("registered", &self.registered)
+            .finish()
+    }
+}
+
+impl<T: DeviceCopy, A: RegistrationAccess> Drop for RegisteredHost<T, A> {
     fn drop(&mut self) {
-        if !self.registered || crate::callback::leak_if_in_callback("RegisteredHost::drop") {
+        if !self.registered {
+            return; // the Vec is dropped with the fields
+        }
+        let data = std::mem::take(&mut self.data);
+        if crate::callback::leak_if_in_callback("RegisteredHost::drop") {
+            // CUDA must not be called here: the memory stays registered, so it is never freed.
+            std::mem::forget(data);
             return;
         }
-        // SAFETY: as in `close`.
-        let result = unsafe { raw::host_unregister(self.ptr.as_ptr().cast()) };
-        defer_result(result.map_err(|e| e.context("RegisteredHost::drop")));
+        match unregister(data.as_ptr(), self.device) {
+            Ok(()) => drop(data),
+            Err(e) => {
+                defer(e.context("RegisteredHost::drop"));
+                std::mem::forget(data);
+            }
+        }
+    }
+}
+
+/// The error of [`RegisteredHost::new`] and [`RegisteredHost::new_read_only`]: what went wrong,
+/// and the `Vec` that was not registered, handed back.
+///
+/// `?` converts it into an [`Error`] (dropping the `Vec`).
+///
+/// # Examples
+/// ```no_run
+/// use cuda_rt::{ErrorKind, HostRegisterFlags, RegisteredHost};
+/// let refused = RegisteredHost::new(vec![1u32; 1024], HostRegisterFlags::READ_ONLY).unwrap_err();
+/// assert_eq!(refused.error().kind(), ErrorKind::ReadOnlyWithMutableAccess);
+/// let data = refused.into_data();
+/// let registered = RegisteredHost::new_read_only(data, HostRegisterFlags::DEFAULT)?;
+/// # Ok::<(), cuda_rt::Error>(())
+/// ```
+pub struct RegisterError<T> {
+    error: Error,
+    data: Vec<T>,
+}
+
+impl<T> RegisterError<T> {
+    /// What went wrong.
+    pub fn error(&self) -> Error {
+        self.error
+    }
+
+    /// The `Vec` that was not registered.
+    pub fn into_data(self) -> Vec<T> {
+        self.data
+    }
+
+    /// The error and the `Vec` that was not registered.
+    pub fn into_parts(self) -> (Error, Vec<T>) {
+        (self.error, self.data)
+    }
+}
+
+impl<T> std::fmt::Debug for RegisterError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisterError")
+            .field("error", &self.error)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+impl<T> std::fmt::Display for RegisterError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.error, f)
+    }
+}
+
+/// `Display` shows the [`Error`] itself, so `source` is `None`.
+impl<T> std::error::Error for RegisterError<T> {}
+
+impl<T> From<RegisterError<T>> for Error {
+    fn from(e: RegisterError<T>) -> Error {
+        e.error
     }
 }

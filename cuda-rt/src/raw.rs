@@ -15,8 +15,19 @@
 //! Runtime API reference states it: handles must be live handles of the right kind (or the
 //! special values that call accepts), pointers must be valid for the bytes the call reads or
 //! writes, for as long as the queued operation may access them.
+//!
+//! # Inside host callbacks
+//! CUDA must not be called from a host callback (the call may deadlock, or fail with
+//! `cudaErrorNotPermitted`). Inside a host callback queued through this crate
+//! ([`in_host_callback`](crate::in_host_callback)), every function here that calls CUDA returns
+//! [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback) without calling it. The
+//! exceptions: [`error_name`] and [`error_string`] (static strings, needed to display errors
+//! inside callbacks) are always answered; [`get_last_error`] and [`peek_at_last_error`], which
+//! return a raw status, return `cudaErrorNotPermitted` there without calling CUDA (nothing this
+//! crate does inside a callback calls CUDA, so there is no error of the callback's own to fetch,
+//! and the runtime's last error of the thread running the callback belongs to the runtime).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use cuda_rt_sys as sys;
 use std::ffi::{c_int, c_uint, c_void, CStr};
 
@@ -68,6 +79,8 @@ pub mod status {
     pub const INSUFFICIENT_DRIVER: RawStatus = sys::cudaErrorInsufficientDriver;
     /// `cudaErrorInvalidResourceHandle`.
     pub const INVALID_RESOURCE_HANDLE: RawStatus = sys::cudaErrorInvalidResourceHandle;
+    /// `cudaErrorPeerAccessAlreadyEnabled`.
+    pub const PEER_ACCESS_ALREADY_ENABLED: RawStatus = sys::cudaErrorPeerAccessAlreadyEnabled;
     /// `cudaErrorNotPermitted`.
     pub const NOT_PERMITTED: RawStatus = sys::cudaErrorNotPermitted;
     /// `cudaErrorStreamCaptureInvalidated`.
@@ -192,6 +205,35 @@ pub fn check(status: RawStatus, call: &'static str) -> Result<()> {
     Err(failed(status, call))
 }
 
+/// Refuses a CUDA call inside a host callback of this crate (see the [module docs](self)).
+#[inline(always)]
+fn not_in_callback(call: &'static str) -> Result<()> {
+    if crate::callback::in_callback() {
+        return Err(refused_in_callback(call));
+    }
+    Ok(())
+}
+
+/// The error of a CUDA call refused inside a host callback (out of line: the check stays one
+/// thread-local load and a compare).
+#[cold]
+#[inline(never)]
+fn refused_in_callback(call: &'static str) -> Error {
+    Error::new(ErrorKind::InHostCallback, call)
+}
+
+/// The result of a query (`cudaStreamQuery`, `cudaEventQuery`): `Ok(true)` on `cudaSuccess`,
+/// `Ok(false)` on `cudaErrorNotReady` (not an error: the runtime does not record it as the
+/// thread's last error), otherwise the error, through the consuming path of [`check`].
+#[inline]
+fn query_result(status: RawStatus, call: &'static str) -> Result<bool> {
+    match status {
+        sys::cudaSuccess => Ok(true),
+        sys::cudaErrorNotReady => Ok(false),
+        other => Err(failed(other, call)),
+    }
+}
+
 /// The error of a call that returned `status` (out of line: the callers' success path stays
 /// one compare).
 #[cold]
@@ -210,6 +252,9 @@ fn failed(status: RawStatus, call: &'static str) -> Error {
 fn consume_last_error(returned: RawStatus) {
     if returned == sys::cudaErrorNotReady {
         return; // not an error: never recorded as the last error
+    }
+    if crate::callback::in_callback() {
+        return; // CUDA is not called inside a callback (see the module docs)
     }
     let last = get_last_error();
     if last != sys::cudaSuccess && last != returned {
@@ -247,14 +292,22 @@ fn static_c_str(ptr: *const std::ffi::c_char) -> Option<&'static str> {
 }
 
 /// `cudaGetLastError`: the last error of an API call on this host thread, resetting it to
-/// `cudaSuccess` (sticky errors are not reset).
+/// `cudaSuccess` (sticky errors are not reset). Inside a host callback of this crate it returns
+/// `cudaErrorNotPermitted` without calling CUDA (see the [module docs](self)).
 pub fn get_last_error() -> RawStatus {
+    if crate::callback::in_callback() {
+        return sys::cudaErrorNotPermitted;
+    }
     // SAFETY: no arguments; reads the calling thread's error state.
     unsafe { sys::cudaGetLastError() }
 }
 
-/// `cudaPeekAtLastError`: like [`get_last_error`] without resetting it.
+/// `cudaPeekAtLastError`: like [`get_last_error`] without resetting it (and, like it,
+/// `cudaErrorNotPermitted` inside a host callback of this crate, without calling CUDA).
 pub fn peek_at_last_error() -> RawStatus {
+    if crate::callback::in_callback() {
+        return sys::cudaErrorNotPermitted;
+    }
     // SAFETY: no arguments.
     unsafe { sys::cudaPeekAtLastError() }
 }
@@ -270,6 +323,7 @@ pub fn peek_at_last_error() -> RawStatus {
 /// # Safety
 /// None beyond CUDA's: it is `unsafe` only for uniformity with the rest of this module.
 pub unsafe fn get_device_count() -> Result<c_int> {
+    not_in_callback("cudaGetDeviceCount")?;
     let mut count = 0;
     check(
         // SAFETY: writes one int through a valid pointer.
@@ -287,6 +341,7 @@ pub unsafe fn get_device_count() -> Result<c_int> {
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn get_device() -> Result<c_int> {
+    not_in_callback("cudaGetDevice")?;
     let mut device = 0;
     // SAFETY: writes one int through a valid pointer.
     check(unsafe { sys::cudaGetDevice(&mut device) }, "cudaGetDevice")?;
@@ -301,6 +356,7 @@ pub unsafe fn get_device() -> Result<c_int> {
 /// # Safety
 /// None beyond CUDA's (an invalid ordinal is an error, not undefined behaviour).
 pub unsafe fn set_device(device: c_int) -> Result<()> {
+    not_in_callback("cudaSetDevice")?;
     // SAFETY: plain value argument.
     check(unsafe { sys::cudaSetDevice(device) }, "cudaSetDevice")
 }
@@ -313,6 +369,7 @@ pub unsafe fn set_device(device: c_int) -> Result<()> {
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn device_synchronize() -> Result<()> {
+    not_in_callback("cudaDeviceSynchronize")?;
     check(
         // SAFETY: no arguments.
         unsafe { sys::cudaDeviceSynchronize() },
@@ -328,6 +385,7 @@ pub unsafe fn device_synchronize() -> Result<()> {
 /// # Safety
 /// `attribute` must be a `cudaDeviceAttr` value (unknown values are reported as errors).
 pub unsafe fn device_get_attribute(attribute: u32, device: c_int) -> Result<c_int> {
+    not_in_callback("cudaDeviceGetAttribute")?;
     let mut value = 0;
     check(
         // SAFETY: writes one int through a valid pointer.
@@ -401,6 +459,7 @@ pub struct RawDeviceProperties {
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn get_device_properties(device: c_int) -> Result<RawDeviceProperties> {
+    not_in_callback("cudaGetDeviceProperties")?;
     let mut prop = std::mem::MaybeUninit::<sys::cudaDeviceProp>::zeroed();
     check(
         // SAFETY: the pointer is valid for one cudaDeviceProp, which the call fills.
@@ -444,6 +503,7 @@ pub unsafe fn get_device_properties(device: c_int) -> Result<RawDeviceProperties
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn device_get_stream_priority_range() -> Result<(c_int, c_int)> {
+    not_in_callback("cudaDeviceGetStreamPriorityRange")?;
     let (mut least, mut greatest) = (0, 0);
     check(
         // SAFETY: writes two ints through valid pointers.
@@ -461,6 +521,7 @@ pub unsafe fn device_get_stream_priority_range() -> Result<(c_int, c_int)> {
 /// # Safety
 /// `limit` must be a `cudaLimit` value (unknown ones are reported as errors).
 pub unsafe fn device_set_limit(limit: u32, value: usize) -> Result<()> {
+    not_in_callback("cudaDeviceSetLimit")?;
     check(
         // SAFETY: plain value arguments.
         unsafe { sys::cudaDeviceSetLimit(limit, value) },
@@ -476,6 +537,7 @@ pub unsafe fn device_set_limit(limit: u32, value: usize) -> Result<()> {
 /// # Safety
 /// As for [`device_set_limit`].
 pub unsafe fn device_get_limit(limit: u32) -> Result<usize> {
+    not_in_callback("cudaDeviceGetLimit")?;
     let mut value = 0;
     check(
         // SAFETY: writes one usize through a valid pointer.
@@ -493,6 +555,7 @@ pub unsafe fn device_get_limit(limit: u32) -> Result<usize> {
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn mem_get_info() -> Result<(usize, usize)> {
+    not_in_callback("cudaMemGetInfo")?;
     let (mut free, mut total) = (0, 0);
     check(
         // SAFETY: writes two usizes through valid pointers.
@@ -510,6 +573,7 @@ pub unsafe fn mem_get_info() -> Result<(usize, usize)> {
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn device_can_access_peer(device: c_int, peer: c_int) -> Result<bool> {
+    not_in_callback("cudaDeviceCanAccessPeer")?;
     let mut can = 0;
     check(
         // SAFETY: writes one int through a valid pointer.
@@ -527,6 +591,7 @@ pub unsafe fn device_can_access_peer(device: c_int, peer: c_int) -> Result<bool>
 /// # Safety
 /// None beyond CUDA's.
 pub unsafe fn device_enable_peer_access(peer: c_int) -> Result<()> {
+    not_in_callback("cudaDeviceEnablePeerAccess")?;
     check(
         // SAFETY: plain value arguments (flags must be 0).
         unsafe { sys::cudaDeviceEnablePeerAccess(peer, 0) },
@@ -545,6 +610,7 @@ pub unsafe fn device_enable_peer_access(peer: c_int) -> Result<()> {
 /// # Safety
 /// None beyond CUDA's: the handle returned must be destroyed once, with [`stream_destroy`].
 pub unsafe fn stream_create_with_priority(flags: c_uint, priority: c_int) -> Result<RawStream> {
+    not_in_callback("cudaStreamCreateWithPriority")?;
     let mut stream = std::ptr::null_mut();
     check(
         // SAFETY: writes one handle through a valid pointer.
@@ -562,6 +628,7 @@ pub unsafe fn stream_create_with_priority(flags: c_uint, priority: c_int) -> Res
 /// # Safety
 /// `stream` must be a live stream created by the caller, not used after this call.
 pub unsafe fn stream_destroy(stream: RawStream) -> Result<()> {
+    not_in_callback("cudaStreamDestroy")?;
     // SAFETY: the caller's contract.
     check(
         unsafe { sys::cudaStreamDestroy(stream) },
@@ -577,6 +644,7 @@ pub unsafe fn stream_destroy(stream: RawStream) -> Result<()> {
 /// # Safety
 /// `stream` must be a live stream handle or a special handle.
 pub unsafe fn stream_synchronize(stream: RawStream) -> Result<()> {
+    not_in_callback("cudaStreamSynchronize")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaStreamSynchronize(stream) },
@@ -588,17 +656,15 @@ pub unsafe fn stream_synchronize(stream: RawStream) -> Result<()> {
 /// `cudaErrorNotReady`.
 ///
 /// # Errors
-/// The status of `cudaStreamQuery` when it is not `cudaSuccess`.
+/// The status of `cudaStreamQuery` when it is neither `cudaSuccess` nor `cudaErrorNotReady`;
+/// as with [`check`], the runtime's copy of it as the thread's last error is consumed.
 ///
 /// # Safety
 /// As for [`stream_synchronize`].
 pub unsafe fn stream_query(stream: RawStream) -> Result<bool> {
+    not_in_callback("cudaStreamQuery")?;
     // SAFETY: the caller's contract.
-    match unsafe { sys::cudaStreamQuery(stream) } {
-        sys::cudaSuccess => Ok(true),
-        sys::cudaErrorNotReady => Ok(false),
-        other => Err(Error::cuda(other, "cudaStreamQuery")),
-    }
+    query_result(unsafe { sys::cudaStreamQuery(stream) }, "cudaStreamQuery")
 }
 
 /// `cudaStreamWaitEvent` (flags 0): later work of `stream` waits for the event's last record.
@@ -609,6 +675,7 @@ pub unsafe fn stream_query(stream: RawStream) -> Result<bool> {
 /// # Safety
 /// Both handles must be live (the event may be destroyed right after this call).
 pub unsafe fn stream_wait_event(stream: RawStream, event: RawEvent) -> Result<()> {
+    not_in_callback("cudaStreamWaitEvent")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaStreamWaitEvent(stream, event, 0) },
@@ -624,6 +691,7 @@ pub unsafe fn stream_wait_event(stream: RawStream, event: RawEvent) -> Result<()
 /// # Safety
 /// As for [`stream_synchronize`].
 pub unsafe fn stream_get_flags(stream: RawStream) -> Result<c_uint> {
+    not_in_callback("cudaStreamGetFlags")?;
     let mut flags = 0;
     check(
         // SAFETY: the caller's contract; writes one uint through a valid pointer.
@@ -641,6 +709,7 @@ pub unsafe fn stream_get_flags(stream: RawStream) -> Result<c_uint> {
 /// # Safety
 /// As for [`stream_synchronize`].
 pub unsafe fn stream_get_priority(stream: RawStream) -> Result<c_int> {
+    not_in_callback("cudaStreamGetPriority")?;
     let mut priority = 0;
     check(
         // SAFETY: the caller's contract; writes one int through a valid pointer.
@@ -658,6 +727,7 @@ pub unsafe fn stream_get_priority(stream: RawStream) -> Result<c_int> {
 /// # Safety
 /// As for [`stream_synchronize`].
 pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
+    not_in_callback("cudaStreamGetDevice")?;
     let mut device = 0;
     check(
         // SAFETY: the caller's contract; writes one int through a valid pointer.
@@ -680,6 +750,7 @@ pub unsafe fn launch_host_func(
     func: HostFn,
     user_data: *mut c_void,
 ) -> Result<()> {
+    not_in_callback("cudaLaunchHostFunc")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaLaunchHostFunc(stream, Some(func), user_data) },
@@ -699,6 +770,7 @@ pub unsafe fn stream_add_callback(
     func: StreamCallbackFn,
     user_data: *mut c_void,
 ) -> Result<()> {
+    not_in_callback("cudaStreamAddCallback")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaStreamAddCallback(stream, Some(func), user_data, 0) },
@@ -717,6 +789,7 @@ pub unsafe fn stream_add_callback(
 /// # Safety
 /// None beyond CUDA's: the handle must be destroyed once, with [`event_destroy`].
 pub unsafe fn event_create_with_flags(flags: c_uint) -> Result<RawEvent> {
+    not_in_callback("cudaEventCreateWithFlags")?;
     let mut event = std::ptr::null_mut();
     check(
         // SAFETY: writes one handle through a valid pointer.
@@ -734,6 +807,7 @@ pub unsafe fn event_create_with_flags(flags: c_uint) -> Result<RawEvent> {
 /// # Safety
 /// `event` must be live and not used afterwards.
 pub unsafe fn event_destroy(event: RawEvent) -> Result<()> {
+    not_in_callback("cudaEventDestroy")?;
     // SAFETY: the caller's contract.
     check(unsafe { sys::cudaEventDestroy(event) }, "cudaEventDestroy")
 }
@@ -746,6 +820,7 @@ pub unsafe fn event_destroy(event: RawEvent) -> Result<()> {
 /// # Safety
 /// Both handles must be live and of the same device.
 pub unsafe fn event_record(event: RawEvent, stream: RawStream) -> Result<()> {
+    not_in_callback("cudaEventRecord")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaEventRecord(event, stream) },
@@ -757,17 +832,15 @@ pub unsafe fn event_record(event: RawEvent, stream: RawStream) -> Result<()> {
 /// was never recorded), `Ok(false)` on `cudaErrorNotReady`.
 ///
 /// # Errors
-/// The status of `cudaEventQuery` when it is not `cudaSuccess`.
+/// The status of `cudaEventQuery` when it is neither `cudaSuccess` nor `cudaErrorNotReady`;
+/// as with [`check`], the runtime's copy of it as the thread's last error is consumed.
 ///
 /// # Safety
 /// `event` must be live.
 pub unsafe fn event_query(event: RawEvent) -> Result<bool> {
+    not_in_callback("cudaEventQuery")?;
     // SAFETY: the caller's contract.
-    match unsafe { sys::cudaEventQuery(event) } {
-        sys::cudaSuccess => Ok(true),
-        sys::cudaErrorNotReady => Ok(false),
-        other => Err(Error::cuda(other, "cudaEventQuery")),
-    }
+    query_result(unsafe { sys::cudaEventQuery(event) }, "cudaEventQuery")
 }
 
 /// `cudaEventSynchronize`.
@@ -778,6 +851,7 @@ pub unsafe fn event_query(event: RawEvent) -> Result<bool> {
 /// # Safety
 /// `event` must be live.
 pub unsafe fn event_synchronize(event: RawEvent) -> Result<()> {
+    not_in_callback("cudaEventSynchronize")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaEventSynchronize(event) },
@@ -793,6 +867,7 @@ pub unsafe fn event_synchronize(event: RawEvent) -> Result<()> {
 /// # Safety
 /// Both events must be live.
 pub unsafe fn event_elapsed_time(start: RawEvent, end: RawEvent) -> Result<f32> {
+    not_in_callback("cudaEventElapsedTime")?;
     let mut ms = 0.0f32;
     check(
         // SAFETY: the caller's contract; writes one float through a valid pointer.
@@ -813,6 +888,7 @@ pub unsafe fn event_elapsed_time(start: RawEvent, end: RawEvent) -> Result<f32> 
 /// # Safety
 /// None beyond CUDA's: the pointer must be freed once, with [`free`].
 pub unsafe fn malloc(bytes: usize) -> Result<*mut c_void> {
+    not_in_callback("cudaMalloc")?;
     let mut ptr = std::ptr::null_mut();
     // SAFETY: writes one pointer through a valid pointer.
     check(unsafe { sys::cudaMalloc(&mut ptr, bytes) }, "cudaMalloc")?;
@@ -827,6 +903,7 @@ pub unsafe fn malloc(bytes: usize) -> Result<*mut c_void> {
 /// # Safety
 /// `ptr` must come from [`malloc`] (or [`malloc_async`]) and no queued work may still use it.
 pub unsafe fn free(ptr: *mut c_void) -> Result<()> {
+    not_in_callback("cudaFree")?;
     // SAFETY: the caller's contract.
     check(unsafe { sys::cudaFree(ptr) }, "cudaFree")
 }
@@ -840,6 +917,7 @@ pub unsafe fn free(ptr: *mut c_void) -> Result<()> {
 /// # Safety
 /// `stream` must be live; the pointer must be freed once, with [`free_async`] or [`free`].
 pub unsafe fn malloc_async(bytes: usize, stream: RawStream) -> Result<*mut c_void> {
+    not_in_callback("cudaMallocAsync")?;
     let mut ptr = std::ptr::null_mut();
     check(
         // SAFETY: the caller's contract; writes one pointer through a valid pointer.
@@ -858,6 +936,7 @@ pub unsafe fn malloc_async(bytes: usize, stream: RawStream) -> Result<*mut c_voi
 /// `ptr` must come from an allocation not yet freed; no work that is not ordered before this
 /// point of `stream` may use it.
 pub unsafe fn free_async(ptr: *mut c_void, stream: RawStream) -> Result<()> {
+    not_in_callback("cudaFreeAsync")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaFreeAsync(ptr, stream) },
@@ -874,6 +953,7 @@ pub unsafe fn free_async(ptr: *mut c_void, stream: RawStream) -> Result<()> {
 /// # Safety
 /// None beyond CUDA's: the pointer must be freed once, with [`free_host`].
 pub unsafe fn host_alloc(bytes: usize, flags: c_uint) -> Result<*mut c_void> {
+    not_in_callback("cudaHostAlloc")?;
     let mut ptr = std::ptr::null_mut();
     check(
         // SAFETY: writes one pointer through a valid pointer.
@@ -891,6 +971,7 @@ pub unsafe fn host_alloc(bytes: usize, flags: c_uint) -> Result<*mut c_void> {
 /// # Safety
 /// As for [`host_alloc`].
 pub unsafe fn malloc_host(bytes: usize) -> Result<*mut c_void> {
+    not_in_callback("cudaMallocHost")?;
     let mut ptr = std::ptr::null_mut();
     check(
         // SAFETY: writes one pointer through a valid pointer.
@@ -908,6 +989,7 @@ pub unsafe fn malloc_host(bytes: usize) -> Result<*mut c_void> {
 /// # Safety
 /// `ptr` must come from [`host_alloc`]/[`malloc_host`], and no queued work may still use it.
 pub unsafe fn free_host(ptr: *mut c_void) -> Result<()> {
+    not_in_callback("cudaFreeHost")?;
     // SAFETY: the caller's contract.
     check(unsafe { sys::cudaFreeHost(ptr) }, "cudaFreeHost")
 }
@@ -920,6 +1002,7 @@ pub unsafe fn free_host(ptr: *mut c_void) -> Result<()> {
 /// # Safety
 /// `ptr` must be valid for `bytes` bytes until [`host_unregister`].
 pub unsafe fn host_register(ptr: *mut c_void, bytes: usize, flags: c_uint) -> Result<()> {
+    not_in_callback("cudaHostRegister")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaHostRegister(ptr, bytes, flags) },
@@ -935,6 +1018,7 @@ pub unsafe fn host_register(ptr: *mut c_void, bytes: usize, flags: c_uint) -> Re
 /// # Safety
 /// `ptr` must have been registered with [`host_register`], and no queued work may still use it.
 pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
+    not_in_callback("cudaHostUnregister")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaHostUnregister(ptr) },
@@ -950,6 +1034,7 @@ pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
 /// # Safety
 /// `host` must point into memory allocated or registered with the mapped flag.
 pub unsafe fn host_get_device_pointer(host: *mut c_void) -> Result<*mut c_void> {
+    not_in_callback("cudaHostGetDevicePointer")?;
     let mut device = std::ptr::null_mut();
     check(
         // SAFETY: the caller's contract; writes one pointer through a valid pointer.
@@ -974,6 +1059,7 @@ pub unsafe fn memcpy_async(
     kind: u32,
     stream: RawStream,
 ) -> Result<()> {
+    not_in_callback("cudaMemcpyAsync")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaMemcpyAsync(dst, src, bytes, kind, stream) },
@@ -996,6 +1082,7 @@ pub unsafe fn memcpy_peer_async(
     bytes: usize,
     stream: RawStream,
 ) -> Result<()> {
+    not_in_callback("cudaMemcpyPeerAsync")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, stream) },
@@ -1016,6 +1103,7 @@ pub unsafe fn memset_async(
     bytes: usize,
     stream: RawStream,
 ) -> Result<()> {
+    not_in_callback("cudaMemsetAsync")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaMemsetAsync(dst, c_int::from(value), bytes, stream) },
@@ -1035,6 +1123,7 @@ pub unsafe fn memset_async(
 /// `stream` must be live; `mode` a `cudaStreamCaptureMode`. The capture must be ended with
 /// [`stream_end_capture`] on the same thread (for non-relaxed modes).
 pub unsafe fn stream_begin_capture(stream: RawStream, mode: u32) -> Result<()> {
+    not_in_callback("cudaStreamBeginCapture")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaStreamBeginCapture(stream, mode) },
@@ -1050,6 +1139,7 @@ pub unsafe fn stream_begin_capture(stream: RawStream, mode: u32) -> Result<()> {
 /// # Safety
 /// `stream` must be capturing.
 pub unsafe fn stream_end_capture(stream: RawStream) -> Result<RawGraph> {
+    not_in_callback("cudaStreamEndCapture")?;
     let mut graph = std::ptr::null_mut();
     check(
         // SAFETY: the caller's contract; writes one handle through a valid pointer.
@@ -1067,6 +1157,7 @@ pub unsafe fn stream_end_capture(stream: RawStream) -> Result<RawGraph> {
 /// # Safety
 /// `stream` must be live.
 pub unsafe fn stream_is_capturing(stream: RawStream) -> Result<u32> {
+    not_in_callback("cudaStreamIsCapturing")?;
     let mut status = 0;
     check(
         // SAFETY: the caller's contract; writes one status through a valid pointer.
@@ -1084,6 +1175,7 @@ pub unsafe fn stream_is_capturing(stream: RawStream) -> Result<u32> {
 /// # Safety
 /// `graph` must be live, owned by the caller, and not used afterwards.
 pub unsafe fn graph_destroy(graph: RawGraph) -> Result<()> {
+    not_in_callback("cudaGraphDestroy")?;
     // SAFETY: the caller's contract.
     check(unsafe { sys::cudaGraphDestroy(graph) }, "cudaGraphDestroy")
 }
@@ -1096,6 +1188,7 @@ pub unsafe fn graph_destroy(graph: RawGraph) -> Result<()> {
 /// # Safety
 /// `graph` must be live.
 pub unsafe fn graph_node_count(graph: RawGraph) -> Result<usize> {
+    not_in_callback("cudaGraphGetNodes")?;
     let mut count = 0;
     check(
         // SAFETY: the caller's contract; a null array asks for the count only.
@@ -1114,6 +1207,7 @@ pub unsafe fn graph_node_count(graph: RawGraph) -> Result<usize> {
 /// # Safety
 /// `graph` must be live, and not changed by another thread during the call.
 pub unsafe fn graph_get_nodes(graph: RawGraph) -> Result<Vec<RawGraphNode>> {
+    not_in_callback("cudaGraphGetNodes")?;
     // SAFETY: the caller's contract.
     let count = unsafe { graph_node_count(graph) }?;
     if count == 0 {
@@ -1152,6 +1246,7 @@ pub struct GraphEdge {
 /// # Safety
 /// `graph` must be live, and not changed by another thread during the call.
 pub unsafe fn graph_get_edges(graph: RawGraph) -> Result<Vec<GraphEdge>> {
+    not_in_callback("cudaGraphGetEdges")?;
     let mut count = 0;
     check(
         // SAFETY: the caller's contract; null arrays ask for the count only.
@@ -1219,6 +1314,7 @@ pub unsafe fn graph_add_event_record_node(
     dependencies: &[RawGraphNode],
     event: RawEvent,
 ) -> Result<RawGraphNode> {
+    not_in_callback("cudaGraphAddEventRecordNode")?;
     let mut node = std::ptr::null_mut();
     check(
         // SAFETY: the caller's contract; writes one handle through a valid pointer; the
@@ -1249,6 +1345,7 @@ pub unsafe fn graph_add_event_record_node(
 /// # Safety
 /// `graph` must be live. The executable graph must be destroyed with [`graph_exec_destroy`].
 pub unsafe fn graph_instantiate(graph: RawGraph) -> Result<RawGraphExec> {
+    not_in_callback("cudaGraphInstantiate")?;
     let mut exec = std::ptr::null_mut();
     check(
         // SAFETY: the caller's contract; writes one handle through a valid pointer.
@@ -1266,6 +1363,7 @@ pub unsafe fn graph_instantiate(graph: RawGraph) -> Result<RawGraphExec> {
 /// # Safety
 /// Both handles must be live.
 pub unsafe fn graph_upload(exec: RawGraphExec, stream: RawStream) -> Result<()> {
+    not_in_callback("cudaGraphUpload")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaGraphUpload(exec, stream) },
@@ -1283,6 +1381,7 @@ pub unsafe fn graph_upload(exec: RawGraphExec, stream: RawStream) -> Result<()> 
 /// launch has finished.
 #[inline]
 pub unsafe fn graph_launch(exec: RawGraphExec, stream: RawStream) -> Result<()> {
+    not_in_callback("cudaGraphLaunch")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaGraphLaunch(exec, stream) },
@@ -1298,6 +1397,7 @@ pub unsafe fn graph_launch(exec: RawGraphExec, stream: RawStream) -> Result<()> 
 /// # Safety
 /// `exec` must be live, owned by the caller, and not used afterwards.
 pub unsafe fn graph_exec_destroy(exec: RawGraphExec) -> Result<()> {
+    not_in_callback("cudaGraphExecDestroy")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaGraphExecDestroy(exec) },
@@ -1326,9 +1426,84 @@ pub unsafe fn launch_kernel(
     shared_memory_bytes: usize,
     stream: RawStream,
 ) -> Result<()> {
+    not_in_callback("cudaLaunchKernel")?;
     check(
         // SAFETY: the caller's contract.
         unsafe { sys::cudaLaunchKernel(func, grid, block, args, shared_memory_bytes, stream) },
         "cudaLaunchKernel",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deferred errors of this thread, oldest first.
+    fn drain_deferred() -> Vec<Error> {
+        std::iter::from_fn(crate::take_deferred_error).collect()
+    }
+
+    #[test]
+    fn queries_map_not_ready_to_false_and_fail_like_check() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        drain_deferred();
+        assert_eq!(query_result(status::SUCCESS, "cudaStreamQuery"), Ok(true));
+        assert_eq!(
+            query_result(status::NOT_READY, "cudaStreamQuery"),
+            Ok(false)
+        );
+
+        // A failed query takes the path of `check`: the runtime's copy of the error as the
+        // thread's last error is consumed, and an older error found there is deferred. On a
+        // machine without a driver, the last error is the initialization error, which
+        // `cudaGetLastError` never resets: both paths defer it; with a device, neither defers.
+        let checked = check(status::INVALID_VALUE, "cudaMemsetAsync").unwrap_err();
+        let deferred_by_check = drain_deferred();
+        let queried = query_result(status::INVALID_VALUE, "cudaEventQuery").unwrap_err();
+        let deferred_by_query = drain_deferred();
+        assert_eq!(checked.code(), queried.code());
+        assert_eq!(queried.call(), "cudaEventQuery");
+        assert_eq!(
+            deferred_by_query
+                .iter()
+                .map(Error::code)
+                .collect::<Vec<_>>(),
+            deferred_by_check
+                .iter()
+                .map(Error::code)
+                .collect::<Vec<_>>(),
+        );
+    }
+
+    #[test]
+    fn the_last_error_is_not_fetched_inside_a_callback() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        let mut statuses = Vec::new();
+        crate::callback::run_guarded(crate::error::thread_tag(), || {
+            statuses.push(get_last_error());
+            statuses.push(peek_at_last_error());
+            // `check` inside a callback defers nothing: it does not fetch the last error.
+            statuses.push(
+                check(status::INVALID_VALUE, "x")
+                    .unwrap_err()
+                    .code()
+                    .unwrap(),
+            );
+        });
+        assert_eq!(
+            statuses,
+            [
+                status::NOT_PERMITTED,
+                status::NOT_PERMITTED,
+                status::INVALID_VALUE
+            ]
+        );
+        assert!(drain_deferred().is_empty());
+        // Error names are answered inside callbacks.
+        let mut name = "";
+        crate::callback::run_guarded(crate::error::thread_tag(), || {
+            name = error_name(status::INVALID_VALUE);
+        });
+        assert_eq!(name, "cudaErrorInvalidValue");
+    }
 }

@@ -63,9 +63,11 @@
 //! ```
 
 use crate::callback::{run_guarded, status_result};
-use crate::error::{defer, take_deferred_error, Error, ErrorKind, Result};
+use crate::error::{
+    defer, defer_result, take_deferred_error, thread_tag, Error, ErrorKind, Result, ThreadTag,
+};
 use crate::graph::{lock_launches, GraphLaunchKey, ScopedLaunches};
-use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory};
+use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory, DeviceMemoryMut};
 use crate::raw::{self, RawStatus, RawStream};
 use crate::stream::{wait_until_idle_on, StreamRef};
 use std::cell::{Cell, RefCell};
@@ -81,7 +83,8 @@ use std::sync::Mutex;
 /// all of that work before returning (also when `f` panics).
 ///
 /// Returns `f`'s value; or `f`'s error; or else the first error met while waiting, or a
-/// deferred error (a callback's panic, an error of a `Drop`).
+/// deferred error (a callback's panic, an error of a `Drop`). When `f` fails or panics, an
+/// error met while waiting is deferred to the next synchronize instead.
 ///
 /// # Errors
 /// As above.
@@ -112,12 +115,21 @@ where
     let outcome = catch_unwind(AssertUnwindSafe(|| f(&scope)));
     let waited = scope.wait_all();
     match outcome {
-        Err(panic) => resume_unwind(panic),
-        Ok(value) => {
-            let value = value?;
+        Err(panic) => {
+            // The panic is what the caller sees; an error of the wait goes to the next
+            // synchronize rather than being dropped.
+            defer_result(waited);
+            resume_unwind(panic)
+        }
+        Ok(Err(e)) => {
+            // As above: `f`'s error is returned, the wait's deferred.
+            defer_result(waited);
+            Err(e)
+        }
+        Ok(Ok(value)) => {
             waited?;
             match take_deferred_error() {
-                Some(e) => Err(e),
+                Some(e) => Err(e.context("scope")),
                 None => Ok(value),
             }
         }
@@ -157,6 +169,9 @@ struct SlotHead {
     drop_closure: unsafe fn(NonNull<SlotHead>),
     /// Frees the allocation (the closure is gone).
     free: unsafe fn(NonNull<SlotHead>),
+    /// The thread that queued the callback (its errors are reported to that thread); written
+    /// once, before CUDA is given the slot.
+    owner: ThreadTag,
 }
 
 /// A [`SlotHead`] and the closure it guards.
@@ -358,7 +373,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         &self,
         stream: impl Into<StreamRef<'env>>,
         src: &'env [T],
-        dst: &mut impl DeviceMemory<T>,
+        dst: &mut impl DeviceMemoryMut<T>,
     ) -> Result<()> {
         const WHAT: &str = "Scope::copy_to_device";
         check_len(dst.len(), src.len(), WHAT)?;
@@ -510,6 +525,7 @@ fn new_slot<F: FnOnce(Result<()>)>(f: F) -> NonNull<Slot<F>> {
             next: Cell::new(None),
             drop_closure: drop_slot_closure::<F>,
             free: free_slot::<F>,
+            owner: thread_tag(),
         },
         closure: ManuallyDrop::new(f),
     });
@@ -582,7 +598,10 @@ unsafe fn run_slot<F: FnOnce(Result<()>)>(user_data: *mut c_void, status: Result
         // moved out once.
         let f = unsafe { ManuallyDrop::take(&mut (*slot.as_ptr()).closure) };
         // Runs (and drops) the closure; the scope does not return before FINISHED.
-        run_guarded(move || f(status));
+        // SAFETY: CUDA's share keeps the slot live; `owner` is never written after the slot
+        // was made.
+        let owner = unsafe { (*head.as_ptr()).owner };
+        run_guarded(owner, move || f(status));
         state.store(FINISHED, Ordering::Release);
     }
     // SAFETY: CUDA's share, not used after this.

@@ -22,12 +22,13 @@
 //!   is the same on every thread but *means the calling thread's stream*: a `StreamRef::per_thread()`
 //!   used on another thread names that thread's stream.
 
-use crate::error::{with_deferred, Result};
+use crate::error::{with_deferred, ErrorKind, Result};
 use crate::event::EventRef;
 use crate::raw::{self, RawStream};
 use std::io::Write;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Flags of a new stream (`cudaStreamCreateWithFlags`).
 ///
@@ -93,6 +94,9 @@ pub struct Stream {
     raw: RawStream,
     id: u64,
     device: i32,
+    /// Shared with the last-use markers of device memory used on this stream, which record on
+    /// it lazily (see [`StreamHold`]).
+    hold: Arc<StreamHold>,
 }
 
 // SAFETY: a stream handle may be used from any host thread (the runtime API is thread-safe).
@@ -130,11 +134,16 @@ impl Stream {
         // SAFETY: as above.
         let raw = unsafe { raw::stream_create_with_priority(flags.bits(), priority) }
             .map_err(|e| e.context("Stream::new"))?;
-        Ok(Stream {
+        Ok(Stream::owning(raw, device))
+    }
+
+    fn owning(raw: RawStream, device: i32) -> Stream {
+        Stream {
             raw,
             id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
             device,
-        })
+            hold: Arc::new(StreamHold::new(raw, device)),
+        }
     }
 
     /// Takes ownership of a raw stream handle.
@@ -150,18 +159,43 @@ impl Stream {
     pub unsafe fn from_raw(raw: RawStream) -> Result<Stream> {
         // SAFETY: the caller's contract.
         let device = unsafe { raw::stream_get_device(raw) }?;
-        Ok(Stream {
-            raw,
-            id: NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed),
-            device,
-        })
+        Ok(Stream::owning(raw, device))
     }
 
-    /// Gives up ownership: returns the handle without destroying it.
+    /// Gives up ownership: returns the handle without destroying it. Device memory whose last
+    /// use was on this stream is ordered after the work queued so far (the stream records one
+    /// event for it, or is waited for if that fails).
     pub fn into_raw(self) -> RawStream {
-        let raw = self.raw;
-        std::mem::forget(self);
-        raw
+        let mut this = std::mem::ManuallyDrop::new(self);
+        this.release_hold();
+        // SAFETY: `this` is never used or dropped again; the hold is moved out once.
+        drop(unsafe { std::ptr::read(&this.hold) });
+        this.raw
+    }
+
+    /// Before the handle stops being ours: if markers hold on to the stream, closes the hold
+    /// (they wait on its final event from now on).
+    fn release_hold(&mut self) {
+        if Arc::strong_count(&self.hold) > 1 {
+            self.hold.close();
+        }
+    }
+
+    /// Before a capture begins on this stream: markers that would record on it wait on an event
+    /// recorded before the capture instead (work queued during a capture becomes a graph, it
+    /// does not run). Returns whether [`end_capture`](Self::end_capture) must be called.
+    pub(crate) fn begin_capture(&mut self) -> bool {
+        if Arc::strong_count(&self.hold) > 1 {
+            self.hold.set_aside(HoldState::Capturing);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// After a capture begun by [`begin_capture`](Self::begin_capture) returning true ended.
+    pub(crate) fn end_capture(&mut self) {
+        self.hold.lock().state = HoldState::Open;
     }
 
     /// The raw handle, for calls this crate does not wrap (a C++ library, a kernel launcher).
@@ -240,6 +274,7 @@ impl Drop for Stream {
         if crate::callback::leak_if_in_callback("Stream::drop") {
             return;
         }
+        self.release_hold();
         // SAFETY: we own the live handle; it is not used after this.
         let result = unsafe { raw::stream_destroy(self.raw) };
         crate::error::defer_result(result.map_err(|e| e.context("Stream::drop")));
@@ -260,6 +295,8 @@ pub struct StreamRef<'a> {
     id: u64,
     /// Device of the stream, or -1 when it must be asked (default and foreign streams).
     device: i32,
+    /// The hold of an owned stream.
+    hold: Option<&'a Arc<StreamHold>>,
     _stream: PhantomData<&'a Stream>,
 }
 
@@ -274,6 +311,7 @@ impl<'a> From<&'a Stream> for StreamRef<'a> {
             raw: stream.raw,
             id: stream.id,
             device: stream.device,
+            hold: Some(&stream.hold),
             _stream: PhantomData,
         }
     }
@@ -293,6 +331,7 @@ impl StreamRef<'static> {
             raw: raw::STREAM_LEGACY,
             id: 0,
             device: -1,
+            hold: None,
             _stream: PhantomData,
         }
     }
@@ -304,6 +343,7 @@ impl StreamRef<'static> {
             raw: raw::STREAM_PER_THREAD,
             id: 0,
             device: -1,
+            hold: None,
             _stream: PhantomData,
         }
     }
@@ -323,6 +363,7 @@ impl<'a> StreamRef<'a> {
             raw,
             id: 0,
             device: -1,
+            hold: None,
             _stream: PhantomData,
         }
     }
@@ -335,6 +376,12 @@ impl<'a> StreamRef<'a> {
     /// A stable identity of an owned stream, or 0 for default and foreign streams.
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The hold of an owned stream (`None` for default and foreign streams).
+    #[inline]
+    pub(crate) fn hold(&self) -> Option<&'a Arc<StreamHold>> {
+        self.hold
     }
 
     /// The device of the stream (`cudaStreamGetDevice` when not known from its creation).
@@ -420,6 +467,128 @@ impl<'a> StreamRef<'a> {
     }
 }
 
+/// What the last-use markers of device memory keep of an owned [`Stream`] they record on
+/// lazily (see [`memory`](crate::memory)): the handle, and whether it may still be recorded on.
+///
+/// A marker records on the stream only when another stream, a host wait or a free needs the
+/// memory, possibly long after the use, so the stream may have been dropped (or be capturing a
+/// graph) by then. The hold tells: while it is [`HoldState::Open`] the marker records on the
+/// handle, under the hold's lock, so that the owner cannot destroy the stream meanwhile; once
+/// the owner has let go ([`HoldState::Closed`]) or is capturing ([`HoldState::Capturing`]), the
+/// marker waits on the hold's own event instead, recorded by the owner at that moment after all
+/// the work queued before it (null when the owner waited for that work instead).
+#[derive(Debug)]
+pub(crate) struct StreamHold {
+    raw: RawStream,
+    device: i32,
+    state: Mutex<Hold>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Hold {
+    pub(crate) state: HoldState,
+    /// Recorded by the owner when the stream was set aside (null: waited for instead).
+    pub(crate) event: raw::RawEvent,
+}
+
+/// See [`StreamHold`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldState {
+    /// Markers record on the handle.
+    Open,
+    /// The owner is capturing a graph on the stream: markers wait on the hold's event.
+    Capturing,
+    /// The owner destroyed the stream or gave up its handle: markers wait on the hold's event.
+    Closed,
+}
+
+// SAFETY: stream and event handles may be used from any thread; the state is behind a mutex.
+unsafe impl Send for StreamHold {}
+// SAFETY: as above.
+unsafe impl Sync for StreamHold {}
+
+impl StreamHold {
+    fn new(raw: RawStream, device: i32) -> StreamHold {
+        StreamHold {
+            raw,
+            device,
+            state: Mutex::new(Hold {
+                state: HoldState::Open,
+                event: std::ptr::null_mut(),
+            }),
+        }
+    }
+
+    /// The stream's handle (valid while the state is `Open`, under the lock).
+    pub(crate) fn raw(&self) -> RawStream {
+        self.raw
+    }
+
+    /// The stream's device.
+    pub(crate) fn device(&self) -> i32 {
+        self.device
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Hold> {
+        // Nothing panics while holding the lock.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The owner lets go of the handle: markers wait on an event recorded now from then on.
+    fn close(&self) {
+        self.set_aside(HoldState::Closed);
+    }
+
+    /// Records the hold's event after the work queued so far (or, if that fails, waits for
+    /// that work) and puts the hold in `state`.
+    fn set_aside(&self, state: HoldState) {
+        let mut hold = self.lock();
+        if hold.event.is_null() {
+            // SAFETY: no preconditions; the event is owned by the hold.
+            match crate::device::with_current(self.device, || unsafe {
+                raw::event_create_with_flags(raw::flags::EVENT_DISABLE_TIMING)
+            }) {
+                Ok(event) => hold.event = event,
+                Err(e) => crate::error::defer(e.context("Stream: marker event")),
+            }
+        }
+        let recorded = if hold.event.is_null() {
+            Err(crate::Error::cuda(
+                raw::status::INVALID_VALUE,
+                "cudaEventRecord",
+            ))
+        } else {
+            // SAFETY: the event and the stream are live and of one device.
+            unsafe { raw::event_record(hold.event, self.raw) }
+        };
+        if recorded.is_err() {
+            // The event says nothing: wait for the stream, so that the markers need not.
+            if let Err(e) = wait_until_idle(self.raw) {
+                crate::error::defer(e.context("Stream: waiting for work on device memory"));
+            }
+            if !hold.event.is_null() {
+                let event = std::mem::replace(&mut hold.event, std::ptr::null_mut());
+                // SAFETY: ours, not recorded by anyone else (we hold the lock); not used again.
+                crate::error::defer_result(unsafe { raw::event_destroy(event) });
+            }
+        }
+        hold.state = state;
+    }
+}
+
+impl Drop for StreamHold {
+    fn drop(&mut self) {
+        let event = self
+            .state
+            .get_mut()
+            .map_or(std::ptr::null_mut(), |h| h.event);
+        if !event.is_null() && !crate::callback::in_callback() {
+            // SAFETY: ours and live; nobody waits on it any more (the last marker let go).
+            crate::error::defer_result(unsafe { raw::event_destroy(event) });
+        }
+    }
+}
+
 /// Waits until everything queued on `stream` so far has finished, or the context is dead.
 ///
 /// Used where soundness depends on the wait (work may still read or write borrowed host memory):
@@ -441,25 +610,71 @@ pub(crate) fn wait_until_idle(stream: RawStream) -> Result<()> {
     poll_until_idle(first, || unsafe { raw::stream_query(stream) })
 }
 
-/// [`wait_until_idle`] with `device` current (the default streams' handles name a stream of the
-/// current device). If the device cannot be made current, the process is aborted unless the
-/// error is sticky (see [`wait_until_idle`] for why).
+/// Whether `stream` is one of the handles that name a stream of the calling thread's current
+/// device (null, `cudaStreamLegacy`, `cudaStreamPerThread`) rather than one stream.
+pub(crate) fn is_default_stream(stream: RawStream) -> bool {
+    stream.is_null() || stream == raw::STREAM_LEGACY || stream == raw::STREAM_PER_THREAD
+}
+
+/// [`wait_until_idle`] for a stream of `device`, never returning before the stream is idle (or
+/// its context dead) because a device could not be made current.
+///
+/// An explicit stream handle names one stream of one device, and `cudaStreamSynchronize` /
+/// `cudaStreamQuery` accept it whatever the current device is: it is waited for directly. The
+/// default streams' handles name a stream of the *current* device, so `device` must be made
+/// current first; a failure to switch says nothing about that stream's work (a sticky error of
+/// the current device does not concern another device), so the switch is retried, sleeping as
+/// [`poll_until_idle`] does, and the process is aborted if it fails for a minute.
+///
+/// Inside a host callback it returns [`ErrorKind::InHostCallback`] at once: CUDA must not be
+/// called there, and nothing that borrows memory can be queued there (every function of this
+/// crate that queues work refuses inside callbacks), so there is nothing to wait for.
 pub(crate) fn wait_until_idle_on(device: i32, stream: RawStream) -> Result<()> {
-    let mut switched = false;
-    let result = crate::device::with_current(device, || {
-        switched = true;
-        wait_until_idle(stream)
-    });
-    match result {
-        Err(e) if !switched && !e.is_sticky() => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "cuda-rt: cannot select device {device} to wait for queued work that borrows \
-                 memory ({e}); aborting rather than letting it outlive the memory"
-            );
-            std::process::abort();
+    if !is_default_stream(stream) {
+        return wait_until_idle(stream);
+    }
+    wait_with_device_current(
+        device,
+        |ordinal, wait| crate::device::with_current(ordinal, wait),
+        || wait_until_idle(stream),
+    )
+}
+
+/// Runs `wait` once with `device` made current through `with_device` (which runs its closure
+/// with the device current, or fails without running it), retrying a failed switch until it
+/// succeeds; see [`wait_until_idle_on`]. Returns what `with_device` returned when `wait` ran.
+fn wait_with_device_current(
+    device: i32,
+    mut with_device: impl FnMut(i32, &mut dyn FnMut() -> Result<()>) -> Result<()>,
+    mut wait: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(10);
+    loop {
+        let mut waited = false;
+        let result = with_device(device, &mut || {
+            waited = true;
+            wait()
+        });
+        if waited {
+            return result;
         }
-        other => other,
+        // The device was not made current: nothing was waited for.
+        if let Err(e) = result {
+            if e.kind() == ErrorKind::InHostCallback {
+                return Err(e);
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "cuda-rt: cannot select device {device} to wait for queued work that borrows \
+                     memory ({e}); aborting rather than letting it outlive the memory"
+                );
+                std::process::abort();
+            }
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(1));
     }
 }
 
@@ -471,6 +686,11 @@ pub(crate) fn poll_until_idle(first: crate::Error, query: impl Fn() -> Result<bo
         match query() {
             Ok(true) => return Err(first),
             Err(e) if e.is_sticky() => return Err(first),
+            // Inside a host callback: CUDA must not be called, and nothing that borrows memory
+            // can have been queued there (every function of this crate that queues work
+            // refuses), so there is nothing to wait for; waiting for the callback's own stream
+            // would never end anyway.
+            Err(e) if e.kind() == ErrorKind::InHostCallback => return Err(first),
             Ok(false) => {}
             Err(_) if started.elapsed() > std::time::Duration::from_secs(60) => {
                 let _ = writeln!(
@@ -499,6 +719,66 @@ mod tests {
         assert!(!StreamFlags::BLOCKING.is_non_blocking());
         assert_eq!(StreamFlags::from_bits(1), Some(StreamFlags::NON_BLOCKING));
         assert_eq!(StreamFlags::from_bits(8), None);
+    }
+
+    #[test]
+    fn a_failed_device_switch_is_retried_never_taken_for_idle() {
+        use crate::Error;
+        let mut switches = 0;
+        let mut waits = 0;
+        let result = wait_with_device_current(
+            3,
+            |device, wait| {
+                assert_eq!(device, 3);
+                switches += 1;
+                match switches {
+                    // A sticky error of the current device, then a recoverable one: neither says
+                    // anything about device 3's stream.
+                    1 => Err(Error::cuda(raw::status::ILLEGAL_ADDRESS, "cudaGetDevice")),
+                    2 => Err(Error::cuda(raw::status::INVALID_VALUE, "cudaSetDevice")),
+                    _ => wait(),
+                }
+            },
+            || {
+                waits += 1;
+                Ok(())
+            },
+        );
+        assert_eq!(result, Ok(()));
+        assert_eq!((switches, waits), (3, 1));
+
+        // The wait's own error is returned, once it ran.
+        let failed = wait_with_device_current(
+            0,
+            |_, wait| wait(),
+            || {
+                Err(Error::cuda(
+                    raw::status::LAUNCH_FAILURE,
+                    "cudaStreamSynchronize",
+                ))
+            },
+        );
+        assert_eq!(failed.unwrap_err().call(), "cudaStreamSynchronize");
+    }
+
+    #[test]
+    fn waits_inside_a_callback_return_at_once() {
+        let mut results = Vec::new();
+        crate::callback::run_guarded(crate::error::thread_tag(), || {
+            results.push(wait_until_idle_on(0, raw::STREAM_LEGACY));
+            results.push(wait_until_idle(raw::STREAM_PER_THREAD));
+        });
+        for result in results {
+            assert_eq!(result.unwrap_err().kind(), ErrorKind::InHostCallback);
+        }
+    }
+
+    #[test]
+    fn only_the_default_handles_need_a_current_device() {
+        assert!(is_default_stream(std::ptr::null_mut()));
+        assert!(is_default_stream(raw::STREAM_LEGACY));
+        assert!(is_default_stream(raw::STREAM_PER_THREAD));
+        assert!(!is_default_stream(0x1000 as RawStream));
     }
 
     #[test]

@@ -17,7 +17,9 @@ mod common;
 
 use common::child::{child_arg, is_child, run_child_with};
 use common::mylib::{object_of, rust_link_mode, status_name, CppHandles, Mylib, Variant};
-use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceSlice, Error, Event, LaunchConfig, Stream};
+use cuda_rt::{
+    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceSlice, Error, Event, LaunchConfig, Stream,
+};
 use cuda_rt::{Dim3, EventRef, StreamFlags, StreamRef};
 use cuda_rt_sys::{self as sys, cudaError_t};
 use std::ffi::{c_int, c_void};

@@ -14,7 +14,9 @@ use common::mylib::{
     mylib_fault_illegal_address, mylib_histogram_u8, mylib_inclusive_scan_u32, mylib_saxpy,
     CppHandles, Mylib,
 };
-use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceSlice, Error, Event, Stream, StreamFlags};
+use cuda_rt::{
+    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceSlice, Error, Event, Stream, StreamFlags,
+};
 use cuda_rt::{EventRef, StreamRef};
 use cuda_rt_sys::{self as sys, cudaError_t};
 use proptest::collection::vec;

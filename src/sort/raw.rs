@@ -51,6 +51,33 @@ pub fn sort_tile_len<K: SortKey>(value_bytes: usize) -> Result<usize, SortError>
     Ok(layout(1, K::FORMAT, value_bytes, Strategy::default())?.sort_tile as usize)
 }
 
+/// Refuses a sort inside a host callback queued through cuda-rt, where CUDA must not be called
+/// ([`cuda_rt::in_host_callback`]): the sort's C launchers call CUDA directly, not through
+/// cuda-rt's raw layer, which refuses by itself.
+pub(crate) fn refuse_in_host_callback(what: &'static str) -> Result<(), SortError> {
+    if cuda_rt::in_host_callback() {
+        return Err(SortError::Runtime(cuda_rt::Error::new(
+            cuda_rt::ErrorKind::InHostCallback,
+            what,
+        )));
+    }
+    Ok(())
+}
+
+/// Inside a host callback queued through cuda-rt, where CUDA must not be called: reports that
+/// `what` is leaked ([`cuda_rt::ErrorKind::LeakedInCallback`], deferred to cuda-rt's next
+/// synchronize) and returns true; the caller then leaks instead of freeing or waiting.
+pub(crate) fn leak_if_in_host_callback(what: &'static str) -> bool {
+    let inside = cuda_rt::in_host_callback();
+    if inside {
+        cuda_rt::defer_error(cuda_rt::Error::new(
+            cuda_rt::ErrorKind::LeakedInCallback,
+            what,
+        ));
+    }
+    inside
+}
+
 /// One device allocation (`cudaMalloc` / `cudaFree`), grown on demand, never shrunk.
 pub(crate) struct DeviceScratch {
     pub(crate) ptr: *mut c_void,
@@ -60,8 +87,13 @@ pub(crate) struct DeviceScratch {
 impl Drop for DeviceScratch {
     /// `cudaFree`. Owners free explicitly once no queued work uses the memory (this drop then
     /// finds nothing left); a failure is deferred to the next synchronize of cuda-rt
-    /// ([`cuda_rt::defer_error`]).
+    /// ([`cuda_rt::defer_error`]). Inside a host callback the allocation is leaked instead
+    /// (and [`cuda_rt::ErrorKind::LeakedInCallback`] deferred).
     fn drop(&mut self) {
+        if !self.ptr.is_null() && leak_if_in_host_callback("sort scratch: drop") {
+            self.leak();
+            return;
+        }
         // SAFETY: the owners (RawWorkspace, Staging) hold no queued work on the allocation
         // when they drop it: every sort is waited for, or the allocation is leaked instead.
         if let Err(e) = unsafe { self.release() } {
@@ -223,6 +255,7 @@ impl RawWorkspace {
         strategy: Strategy,
         stream: RawStream,
     ) -> Result<SortLayout, SortError> {
+        refuse_in_host_callback("RawWorkspace::enqueue")?;
         let n = buffers.n;
         let value_bytes = buffers.value_bytes;
         let layout = layout(n, buffers.key, value_bytes, strategy)?;
@@ -337,6 +370,7 @@ impl RawWorkspace {
         strategy: Strategy,
         stream: RawStream,
     ) -> Result<Vec<f32>, SortError> {
+        refuse_in_host_callback("RawWorkspace::stage_times")?;
         let layout = layout(buffers.n, buffers.key, buffers.value_bytes, strategy)?;
         // SAFETY: drain the stream before a reallocation, as in enqueue.
         unsafe {
@@ -438,6 +472,20 @@ impl RawWorkspace {
         SortError::from_status_word(unsafe { ptr::read_volatile(self.status_host) })
     }
 
+    /// Forgets every allocation without freeing it: a leak, for memory that queued work may
+    /// still use, or that cannot be freed here (inside a host callback).
+    fn leak_all(&mut self) {
+        for scratch in [
+            &mut self.keys_scratch,
+            &mut self.values_scratch,
+            &mut self.cuts,
+            &mut self.status,
+        ] {
+            scratch.leak();
+        }
+        self.status_host = ptr::null_mut();
+    }
+
     /// Frees everything now, reporting the first failure (`cudaFree`, `cudaFreeHost`).
     ///
     /// # Errors
@@ -486,21 +534,23 @@ impl Drop for RawWorkspace {
     /// Waits for a sort that was enqueued and never finished (`cudaDeviceSynchronize`), then
     /// frees the allocations. Nothing here can be returned: failures are deferred to cuda-rt's
     /// next synchronize ([`cuda_rt::defer_error`]); call [`close`](RawWorkspace::close) to see
-    /// them directly. When the wait fails the memory is leaked: it may still be in use.
+    /// them directly. When the wait fails the memory is leaked: it may still be in use. Inside a
+    /// host callback (where CUDA must not be called) it neither waits nor frees: everything is
+    /// leaked and [`cuda_rt::ErrorKind::LeakedInCallback`] deferred.
     fn drop(&mut self) {
+        if self.device_bytes() > 0 || !self.status_host.is_null() {
+            if leak_if_in_host_callback("sort workspace: drop") {
+                self.leak_all();
+                return;
+            }
+        } else if self.in_flight && cuda_rt::in_host_callback() {
+            return; // nothing to free, and no wait may happen here
+        }
         if self.in_flight {
             // SAFETY: no arguments; waits for all work of the current device.
             if let Err(e) = unsafe { cuda::device_synchronize() } {
                 cuda_rt::defer_error(e.context("sort workspace: drop while a sort was queued"));
-                for scratch in [
-                    &mut self.keys_scratch,
-                    &mut self.values_scratch,
-                    &mut self.cuts,
-                    &mut self.status,
-                ] {
-                    scratch.leak();
-                }
-                self.status_host = ptr::null_mut();
+                self.leak_all();
                 return;
             }
         }

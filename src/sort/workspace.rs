@@ -3,7 +3,7 @@
 use super::raw::{RawSortBuffers, RawWorkspace};
 use super::{Order, SortError, SortKey, Strategy};
 use cuda_rt::raw::{self as cuda, flags, RawEvent, RawStream};
-use cuda_rt::{DeviceCopy, DeviceMemory, StreamRef};
+use cuda_rt::{DeviceCopy, DeviceMemoryMut, StreamRef};
 use std::ffi::c_void;
 use std::ptr;
 
@@ -34,7 +34,7 @@ const fn value_bytes<V>() -> usize {
 ///
 /// # Examples
 /// ```no_run
-/// use cuda_rt::{DeviceBuffer, DeviceMemory, Stream};
+/// use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, Stream};
 /// use cuda_rt_kernels::sort::{Order, SortWorkspace};
 ///
 /// let stream = Stream::new()?;
@@ -46,6 +46,11 @@ const fn value_bytes<V>() -> usize {
 /// assert!(sorted[4].is_nan());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Host callbacks
+/// Sorting inside a host callback queued through cuda-rt (where CUDA must not be called) is
+/// refused with [`cuda_rt::ErrorKind::InHostCallback`]; a workspace dropped there leaks its
+/// memory and reports [`cuda_rt::ErrorKind::LeakedInCallback`] to cuda-rt's next synchronize.
 ///
 /// # Thread safety
 /// `Send`, not `Sync`: a sort borrows the workspace mutably.
@@ -100,7 +105,7 @@ impl SortWorkspace {
     ///
     /// One host launch (`cuda_rt_kernels_sort`); the tile sort's grid launches the merge passes
     /// from the device. Ordered after earlier work on `keys` (on any stream) through
-    /// [`DeviceMemory::enqueue_mut`]; then the status word is copied back
+    /// [`DeviceMemoryMut::enqueue_mut`]; then the status word is copied back
     /// (`cudaMemcpyAsync`) and `stream` synchronized (`cudaStreamSynchronize`). `stream` is
     /// anything cuda-rt's copies take: `&Stream`, [`StreamRef::legacy`],
     /// [`StreamRef::per_thread`], or a borrowed foreign stream ([`StreamRef::from_raw`]).
@@ -112,13 +117,15 @@ impl SortWorkspace {
     /// [`SortError::Runtime`] for errors of ordering `keys`; [`SortError::Cuda`] for host-side
     /// CUDA failures (allocation, launch, synchronization, including earlier work on the
     /// stream); [`SortError::DeviceLaunch`], [`SortError::Incomplete`] when the device-side chain
-    /// broke (the keys are then not sorted).
+    /// broke (the keys are then not sorted); [`SortError::Runtime`] with
+    /// [`cuda_rt::ErrorKind::InHostCallback`] inside a host callback (nothing is queued).
     pub fn sort<'s, K: SortKey + DeviceCopy>(
         &mut self,
         stream: impl Into<StreamRef<'s>>,
-        keys: &mut impl DeviceMemory<K>,
+        keys: &mut impl DeviceMemoryMut<K>,
         order: Order,
     ) -> Result<(), SortError> {
+        super::raw::refuse_in_host_callback("SortWorkspace::sort")?;
         let stream = stream.into();
         let n = keys.len();
         let strategy = self.strategy;
@@ -185,11 +192,12 @@ impl SortWorkspace {
     pub fn sort_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
         &mut self,
         stream: impl Into<StreamRef<'s>>,
-        keys: &mut impl DeviceMemory<K>,
-        values: &mut impl DeviceMemory<V>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        values: &mut impl DeviceMemoryMut<V>,
         order: Order,
     ) -> Result<(), SortError> {
         let bytes = const { value_bytes::<V>() };
+        super::raw::refuse_in_host_callback("SortWorkspace::sort_pairs")?;
         let stream = stream.into();
         let n = keys.len();
         if values.len() != n {
@@ -246,6 +254,7 @@ impl SortWorkspace {
         order: Order,
     ) -> Result<(), SortError> {
         let bytes = size_of_val(keys);
+        super::raw::refuse_in_host_callback("SortWorkspace::sort_slice")?;
         if keys.is_empty() {
             return Ok(());
         }
@@ -420,8 +429,19 @@ impl Staging {
 impl Drop for Staging {
     /// Frees the staging (`cudaFreeHost`, `cudaEventDestroy`; the device part frees itself).
     /// Every sort waited for its copies, so nothing queued uses them. Failures are deferred to
-    /// cuda-rt's next synchronize ([`cuda_rt::defer_error`]).
+    /// cuda-rt's next synchronize ([`cuda_rt::defer_error`]). Inside a host callback, where CUDA
+    /// must not be called, everything is leaked instead and
+    /// [`cuda_rt::ErrorKind::LeakedInCallback`] deferred.
     fn drop(&mut self) {
+        let holds_any =
+            !self.host.is_null() || !self.events.is_empty() || !self.device.ptr.is_null();
+        if holds_any && super::raw::leak_if_in_host_callback("sort staging: drop") {
+            self.host = ptr::null_mut();
+            self.host_bytes = 0;
+            self.events.clear();
+            self.device.leak();
+            return;
+        }
         if !self.host.is_null() {
             // SAFETY: from cudaMallocHost, freed once; no queued work uses it.
             if let Err(e) = unsafe { cuda::free_host(self.host.cast()) } {
@@ -444,7 +464,7 @@ impl Drop for Staging {
 /// As for [`SortWorkspace::sort`].
 pub fn sort<'s, K: SortKey + DeviceCopy>(
     stream: impl Into<StreamRef<'s>>,
-    keys: &mut impl DeviceMemory<K>,
+    keys: &mut impl DeviceMemoryMut<K>,
     order: Order,
 ) -> Result<(), SortError> {
     SortWorkspace::new().sort(stream, keys, order)
@@ -457,8 +477,8 @@ pub fn sort<'s, K: SortKey + DeviceCopy>(
 /// As for [`SortWorkspace::sort_pairs`].
 pub fn sort_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
     stream: impl Into<StreamRef<'s>>,
-    keys: &mut impl DeviceMemory<K>,
-    values: &mut impl DeviceMemory<V>,
+    keys: &mut impl DeviceMemoryMut<K>,
+    values: &mut impl DeviceMemoryMut<V>,
     order: Order,
 ) -> Result<(), SortError> {
     SortWorkspace::new().sort_pairs(stream, keys, values, order)

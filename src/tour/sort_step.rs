@@ -11,7 +11,7 @@ use super::random::SplitMix64;
 use super::report::SortReport;
 use crate::sort::raw::{RawSortBuffers, RawWorkspace};
 use crate::sort::{Driver, Order, SortError, Strategy};
-use cuda_rt::{DeviceBuffer, DeviceMemory, Event, Stream, StreamFlags};
+use cuda_rt::{DeviceBuffer, DeviceMemoryMut, Event, Stream, StreamFlags};
 
 /// Why step 4 failed.
 #[derive(Debug)]

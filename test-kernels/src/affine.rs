@@ -1,17 +1,17 @@
 //! `data[i] = data[i] * a + b` (wrapping) in place on a device buffer (`kernels/affine.cu`),
 //! and its CPU reference: the simple kernel of the reliability tests and the soak.
 
-use cuda_rt::{DeviceMemory, Error, Result, StreamRef};
+use cuda_rt::{DeviceMemoryMut, Error, Result, StreamRef};
 
 /// Queues `data[i] = data[i] * a + b` (wrapping, `u32`) on `stream` through the buffer's
-/// [`DeviceMemory::enqueue_mut`], so that the kernel is ordered after earlier work on the buffer
+/// [`DeviceMemoryMut::enqueue_mut`], so that the kernel is ordered after earlier work on the buffer
 /// and later users of the buffer wait for it. Wraps `cuda_rt_affine_u32`
 /// (`cudaLaunchKernel`); nothing is queued for an empty buffer.
 ///
 /// # Errors
 /// The launch status (e.g. `cudaErrorInvalidResourceHandle` for a dead stream) and the errors
 /// of `enqueue_mut` (ordering the buffer on `stream`).
-pub fn affine_u32<'s, D: DeviceMemory<u32> + ?Sized>(
+pub fn affine_u32<'s, D: DeviceMemoryMut<u32> + ?Sized>(
     data: &mut D,
     stream: impl Into<StreamRef<'s>>,
     a: u32,

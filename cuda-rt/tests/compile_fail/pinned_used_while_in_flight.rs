@@ -1,5 +1,5 @@
 // A pinned buffer moved into an asynchronous copy cannot be touched until it is handed back.
-use cuda_rt::{DeviceBuffer, DeviceMemory, PinnedBuffer, Stream};
+use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, PinnedBuffer, Stream};
 
 fn main() -> cuda_rt::Result<()> {
     let stream = Stream::new()?;

@@ -9,7 +9,7 @@
 //!
 //! A teaching example, not a fast sort: each partition is one GPU thread.
 
-use cuda_rt::{DeviceMemory, StreamRef};
+use cuda_rt::{DeviceMemoryMut, StreamRef};
 
 mod ffi {
     use cuda_rt_sys::{cudaError_t, cudaStream_t};
@@ -31,7 +31,7 @@ mod ffi {
 /// The host launch's error (`cuda_rt::raw::check`), or an error of ordering `keys`.
 pub fn quicksort<'s>(
     stream: impl Into<StreamRef<'s>>,
-    keys: &mut impl DeviceMemory<u32>,
+    keys: &mut impl DeviceMemoryMut<u32>,
 ) -> cuda_rt::Result<()> {
     let stream = stream.into();
     let n = keys.len();

@@ -1,0 +1,825 @@
+//! Last-use tracking of device memory, per byte range and per stream (see the
+//! [memory module docs](crate::memory) for the rules and the proof).
+
+use crate::device::with_current;
+use crate::error::{defer, defer_result, Error, ErrorKind, Result};
+use crate::raw::{self, RawEvent, RawStream};
+use crate::stream::{HoldState, StreamHold, StreamRef};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// How a use touches the memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Reads only: ordered after earlier writes of the range.
+    Read,
+    /// Writes (and may read): ordered after every earlier use of the range.
+    Write,
+    /// A read by a copy between devices (`cudaMemcpyPeerAsync`): the stream may be of the other
+    /// device.
+    PeerRead,
+    /// A write by a copy between devices.
+    PeerWrite,
+}
+
+impl Access {
+    fn writes(self) -> bool {
+        matches!(self, Access::Write | Access::PeerWrite)
+    }
+
+    fn across_devices(self) -> bool {
+        matches!(self, Access::PeerRead | Access::PeerWrite)
+    }
+}
+
+/// A range of bytes of the tracked memory, `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+impl Span {
+    fn overlaps(self, other: Span) -> bool {
+        self.start < other.end && other.start < self.end && !self.is_empty() && !other.is_empty()
+    }
+
+    fn contains(self, other: Span) -> bool {
+        self.start <= other.start && other.end <= self.end
+    }
+
+    fn is_empty(self) -> bool {
+        self.start >= self.end
+    }
+}
+
+/// The last-use markers of a piece of device memory (an allocation, or a foreign slice).
+#[derive(Debug)]
+pub struct Tracker {
+    state: Mutex<State>,
+}
+
+// SAFETY: the event and stream handles inside may be used from any thread; the state is behind
+// a mutex (or reached through `&mut`).
+unsafe impl Send for Tracker {}
+// SAFETY: as above.
+unsafe impl Sync for Tracker {}
+
+/// One range and the marker of its last use on one stream.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    span: Span,
+    marker: usize,
+    write: bool,
+}
+
+#[derive(Debug)]
+enum Stream {
+    /// An owned stream, recorded on lazily (kept reachable through its hold).
+    Lazy { id: u64, hold: Arc<StreamHold> },
+    /// A default or foreign stream, recorded on right after each use: its handle may name
+    /// another stream later (the per-thread default stream on another thread, a foreign handle
+    /// destroyed and reused), so it is never recorded on afterwards.
+    Eager { key: EagerKey },
+}
+
+/// What names a default or foreign stream at the time of a use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EagerKey {
+    raw: usize,
+    device: i32,
+    /// The thread, for the per-thread default stream (0 otherwise).
+    thread: u64,
+}
+
+#[derive(Debug)]
+struct Marker {
+    stream: Stream,
+    /// Recorded after the uses (null until first needed).
+    event: RawEvent,
+    event_device: i32,
+    /// Lazy markers: uses were queued since the event was last recorded.
+    dirty: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    entries: Vec<Entry>,
+    markers: Vec<Option<Marker>>,
+    /// A use was queued but its marker could not be recorded after it: waits fall back to
+    /// synchronizing the devices in `devices`.
+    poisoned: bool,
+    /// Devices of streams that used the memory (bit per ordinal < 64).
+    devices: u64,
+}
+
+/// How many markers a tracker keeps before it drops those no range refers to.
+const MARKERS_KEPT: usize = 8;
+/// How many ranges a tracker keeps before it merges the reads of each stream into one range.
+const ENTRIES_KEPT: usize = 64;
+
+fn device_bit(device: i32) -> u64 {
+    if (0..64).contains(&device) {
+        1 << device
+    } else {
+        0
+    }
+}
+
+thread_local! {
+    static THREAD_TAG: Cell<u64> = const { Cell::new(0) };
+}
+static NEXT_THREAD_TAG: AtomicU64 = AtomicU64::new(1);
+
+/// A number naming the calling thread (never reused).
+fn thread_tag() -> u64 {
+    THREAD_TAG
+        .try_with(|tag| {
+            if tag.get() == 0 {
+                tag.set(NEXT_THREAD_TAG.fetch_add(1, Ordering::Relaxed));
+            }
+            tag.get()
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// Peer access enabled through [`Device::enable_peer_access`](crate::Device::enable_peer_access):
+/// bit `peer` of entry `device` says that kernels on `device` may use `peer`'s memory.
+static PEER_ENABLED: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
+/// Notes that `device` may access `peer`'s memory from now on.
+pub(crate) fn note_peer_access(device: i32, peer: i32) {
+    if let Ok(index) = usize::try_from(device) {
+        if let Some(word) = PEER_ENABLED.get(index) {
+            word.fetch_or(device_bit(peer), Ordering::Relaxed);
+        }
+    }
+}
+
+fn peer_enabled(device: i32, peer: i32) -> bool {
+    usize::try_from(device)
+        .ok()
+        .and_then(|i| PEER_ENABLED.get(i))
+        .is_some_and(|word| word.load(Ordering::Relaxed) & device_bit(peer) != 0)
+}
+
+/// Whether work on a stream of `stream_device` may use memory of `memory_device` in this way.
+pub(crate) fn device_allowed(access: Access, memory_device: i32, stream_device: i32) -> bool {
+    memory_device == stream_device
+        || access.across_devices()
+        || peer_enabled(stream_device, memory_device)
+}
+
+/// What [`State::begin`] decided, for [`State::finish`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Begun {
+    marker: usize,
+    eager: bool,
+}
+
+impl Tracker {
+    pub(crate) fn new() -> Tracker {
+        Tracker {
+            state: Mutex::new(State {
+                entries: Vec::new(),
+                markers: Vec::new(),
+                poisoned: false,
+                devices: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No user code runs under the lock and nothing in it panics; a poisoned lock still
+        // holds consistent data.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a use of `span` (memory of `memory_device`) on `stream` from a shared borrow:
+    /// orders it after the earlier uses it must follow, runs `enqueue` (which queues the work on
+    /// the raw stream it is given) without holding any lock, and marks the span after it, also
+    /// if `enqueue` fails or panics.
+    pub(crate) fn use_on<R>(
+        &self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        stream: StreamRef<'_>,
+        enqueue: impl FnOnce(RawStream) -> Result<R>,
+    ) -> Result<R> {
+        let begun = self.lock().begin(span, access, memory_device, stream)?;
+        let mut finish = Finish {
+            tracker: Some(self),
+            exclusive: None,
+            begun,
+            stream,
+            done: false,
+        };
+        let result = enqueue(stream.as_raw());
+        let finished = finish.run();
+        keep_first(result, finished)
+    }
+
+    /// [`use_on`](Self::use_on) for the owner of the whole memory, borrowed exclusively: no
+    /// lock.
+    #[inline]
+    pub(crate) fn use_on_exclusive<R>(
+        &mut self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        stream: StreamRef<'_>,
+        enqueue: impl FnOnce(RawStream) -> Result<R>,
+    ) -> Result<R> {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let begun = state.begin(span, access, memory_device, stream)?;
+        let mut finish = Finish {
+            tracker: None,
+            exclusive: Some(state),
+            begun,
+            stream,
+            done: false,
+        };
+        let result = enqueue(stream.as_raw());
+        let finished = finish.run();
+        keep_first(result, finished)
+    }
+
+    /// Blocks the host until every use of `span` queued so far has finished.
+    pub(crate) fn wait_host(&self, span: Span) -> Result<()> {
+        refuse_in_callback("DeviceMemory::synchronize")?;
+        let mut state = self.lock();
+        state.settle_poison()?;
+        let mut first = Ok(());
+        for index in state.markers_touching(span, true) {
+            match state.flush(index) {
+                Ok(Some(event)) => {
+                    if let Err(e) = wait_event(event) {
+                        if first.is_ok() {
+                            first = Err(e);
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    // The marker cannot be recorded: wait for whole devices instead.
+                    state.poisoned = true;
+                    return state.settle_poison();
+                }
+            }
+        }
+        first
+    }
+
+    /// Whether every use of `span` queued so far has finished, without blocking.
+    pub(crate) fn is_idle(&self, span: Span) -> Result<bool> {
+        refuse_in_callback("DeviceMemory::is_idle")?;
+        let mut state = self.lock();
+        if state.poisoned {
+            return Ok(false);
+        }
+        for index in state.markers_touching(span, true) {
+            if let Some(event) = state.flush(index)? {
+                // SAFETY: a live event of the marker or of a live hold.
+                if !unsafe { raw::event_query(event) }? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Destroys the markers' events (after every use has been waited for or queued behind).
+    pub(crate) fn destroy(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        state.entries.clear();
+        for marker in state.markers.drain(..).flatten() {
+            marker.destroy();
+        }
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        // Inside a host callback CUDA must not be called: the events are leaked (the owner of
+        // the memory has reported the leak already).
+        if !crate::callback::in_callback() {
+            self.destroy();
+        }
+    }
+}
+
+/// `Err` when called from a host callback, where CUDA must not be called.
+#[inline]
+pub(crate) fn refuse_in_callback(what: &'static str) -> Result<()> {
+    if crate::callback::in_callback() {
+        Err(Error::new(ErrorKind::InHostCallback, what))
+    } else {
+        Ok(())
+    }
+}
+
+/// The result of the work, or else the error of marking after it; an error of marking after
+/// work that failed too is deferred, not dropped.
+fn keep_first<R>(result: Result<R>, finished: Result<()>) -> Result<R> {
+    match (result, finished) {
+        (Ok(value), Ok(())) => Ok(value),
+        (Ok(_), Err(e)) => Err(e),
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(second)) => {
+            defer(second.context("marking device memory after a failed use"));
+            Err(e)
+        }
+    }
+}
+
+/// `cudaEventSynchronize`, polling after a recoverable error.
+fn wait_event(event: RawEvent) -> Result<()> {
+    // SAFETY: callers pass live events.
+    match unsafe { raw::event_synchronize(event) } {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_sticky() => Err(e),
+        // SAFETY: as above.
+        Err(e) => crate::stream::poll_until_idle(e, || unsafe { raw::event_query(event) }),
+    }
+}
+
+/// Finishes a begun use on every path out of `use_on` (also unwinding).
+struct Finish<'t, 's, 'e> {
+    tracker: Option<&'t Tracker>,
+    exclusive: Option<&'e mut State>,
+    begun: Begun,
+    stream: StreamRef<'s>,
+    done: bool,
+}
+
+impl Finish<'_, '_, '_> {
+    fn run(&mut self) -> Result<()> {
+        self.done = true;
+        match (&mut self.exclusive, self.tracker) {
+            (Some(state), _) => state.finish(self.begun, self.stream),
+            (None, Some(tracker)) => tracker.lock().finish(self.begun, self.stream),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+impl Drop for Finish<'_, '_, '_> {
+    fn drop(&mut self) {
+        if !self.done {
+            defer_result(self.run());
+        }
+    }
+}
+
+impl Marker {
+    fn destroy(self) {
+        if !self.event.is_null() {
+            // SAFETY: ours and live; waits already queued on it stay valid after destroy.
+            defer_result(unsafe { raw::event_destroy(self.event) });
+        }
+    }
+
+    fn is_stream(&self, id: u64) -> bool {
+        matches!(self.stream, Stream::Lazy { id: own, .. } if own == id)
+    }
+
+    /// Makes sure the marker's event exists, on `device`.
+    fn ensure_event(&mut self, device: i32) -> Result<()> {
+        if !self.event.is_null() && self.event_device == device {
+            return Ok(());
+        }
+        // SAFETY: no preconditions; the new event is owned by the marker.
+        let fresh = with_current(device, || unsafe {
+            raw::event_create_with_flags(raw::flags::EVENT_DISABLE_TIMING)
+        })?;
+        let old = std::mem::replace(&mut self.event, fresh);
+        self.event_device = device;
+        if !old.is_null() {
+            // SAFETY: ours and live; waits already queued on it stay valid after destroy.
+            defer_result(unsafe { raw::event_destroy(old) });
+        }
+        Ok(())
+    }
+}
+
+impl State {
+    /// The first half of a use: checks, waits for what the use must follow, and records the
+    /// span as used on `stream`.
+    #[inline]
+    fn begin(
+        &mut self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        stream: StreamRef<'_>,
+    ) -> Result<Begun> {
+        refuse_in_callback("device memory")?;
+        let device = stream.device_ordinal()?;
+        if !device_allowed(access, memory_device, device) {
+            return Err(Error::new(
+                ErrorKind::WrongDevice {
+                    memory: memory_device,
+                    stream: device,
+                },
+                "device memory",
+            ));
+        }
+        if self.poisoned {
+            self.settle_poison()?;
+        }
+        if span.is_empty() {
+            // Nothing to order or to mark.
+            return Ok(Begun {
+                marker: usize::MAX,
+                eager: false,
+            });
+        }
+        // The fast path: the last use of the whole span was on this owned stream.
+        if let [entry] = self.entries.as_mut_slice() {
+            if entry.span.contains(span) {
+                if let Some(Some(marker)) = self.markers.get(entry.marker) {
+                    if stream.id() != 0 && marker.is_stream(stream.id()) {
+                        entry.write |= access.writes();
+                        return Ok(Begun {
+                            marker: entry.marker,
+                            eager: false,
+                        });
+                    }
+                }
+            }
+        }
+        self.begin_slow(span, access, device, stream)
+    }
+
+    #[inline(never)]
+    fn begin_slow(
+        &mut self,
+        span: Span,
+        access: Access,
+        device: i32,
+        stream: StreamRef<'_>,
+    ) -> Result<Begun> {
+        let (marker, eager) = self.marker_for(stream, device);
+        // Wait for the uses this one must follow (for an eager stream, also its own previous
+        // record, which this use re-records: the new record then covers the old one's uses).
+        let mut waits = self.markers_touching(span, access.writes());
+        if eager && !waits.contains(&marker) {
+            if let Some(Some(m)) = self.markers.get(marker) {
+                if !m.event.is_null() {
+                    waits.push(marker);
+                }
+            }
+        }
+        for index in waits {
+            if !eager && index == marker {
+                continue; // this stream's own earlier uses are ordered by the stream
+            }
+            if let Some(event) = self.flush(index)? {
+                // SAFETY: the stream is live for its lifetime; the event is live (the marker's,
+                // or that of a hold the marker keeps).
+                unsafe { raw::stream_wait_event(stream.as_raw(), event) }?;
+            }
+        }
+        self.devices |= device_bit(device);
+        self.note(span, marker, access.writes());
+        Ok(Begun { marker, eager })
+    }
+
+    /// The second half of a use, after the work was queued.
+    #[inline]
+    fn finish(&mut self, begun: Begun, stream: StreamRef<'_>) -> Result<()> {
+        // (An empty span has no marker; a non-empty one keeps its marker referenced by its range
+        // until this runs: only a write of an overlapping range removes ranges, and none can run
+        // meanwhile, as the span is borrowed.)
+        let Some(Some(marker)) = self.markers.get_mut(begun.marker) else {
+            return Ok(());
+        };
+        if !begun.eager {
+            marker.dirty = true;
+            return Ok(());
+        }
+        let recorded = stream
+            .device_ordinal()
+            .and_then(|device| marker.ensure_event(device))
+            // SAFETY: the event is live and of the stream's device; the stream is live.
+            .and_then(|()| unsafe { raw::event_record(marker.event, stream.as_raw()) });
+        if recorded.is_err() {
+            self.poisoned = true;
+        }
+        recorded
+    }
+
+    /// The marker of `stream`, made if needed; whether it is eager.
+    fn marker_for(&mut self, stream: StreamRef<'_>, device: i32) -> (usize, bool) {
+        let wanted = match stream.hold() {
+            Some(hold) if stream.id() != 0 => Stream::Lazy {
+                id: stream.id(),
+                hold: Arc::clone(hold),
+            },
+            _ => {
+                let raw = stream.as_raw();
+                let raw = if raw.is_null() {
+                    raw::STREAM_LEGACY
+                } else {
+                    raw
+                };
+                Stream::Eager {
+                    key: EagerKey {
+                        raw: raw as usize,
+                        device,
+                        thread: if raw == raw::STREAM_PER_THREAD {
+                            thread_tag()
+                        } else {
+                            0
+                        },
+                    },
+                }
+            }
+        };
+        let eager = matches!(wanted, Stream::Eager { .. });
+        let found = self.markers.iter().position(|m| match (m, &wanted) {
+            (Some(m), Stream::Lazy { id, .. }) => m.is_stream(*id),
+            (
+                Some(Marker {
+                    stream: Stream::Eager { key },
+                    ..
+                }),
+                Stream::Eager { key: want },
+            ) => key == want,
+            _ => false,
+        });
+        if let Some(index) = found {
+            return (index, eager);
+        }
+        self.collect_markers();
+        let marker = Marker {
+            stream: wanted,
+            event: std::ptr::null_mut(),
+            event_device: -1,
+            dirty: false,
+        };
+        match self.markers.iter().position(Option::is_none) {
+            Some(free) => {
+                self.markers[free] = Some(marker);
+                (free, eager)
+            }
+            None => {
+                self.markers.push(Some(marker));
+                (self.markers.len() - 1, eager)
+            }
+        }
+    }
+
+    /// Drops the markers no range refers to, once there are many.
+    fn collect_markers(&mut self) {
+        if self.markers.iter().flatten().count() < MARKERS_KEPT {
+            return;
+        }
+        for (index, slot) in self.markers.iter_mut().enumerate() {
+            if slot.is_some() && !self.entries.iter().any(|e| e.marker == index) {
+                if let Some(marker) = slot.take() {
+                    marker.destroy();
+                }
+            }
+        }
+    }
+
+    /// The markers of the ranges overlapping `span` that a use must follow: all of them for a
+    /// write, those of writes for a read.
+    fn markers_touching(&self, span: Span, all: bool) -> Vec<usize> {
+        let mut found = Vec::new();
+        for entry in &self.entries {
+            if (all || entry.write) && entry.span.overlaps(span) && !found.contains(&entry.marker) {
+                found.push(entry.marker);
+            }
+        }
+        found
+    }
+
+    /// Records that `span` was last used (written, if `write`) through `marker`.
+    fn note(&mut self, span: Span, marker: usize, write: bool) {
+        if write {
+            let mut kept = Vec::with_capacity(self.entries.len() + 1);
+            for entry in self.entries.drain(..) {
+                if !entry.span.overlaps(span) {
+                    kept.push(entry);
+                    continue;
+                }
+                if entry.span.start < span.start {
+                    kept.push(Entry {
+                        span: Span {
+                            start: entry.span.start,
+                            end: span.start,
+                        },
+                        ..entry
+                    });
+                }
+                if span.end < entry.span.end {
+                    kept.push(Entry {
+                        span: Span {
+                            start: span.end,
+                            end: entry.span.end,
+                        },
+                        ..entry
+                    });
+                }
+            }
+            kept.push(Entry {
+                span,
+                marker,
+                write: true,
+            });
+            self.entries = kept;
+        } else {
+            if self
+                .entries
+                .iter()
+                .any(|e| e.marker == marker && e.span.contains(span))
+            {
+                return;
+            }
+            self.entries.push(Entry {
+                span,
+                marker,
+                write: false,
+            });
+        }
+        if self.entries.len() > ENTRIES_KEPT {
+            self.merge_reads();
+        }
+    }
+
+    /// Replaces the reads of each marker by one read of the smallest range covering them (a
+    /// later write then waits for a little more than it must, never less).
+    fn merge_reads(&mut self) {
+        let mut merged: Vec<Entry> = Vec::new();
+        let mut kept = Vec::new();
+        for entry in self.entries.drain(..) {
+            if entry.write {
+                kept.push(entry);
+            } else if let Some(m) = merged.iter_mut().find(|m| m.marker == entry.marker) {
+                m.span.start = m.span.start.min(entry.span.start);
+                m.span.end = m.span.end.max(entry.span.end);
+            } else {
+                merged.push(entry);
+            }
+        }
+        kept.extend(merged);
+        self.entries = kept;
+    }
+
+    /// The event to wait on for the uses of marker `index` so far: records a lazy marker that
+    /// has unrecorded uses. `None`: nothing to wait for.
+    fn flush(&mut self, index: usize) -> Result<Option<RawEvent>> {
+        let Some(Some(marker)) = self.markers.get_mut(index) else {
+            return Ok(None);
+        };
+        let hold = match &marker.stream {
+            Stream::Eager { .. } => {
+                return Ok((!marker.event.is_null()).then_some(marker.event));
+            }
+            Stream::Lazy { hold, .. } => Arc::clone(hold),
+        };
+        if !marker.dirty {
+            return Ok((!marker.event.is_null()).then_some(marker.event));
+        }
+        let guard = hold.lock();
+        match guard.state {
+            HoldState::Open => {
+                marker.ensure_event(hold.device())?;
+                // SAFETY: the event is live and of the stream's device; the stream is live: its
+                // owner cannot destroy it while we hold the hold's lock in the `Open` state.
+                let recorded = unsafe { raw::event_record(marker.event, hold.raw()) };
+                drop(guard);
+                recorded?;
+                marker.dirty = false;
+                Ok(Some(marker.event))
+            }
+            HoldState::Capturing | HoldState::Closed => {
+                // The owner recorded the hold's event after every use (or waited for them); it
+                // lives as long as the hold, which the marker keeps.
+                Ok((!guard.event.is_null()).then_some(guard.event))
+            }
+        }
+    }
+
+    /// After a failed marker record: synchronize every device that ran uses, then trust the
+    /// markers again.
+    #[cold]
+    fn settle_poison(&mut self) -> Result<()> {
+        if !self.poisoned {
+            return Ok(());
+        }
+        for device in 0..64 {
+            if self.devices & (1 << device) != 0 {
+                // SAFETY: no preconditions.
+                with_current(device, || unsafe { raw::device_synchronize() })?;
+            }
+        }
+        // Everything queued so far has finished: no marker needs recording. (The ranges stay:
+        // a use in flight on another thread marks its marker again when it has queued.)
+        for marker in self.markers.iter_mut().flatten() {
+            marker.dirty = false;
+        }
+        self.poisoned = false;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(start: usize, end: usize) -> Span {
+        Span { start, end }
+    }
+
+    fn state() -> State {
+        State {
+            entries: Vec::new(),
+            markers: Vec::new(),
+            poisoned: false,
+            devices: 0,
+        }
+    }
+
+    fn eager(raw: usize) -> Option<Marker> {
+        Some(Marker {
+            stream: Stream::Eager {
+                key: EagerKey {
+                    raw,
+                    device: 0,
+                    thread: 0,
+                },
+            },
+            event: std::ptr::null_mut(),
+            event_device: -1,
+            dirty: false,
+        })
+    }
+
+    #[test]
+    fn spans() {
+        assert!(span(0, 4).overlaps(span(3, 8)));
+        assert!(!span(0, 4).overlaps(span(4, 8)));
+        assert!(!span(0, 4).overlaps(span(2, 2)));
+        assert!(span(0, 8).contains(span(2, 8)));
+        assert!(!span(0, 8).contains(span(2, 9)));
+    }
+
+    /// Disjoint writes keep separate ranges; a write over them replaces both; reads add ranges
+    /// that a later write must follow, and reads of one stream are merged when there are many.
+    #[test]
+    fn ranges_follow_writes_and_reads() {
+        let mut s = state();
+        s.markers = vec![eager(1), eager(2), eager(3)];
+        s.note(span(0, 50), 0, true);
+        s.note(span(50, 100), 1, true);
+        assert_eq!(s.markers_touching(span(0, 100), true), [0, 1]);
+        assert_eq!(s.markers_touching(span(10, 20), true), [0]);
+        assert!(s.markers_touching(span(100, 200), true).is_empty());
+        // A read of 40..60 on stream 2 follows both writes; a later write of 0..10 follows
+        // only the first write, a write of 45..55 all three.
+        s.note(span(40, 60), 2, false);
+        assert_eq!(s.markers_touching(span(0, 10), true), [0]);
+        assert_eq!(s.markers_touching(span(45, 55), true), [0, 1, 2]);
+        // Reads wait for writes only.
+        assert_eq!(s.markers_touching(span(45, 55), false), [0, 1]);
+        // A write over a part splits the ranges around it.
+        s.note(span(20, 70), 2, true);
+        assert_eq!(s.markers_touching(span(0, 20), true), [0]);
+        assert_eq!(s.markers_touching(span(20, 70), true), [2]);
+        assert_eq!(s.markers_touching(span(70, 100), true), [1]);
+        // Many reads of one stream merge into one range covering them.
+        for i in 0..100 {
+            s.note(span(i, i + 1), 1, false);
+        }
+        assert!(s.entries.len() <= ENTRIES_KEPT);
+        assert!(s.markers_touching(span(30, 31), true).contains(&1));
+    }
+
+    #[test]
+    fn device_checks() {
+        assert!(device_allowed(Access::Write, 0, 0));
+        assert!(!device_allowed(Access::Write, 1, 0));
+        assert!(!device_allowed(Access::Read, 0, 1));
+        assert!(device_allowed(Access::PeerRead, 1, 0));
+        assert!(device_allowed(Access::PeerWrite, 0, 1));
+        note_peer_access(5, 6);
+        assert!(device_allowed(Access::Read, 6, 5));
+        assert!(!device_allowed(Access::Read, 5, 6));
+        assert_eq!(device_bit(3), 8);
+        assert_eq!(device_bit(64), 0);
+        assert_eq!(device_bit(-1), 0);
+    }
+
+    #[test]
+    fn thread_tags_differ() {
+        let here = thread_tag();
+        assert_eq!(here, thread_tag());
+        let there = std::thread::spawn(thread_tag).join().unwrap();
+        assert_ne!(here, there);
+    }
+}
