@@ -40,10 +40,9 @@ fn zero_lengths_are_accepted_and_queue_nothing() {
     let pinned = empty.copy_to_pinned_async(&stream, pinned).unwrap();
     assert!(pinned.wait().unwrap().is_empty());
 
-    let mut host: Vec<u32> = Vec::new();
-    let registered = RegisteredHost::new(&mut host, HostRegisterFlags::DEFAULT).unwrap();
+    let registered = RegisteredHost::new(Vec::<u32>::new(), HostRegisterFlags::DEFAULT).unwrap();
     assert!(registered.is_empty());
-    registered.close().unwrap();
+    assert!(registered.into_inner().unwrap().is_empty());
 
     let source: Vec<u32> = Vec::new();
     let mut sink: Vec<u32> = Vec::new();
@@ -329,7 +328,7 @@ fn elapsed_time_needs_timing_events() {
 /// inside a registration and for memory from `cudaMallocHost`, varying between runs with the
 /// addresses), `cudaErrorInvalidValue`. Either is a recoverable error naming the call.
 #[track_caller]
-fn assert_already_registered(e: &cuda_rt::Error, what: &str) {
+fn assert_already_registered(e: &cuda_rt::Error, what: &str, operation: &str) {
     println!("  {what}: {e}");
     assert!(!e.is_sticky(), "{what}: {e}");
     assert!(
@@ -340,10 +339,7 @@ fn assert_already_registered(e: &cuda_rt::Error, what: &str) {
         .contains(&e.name()),
         "{what}: {e}"
     );
-    assert_eq!(
-        (e.call(), e.what()),
-        ("cudaHostRegister", "RegisteredHost::new")
-    );
+    assert_eq!((e.call(), e.what()), ("cudaHostRegister", operation));
 }
 
 #[test]
@@ -351,35 +347,47 @@ fn registering_registered_memory_is_refused_and_nothing_stays_registered() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     let _serial = serial();
     let check = LeakCheck::start("registering registered memory");
-    let mut data: Vec<u32> = (0..1 << 20).collect();
+    let data: Vec<u32> = (0..1 << 20).collect();
     let address = data.as_ptr() as usize;
     let stream = Stream::new().unwrap();
     let mut device = DeviceBuffer::<u32>::new(data.len()).unwrap();
-    {
-        let mut registered = RegisteredHost::new(&mut data, HostRegisterFlags::DEFAULT).unwrap();
-        assert_eq!(host_memory_type(address), cuda_rt_sys::cudaMemoryTypeHost);
-        // The whole range again, and a range inside it.
-        let e = RegisteredHost::new(&mut registered[..], HostRegisterFlags::DEFAULT).unwrap_err();
-        assert_already_registered(&e, "the same range again");
-        let e = RegisteredHost::new(&mut registered[4096..8192], HostRegisterFlags::PORTABLE)
-            .unwrap_err();
-        assert_already_registered(&e, "a range inside a registration");
-        // The first registration still works.
-        cuda_rt::scope(|s| s.copy_to_device(&stream, &registered, &mut device)).unwrap();
-        registered.close().unwrap();
-    }
+    const SCOPED: &str = "Scope::register_host";
+    let mut registered = RegisteredHost::new(data, HostRegisterFlags::DEFAULT).unwrap();
+    assert_eq!(host_memory_type(address), cuda_rt_sys::cudaMemoryTypeHost);
+    // The whole range again, and a range inside it (a scope borrows memory to register it).
+    let e = cuda_rt::scope(|s| {
+        s.register_host(&mut registered[..], HostRegisterFlags::DEFAULT)
+            .map(drop)
+    })
+    .map(drop)
+    .unwrap_err();
+    assert_already_registered(&e, "the same range again", SCOPED);
+    let e = cuda_rt::scope(|s| {
+        s.register_host(&mut registered[4096..8192], HostRegisterFlags::PORTABLE)
+            .map(drop)
+    })
+    .unwrap_err();
+    assert_already_registered(&e, "a range inside a registration", SCOPED);
+    // The first registration still works.
+    cuda_rt::scope(|s| s.copy_to_device(&stream, &registered, &mut device)).unwrap();
+    let data = registered.into_inner().unwrap();
     assert_eq!(
         host_memory_type(address),
         cuda_rt_sys::cudaMemoryTypeUnregistered
     );
     // Memory from cudaMallocHost is page-locked already.
     let mut pinned = PinnedBuffer::<u32>::new(4096).unwrap();
-    let e = RegisteredHost::new(&mut pinned[..], HostRegisterFlags::DEFAULT).unwrap_err();
-    assert_already_registered(&e, "memory from cudaMallocHost");
+    let e = cuda_rt::scope(|s| {
+        s.register_host(&mut pinned[..], HostRegisterFlags::DEFAULT)
+            .map(drop)
+    })
+    .map(drop)
+    .unwrap_err();
+    assert_already_registered(&e, "memory from cudaMallocHost", SCOPED);
     drop(pinned);
     // Unregistered means registrable again.
-    let again = RegisteredHost::new(&mut data, HostRegisterFlags::DEFAULT).unwrap();
-    drop(again);
+    let again = RegisteredHost::new(data, HostRegisterFlags::DEFAULT).unwrap();
+    let data = again.into_inner().unwrap();
     assert_eq!(device.to_vec().unwrap(), data);
     drop((device, stream));
     check.finish();

@@ -224,3 +224,47 @@ fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
     assert_eq!(e.call(), "sort workspace: drop");
     stream.synchronize().unwrap();
 }
+
+/// A workspace remembers the device of its memory: a sort on a stream of another device is
+/// refused (its kernels would fault on the other device's scratch), and so are keys of another
+/// device than the stream.
+#[test]
+fn a_workspace_refuses_a_stream_of_another_device() {
+    let Some(gpu) = gpu_test::gpu() else { return };
+    if gpu.device_count < 2 {
+        println!("a_workspace_refuses_a_stream_of_another_device: skipped: needs two devices, this machine has one");
+        return;
+    }
+    let (d0, d1) = (
+        cuda_rt::Device::new(0).unwrap(),
+        cuda_rt::Device::new(1).unwrap(),
+    );
+    d0.set_current().unwrap();
+    let s0 = Stream::new().unwrap();
+    let mut keys0 = DeviceBuffer::from_slice(&[3u32, 1, 2]).unwrap();
+    let mut workspace = SortWorkspace::new();
+    workspace.sort(&s0, &mut keys0, Order::Ascending).unwrap();
+    d1.set_current().unwrap();
+    let s1 = Stream::new().unwrap();
+    let mut keys1 = DeviceBuffer::from_slice(&[3u32, 1, 2]).unwrap();
+    let refused = |e: SortError| match e {
+        SortError::Runtime(e) => matches!(e.kind(), cuda_rt::ErrorKind::WrongDevice { .. }),
+        _ => false,
+    };
+    assert!(refused(
+        workspace
+            .sort(&s1, &mut keys1, Order::Ascending)
+            .unwrap_err()
+    ));
+    assert!(refused(
+        SortWorkspace::new()
+            .sort(&s1, &mut keys0, Order::Ascending)
+            .unwrap_err()
+    ));
+    // A fresh workspace on the other device sorts there.
+    SortWorkspace::new()
+        .sort(&s1, &mut keys1, Order::Ascending)
+        .unwrap();
+    assert_eq!(keys1.to_vec().unwrap(), [1, 2, 3]);
+    d0.set_current().unwrap();
+}

@@ -48,6 +48,14 @@ use std::time::{Duration, Instant};
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// How the tracked launch rows reach the buffer.
+#[derive(Debug, Clone, Copy)]
+enum Tracked {
+    Whole,
+    Shared,
+    View,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Raw status checks
 
@@ -744,6 +752,8 @@ impl Bench {
     fn host_register(&self) -> Vec<Outcome> {
         let bytes = self.settings.copy_bytes;
         let trials = self.settings.register_trials;
+        // Moved into each `RegisteredHost` and taken back (`into_inner`): the same memory for
+        // every trial of both sides.
         let mut host = vec![1u8; bytes];
         let mib = bytes >> 20;
         let goal = Goal::MaxOverheadNs(50.0);
@@ -766,10 +776,11 @@ impl Bench {
                 Ok(took)
             }
             Side::Safe => {
+                let data = std::mem::take(&mut host);
                 let started = Instant::now();
-                let registered = RegisteredHost::new(&mut host[..], HostRegisterFlags::DEFAULT)?;
+                let registered = RegisteredHost::new(data, HostRegisterFlags::DEFAULT)?;
                 let took = nanos(started.elapsed());
-                registered.close()?;
+                host = registered.into_inner()?;
                 Ok(took)
             }
         });
@@ -790,10 +801,13 @@ impl Bench {
                 Ok(nanos(started.elapsed()))
             }
             Side::Safe => {
-                let registered = RegisteredHost::new(&mut host[..], HostRegisterFlags::DEFAULT)?;
+                let registered =
+                    RegisteredHost::new(std::mem::take(&mut host), HostRegisterFlags::DEFAULT)?;
                 let started = Instant::now();
-                registered.close()?;
-                Ok(nanos(started.elapsed()))
+                let data = registered.into_inner()?;
+                let took = nanos(started.elapsed());
+                host = data;
+                Ok(took)
             }
         });
         vec![
@@ -803,7 +817,7 @@ impl Bench {
                 register,
             ),
             outcome(
-                &format!("cudaHostUnregister, {mib} MiB (RegisteredHost::close)"),
+                &format!("cudaHostUnregister, {mib} MiB (RegisteredHost::into_inner)"),
                 goal,
                 unregister,
             ),
@@ -933,29 +947,46 @@ impl Bench {
                 Ok(ns)
             }
         });
-        let marked = match DeviceBuffer::<u8>::new(256) {
-            Err(e) => Err(e.into()),
-            Ok(mut buffer) => {
-                let measured = self.interleave(op_trials, |side| match side {
-                    Side::Raw => raw_trial(&mut no_args),
-                    Side::Safe => {
-                        let ns = per_op(launches, || -> BenchResult<()> {
+        // The same launch through the safe layer's tracking of device memory: on a whole buffer
+        // borrowed mutably, through a shared borrow, and on a view of a quarter of a buffer.
+        let mut tracked = |how: Tracked| -> BenchResult<(Vec<f64>, Vec<f64>)> {
+            let mut buffer = DeviceBuffer::<u8>::new(1024)?;
+            let measured = self.interleave(op_trials, |side| match side {
+                Side::Raw => raw_trial(&mut no_args),
+                Side::Safe => {
+                    let ns = match how {
+                        Tracked::Whole => per_op(launches, || -> BenchResult<()> {
                             buffer.enqueue_mut(stream, |_| {
                                 // SAFETY: as for the raw launch; queued on the stream given to
                                 // enqueue_mut, as it requires.
                                 unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
                             })??;
                             Ok(())
-                        })?;
-                        stream.synchronize()?;
-                        Ok(ns)
-                    }
-                });
-                match buffer.close() {
-                    Ok(()) => measured,
-                    Err(e) => Err(e.into()),
+                        })?,
+                        Tracked::Shared => per_op(launches, || -> BenchResult<()> {
+                            buffer.enqueue(stream, |_| {
+                                // SAFETY: as above, for enqueue.
+                                unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
+                            })??;
+                            Ok(())
+                        })?,
+                        Tracked::View => {
+                            let mut view = buffer.slice_mut(256..512)?;
+                            per_op(launches, || -> BenchResult<()> {
+                                view.enqueue_mut(stream, |_| {
+                                    // SAFETY: as above, for a view's enqueue_mut.
+                                    unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
+                                })??;
+                                Ok(())
+                            })?
+                        }
+                    };
+                    stream.synchronize()?;
+                    Ok(ns)
                 }
-            }
+            });
+            buffer.close()?;
+            measured
         };
         vec![
             outcome(
@@ -964,9 +995,19 @@ impl Bench {
                 plain,
             ),
             outcome(
-                "empty-kernel launch inside DeviceBuffer::enqueue_mut",
-                Goal::None,
-                marked,
+                "empty-kernel launch inside DeviceBuffer::enqueue_mut (whole buffer, &mut)",
+                Goal::MaxOverheadNs(50.0),
+                tracked(Tracked::Whole),
+            ),
+            outcome(
+                "empty-kernel launch inside DeviceBuffer::enqueue (whole buffer, &)",
+                Goal::MaxOverheadNs(50.0),
+                tracked(Tracked::Shared),
+            ),
+            outcome(
+                "empty-kernel launch inside DeviceViewMut::enqueue_mut (a quarter of a buffer)",
+                Goal::MaxOverheadNs(50.0),
+                tracked(Tracked::View),
             ),
         ]
     }
@@ -980,7 +1021,7 @@ impl Bench {
             callback_trials: op_trials,
             ..
         } = self.settings;
-        let goal = Goal::MaxOverheadNs(1_000.0);
+        let goal = Goal::MaxOverheadNs(500.0);
         let rs = self.raw_stream;
         let stream = &self.stream;
         let flag = Arc::new(AtomicBool::new(false));

@@ -58,7 +58,7 @@ impl BitOr for EventFlags {
 /// # Examples
 /// Timing work on a stream:
 /// ```no_run
-/// use cuda_rt::{Event, Stream, DeviceBuffer, DeviceMemory};
+/// use cuda_rt::{DeviceBuffer, DeviceMemoryMut, Event, Stream};
 /// let stream = Stream::new()?;
 /// let mut buffer = DeviceBuffer::<u32>::zeroed(1 << 20)?;
 /// let (start, end) = (Event::new()?, Event::new()?);

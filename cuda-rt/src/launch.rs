@@ -14,7 +14,7 @@
 //!    symbol exported from the CUDA code), a [`LaunchConfig`], and one pointer per parameter.
 //!
 //! ```no_run
-//! use cuda_rt::{DeviceBuffer, DeviceMemory, Error, Stream, raw::{RawStatus, RawStream}};
+//! use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, Error, Stream, raw::{RawStatus, RawStream}};
 //! extern "C" {
 //!     // CUDA C++: scales `n` floats at `data` by `factor` on `stream`.
 //!     fn launch_scale(data: *mut f32, n: usize, factor: f32, stream: RawStream) -> RawStatus;

@@ -45,7 +45,8 @@
 //!    thread-safe); [`Scope`] and [`Capture`] are neither (their work is waited for, or ended, by
 //!    the thread that began it); [`Graph`] is not `Sync`.
 //!
-//! The `compile_fail` examples in [`scope`](mod@scope), [`graph`] and `tests/compile_fail/` show the misuses
+//! The `compile_fail` examples in [`scope`](mod@scope), [`graph`] and `tests/compile_fail/` (each a
+//! doctest with the error code it must fail with) show the misuses
 //! the borrow checker refuses.
 //!
 //! # Libraries that queue their own kernels
@@ -89,6 +90,8 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod callback;
+#[cfg(doctest)]
+mod compile_fail;
 pub mod device;
 pub mod error;
 pub mod event;

@@ -79,7 +79,7 @@ impl BitOr for HostAllocFlags {
 ///
 /// # Examples
 /// ```no_run
-/// use cuda_rt::{DeviceBuffer, DeviceMemory, PinnedBuffer, Stream};
+/// use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, PinnedBuffer, Stream};
 /// let stream = Stream::new()?;
 /// let mut device = DeviceBuffer::<u32>::new(1024)?;
 /// let mut staging = PinnedBuffer::<u32>::new(1024)?;

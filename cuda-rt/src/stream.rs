@@ -664,6 +664,12 @@ fn wait_with_device_current(
             if e.kind() == ErrorKind::InHostCallback {
                 return Err(e);
             }
+            // `cudaSetDevice` of the stream's own device failed with a sticky error: that
+            // device's context is dead and runs none of its queued work any more. (A sticky
+            // error of `cudaGetDevice` may be another device's, and proves nothing.)
+            if e.is_sticky() && e.call() == "cudaSetDevice" {
+                return Err(e);
+            }
             if started.elapsed() > std::time::Duration::from_secs(60) {
                 let _ = writeln!(
                     std::io::stderr(),

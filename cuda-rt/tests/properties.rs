@@ -119,33 +119,30 @@ fn pinned_registered_and_pageable_paths_agree() {
         let mut via_registered = ok(DeviceBuffer::<u32>::new(n))?;
         let pinned = ok(PinnedBuffer::from_slice(&input))?;
         let upload = ok(via_pinned.copy_from_pinned_async(&stream, pinned))?;
-        let mut registered_source = input.clone();
-        let registered = ok(RegisteredHost::new(
-            &mut registered_source,
-            HostRegisterFlags::DEFAULT,
-        ))?;
+        let registered = ok(
+            RegisteredHost::new(input.clone(), HostRegisterFlags::DEFAULT)
+                .map_err(cuda_rt::Error::from),
+        )?;
         ok(cuda_rt::scope(|s| {
             s.copy_to_device(&stream, &input, &mut via_pageable)?;
             s.copy_to_device(&stream, &registered, &mut via_registered)
         }))?;
-        ok(registered.close())?;
+        prop_assert_eq!(&ok(registered.into_inner())?, &input);
         let pinned = ok(upload.wait())?;
         prop_assert_eq!(&pinned[..], &input[..]);
 
         // Download each buffer a different way than it was uploaded.
         let mut pageable_out = vec![0u32; n];
-        let mut registered_out = vec![0u32; n];
-        let registered = ok(RegisteredHost::new(
-            &mut registered_out,
-            HostRegisterFlags::PORTABLE,
-        ))?;
+        let mut registered = ok(
+            RegisteredHost::new(vec![0u32; n], HostRegisterFlags::PORTABLE)
+                .map_err(cuda_rt::Error::from),
+        )?;
         let download = ok(via_pageable.copy_to_pinned_async(&stream, pinned))?;
-        let mut registered = registered;
         ok(cuda_rt::scope(|s| {
             s.copy_to_host(&stream, &via_pinned, &mut pageable_out)?;
             s.copy_to_host(&stream, &via_registered, &mut registered)
         }))?;
-        drop(registered);
+        let registered_out = ok(registered.into_inner())?;
         let pinned_out = ok(download.wait())?;
         prop_assert_eq!(&pinned_out[..], &input[..]);
         prop_assert_eq!(&pageable_out, &input);

@@ -52,12 +52,19 @@ const fn value_bytes<V>() -> usize {
 /// refused with [`cuda_rt::ErrorKind::InHostCallback`]; a workspace dropped there leaks its
 /// memory and reports [`cuda_rt::ErrorKind::LeakedInCallback`] to cuda-rt's next synchronize.
 ///
+/// # Devices
+/// The workspace's memory is on the device of the stream of its first sort; a sort on a stream
+/// of another device is refused with [`cuda_rt::ErrorKind::WrongDevice`] (its kernels would
+/// fault on the other device's scratch) until the workspace is empty again.
+///
 /// # Thread safety
 /// `Send`, not `Sync`: a sort borrows the workspace mutably.
 pub struct SortWorkspace {
     raw: RawWorkspace,
     strategy: Strategy,
     staging: Staging,
+    /// The device of the workspace's memory (of the stream of the sort that allocated it).
+    device: Option<i32>,
 }
 
 impl std::fmt::Debug for SortWorkspace {
@@ -83,6 +90,7 @@ impl SortWorkspace {
             raw: RawWorkspace::new(),
             strategy: Strategy::AUTO,
             staging: Staging::new(),
+            device: None,
         }
     }
 
@@ -92,6 +100,28 @@ impl SortWorkspace {
             raw: RawWorkspace::new(),
             strategy,
             staging: Staging::new(),
+            device: None,
+        }
+    }
+
+    /// Refuses a stream of another device than the workspace's memory; an empty workspace
+    /// takes the stream's device.
+    fn check_device(&mut self, stream: StreamRef<'_>, what: &'static str) -> Result<(), SortError> {
+        let device = stream.device()?.ordinal();
+        match self.device {
+            Some(memory) if memory != device && self.device_bytes() > 0 => {
+                Err(SortError::Runtime(cuda_rt::Error::new(
+                    cuda_rt::ErrorKind::WrongDevice {
+                        memory,
+                        stream: device,
+                    },
+                    what,
+                )))
+            }
+            _ => {
+                self.device = Some(device);
+                Ok(())
+            }
         }
     }
 
@@ -127,6 +157,7 @@ impl SortWorkspace {
     ) -> Result<(), SortError> {
         super::raw::refuse_in_host_callback("SortWorkspace::sort")?;
         let stream = stream.into();
+        self.check_device(stream, "SortWorkspace::sort")?;
         let n = keys.len();
         let strategy = self.strategy;
         let raw = &mut self.raw;
@@ -199,6 +230,7 @@ impl SortWorkspace {
         let bytes = const { value_bytes::<V>() };
         super::raw::refuse_in_host_callback("SortWorkspace::sort_pairs")?;
         let stream = stream.into();
+        self.check_device(stream, "SortWorkspace::sort_pairs")?;
         let n = keys.len();
         if values.len() != n {
             return Err(SortError::LengthMismatch {
@@ -258,7 +290,9 @@ impl SortWorkspace {
         if keys.is_empty() {
             return Ok(());
         }
-        let s = stream.into().as_raw();
+        let stream = stream.into();
+        self.check_device(stream, "SortWorkspace::sort_slice")?;
+        let s = stream.as_raw();
         // SAFETY: the workspace is idle; the staging is only used on `stream` below, and this
         // function waits for all of it before returning.
         unsafe {

@@ -111,7 +111,7 @@ pub fn run(bytes: u64, repeat: u32, progress_allowed: bool) -> Result<TransferRe
     let (up, down) = time_both_ways(repeat, &stream, &mut pinned, &mut device, &mut progress)?;
     rows.push(row(HostMemory::Pinned, bytes, up, down));
 
-    let mut registered = RegisteredHost::new(&mut pageable, HostRegisterFlags::DEFAULT)?;
+    let mut registered = RegisteredHost::new(pageable, HostRegisterFlags::DEFAULT)?;
     let (up, down) = time_both_ways(repeat, &stream, &mut registered, &mut device, &mut progress)?;
     registered.close()?;
     rows.push(row(HostMemory::Registered, bytes, up, down));
