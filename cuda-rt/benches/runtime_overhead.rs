@@ -189,12 +189,11 @@ struct Settings {
     op_trials: usize,
     /// Host-func round trips vary more (the runtime's callback thread must wake up): more trials.
     callback_trials: usize,
-    /// Graph launches: a goal of +50 ns on a ~2 µs launch whose trials scatter by hundreds of
+    /// Kernel and graph launches: a goal of +50 ns on a 2–4 µs launch whose trials scatter by hundreds of
     /// ns needs many short trials to pin the median down.
     graph_trials: usize,
     records: usize,
     queries: usize,
-    launches: usize,
     graph_launches: usize,
     callbacks: usize,
     small_copies: usize,
@@ -216,7 +215,6 @@ impl Settings {
             // than the host enqueues one, a graph in a few µs): the loop then times the host's
             // enqueue, not the GPU. Graphs run slower than the host launches them, so their
             // loop is shorter still (the queue drains between trials, untimed).
-            launches: 2_000,
             graph_launches: 100,
             callbacks: 1_000,
             small_copies: 1_000,
@@ -234,7 +232,6 @@ impl Settings {
             graph_trials: 3,
             records: 100,
             queries: 100,
-            launches: 100,
             graph_launches: 20,
             callbacks: 20,
             small_copies: 20,
@@ -554,6 +551,13 @@ fn print_median_interval(outcomes: &[Outcome], name: &str) {
 
 /// The graph-launch row, whose median overhead is also given with a confidence interval.
 const GRAPH_LAUNCH_ROW: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
+/// The kernel-launch rows, measured like graph launches (many short trials).
+const LAUNCH_ROWS: [&str; 4] = [
+    "empty-kernel launch (launch_kernel)",
+    "empty-kernel launch inside DeviceBuffer::enqueue_mut (whole buffer, &mut)",
+    "empty-kernel launch inside DeviceBuffer::enqueue (whole buffer, &)",
+    "empty-kernel launch inside DeviceViewMut::enqueue_mut (a quarter of a buffer)",
+];
 
 /// Streams and settings shared by the sections. Each side has its own non-blocking stream.
 struct Bench {
@@ -906,11 +910,14 @@ impl Bench {
     }
 
     /// Empty-kernel launches: `cudaLaunchKernel` against `cuda_rt::launch_kernel`, and against
-    /// the launch inside `DeviceMemoryMut::enqueue_mut` (what a library that writes a buffer does).
+    /// the launch inside `DeviceMemoryMut::enqueue_mut` (what a library that writes a buffer does),
+    /// `DeviceMemory::enqueue` and a view's `enqueue_mut`. Many short trials, as for graph
+    /// launches (the goal is small against the scatter of a ~4 µs launch); the confidence
+    /// interval of each median is printed below the table.
     fn launches(&self) -> Vec<Outcome> {
         let Settings {
-            launches,
-            op_trials,
+            graph_launches: launches,
+            graph_trials: op_trials,
             ..
         } = self.settings;
         let rs = self.raw_stream;
@@ -989,23 +996,19 @@ impl Bench {
             measured
         };
         vec![
+            outcome(LAUNCH_ROWS[0], Goal::MaxOverheadNs(50.0), plain),
             outcome(
-                "empty-kernel launch (launch_kernel)",
-                Goal::MaxOverheadNs(50.0),
-                plain,
-            ),
-            outcome(
-                "empty-kernel launch inside DeviceBuffer::enqueue_mut (whole buffer, &mut)",
+                LAUNCH_ROWS[1],
                 Goal::MaxOverheadNs(50.0),
                 tracked(Tracked::Whole),
             ),
             outcome(
-                "empty-kernel launch inside DeviceBuffer::enqueue (whole buffer, &)",
+                LAUNCH_ROWS[2],
                 Goal::MaxOverheadNs(50.0),
                 tracked(Tracked::Shared),
             ),
             outcome(
-                "empty-kernel launch inside DeviceViewMut::enqueue_mut (a quarter of a buffer)",
+                LAUNCH_ROWS[3],
                 Goal::MaxOverheadNs(50.0),
                 tracked(Tracked::View),
             ),
@@ -1277,12 +1280,14 @@ fn run(settings: Settings) -> BenchResult<()> {
     println!();
     print_table(&outcomes);
     println!();
-    print_median_interval(&outcomes, GRAPH_LAUNCH_ROW);
+    for row in LAUNCH_ROWS.iter().chain([&GRAPH_LAUNCH_ROW]) {
+        print_median_interval(&outcomes, row);
+    }
     println!();
     println!(
         "Median (p10–p90) over {} interleaved trials per side ({} for bandwidth, {} for host \
-         registration, {} for host-func round trips, {} for graph launches) after {} warm-up \
-         rounds; per-operation loops of N = {} records, {} queries, {} launches, {} graph launches, {} host-func \
+         registration, {} for host-func round trips, {} for kernel and graph launches) after {} warm-up \
+         rounds; per-operation loops of N = {} records, {} queries, {} kernel or graph launches, {} host-func \
          round trips, {} small copies. Overhead: median of the paired differences (cuda-rt \
          minus raw), p10 … p90. Run took {:.1} s.",
         settings.op_trials,
@@ -1293,7 +1298,6 @@ fn run(settings: Settings) -> BenchResult<()> {
         settings.warmup,
         settings.records,
         settings.queries,
-        settings.launches,
         settings.graph_launches,
         settings.callbacks,
         settings.small_copies,

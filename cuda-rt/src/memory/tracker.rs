@@ -6,7 +6,7 @@ use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{HoldState, StreamHold, StreamRef};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a use touches the memory.
@@ -58,6 +58,10 @@ impl Span {
 #[derive(Debug)]
 pub struct Tracker {
     state: Mutex<State>,
+    /// Uses through a shared borrow on owned streams that have registered (under the lock) but
+    /// not yet finished queuing their work: a marker recorded meanwhile may precede that work,
+    /// so it stays marked as having unrecorded uses (see `State::flush`).
+    in_flight: AtomicUsize,
 }
 
 // SAFETY: the event and stream handles inside may be used from any thread; the state is behind
@@ -112,6 +116,8 @@ struct State {
     poisoned: bool,
     /// Devices of streams that used the memory (bit per ordinal < 64).
     devices: u64,
+    /// Whether uses were in flight when the lock was taken (`Tracker::in_flight`).
+    busy: bool,
 }
 
 /// How many markers a tracker keeps before it drops those no range refers to.
@@ -178,6 +184,13 @@ pub(crate) struct Begun {
     eager: bool,
 }
 
+impl Begun {
+    /// A use of a lazy marker (not of an empty span, which has none).
+    fn lazy(self) -> bool {
+        !self.eager && self.marker != usize::MAX
+    }
+}
+
 impl Tracker {
     pub(crate) fn new() -> Tracker {
         Tracker {
@@ -186,14 +199,19 @@ impl Tracker {
                 markers: Vec::new(),
                 poisoned: false,
                 devices: 0,
+                busy: false,
             }),
+            in_flight: AtomicUsize::new(0),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // No user code runs under the lock and nothing in it panics; a poisoned lock still
         // holds consistent data.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        // Acquire: the work of every use whose end was counted here has been queued.
+        state.busy = self.in_flight.load(Ordering::Acquire) > 0;
+        state
     }
 
     /// Queues a use of `span` (memory of `memory_device`) on `stream` from a shared borrow:
@@ -208,7 +226,15 @@ impl Tracker {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
-        let begun = self.lock().begin(span, access, memory_device, stream)?;
+        let begun = {
+            let mut state = self.lock();
+            let begun = state.begin(span, access, memory_device, stream)?;
+            if begun.lazy() {
+                // Under the lock: a flush that takes the lock after this sees the use.
+                self.in_flight.fetch_add(1, Ordering::Relaxed);
+            }
+            begun
+        };
         let mut finish = Finish {
             tracker: Some(self),
             exclusive: None,
@@ -233,6 +259,8 @@ impl Tracker {
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        // Borrowed exclusively: no use through a shared borrow is in flight.
+        state.busy = false;
         let begun = state.begin(span, access, memory_device, stream)?;
         let mut finish = Finish {
             tracker: None,
@@ -359,6 +387,13 @@ impl Finish<'_, '_, '_> {
         self.done = true;
         match (&mut self.exclusive, self.tracker) {
             (Some(state), _) => state.finish(self.begun, self.stream),
+            (None, Some(tracker)) if self.begun.lazy() => {
+                // The marker was marked as having unrecorded uses when the use began, and no
+                // flush clears that while this use is counted in flight: the work is queued
+                // now (Release: a flush that sees the count drop sees the work queued).
+                tracker.in_flight.fetch_sub(1, Ordering::Release);
+                Ok(())
+            }
             (None, Some(tracker)) => tracker.lock().finish(self.begun, self.stream),
             (None, None) => Ok(()),
         }
@@ -439,9 +474,10 @@ impl State {
         // The fast path: the last use of the whole span was on this owned stream.
         if let [entry] = self.entries.as_mut_slice() {
             if entry.span.contains(span) {
-                if let Some(Some(marker)) = self.markers.get(entry.marker) {
+                if let Some(Some(marker)) = self.markers.get_mut(entry.marker) {
                     if stream.id() != 0 && marker.is_stream(stream.id()) {
                         entry.write |= access.writes();
+                        marker.dirty = true;
                         return Ok(Begun {
                             marker: entry.marker,
                             eager: false,
@@ -484,6 +520,11 @@ impl State {
         }
         self.devices |= device_bit(device);
         self.note(span, marker, access.writes());
+        if !eager {
+            if let Some(Some(m)) = self.markers.get_mut(marker) {
+                m.dirty = true;
+            }
+        }
         Ok(Begun { marker, eager })
     }
 
@@ -497,8 +538,7 @@ impl State {
             return Ok(());
         };
         if !begun.eager {
-            marker.dirty = true;
-            return Ok(());
+            return Ok(()); // marked as having unrecorded uses when it began
         }
         let recorded = stream
             .device_ordinal()
@@ -694,7 +734,8 @@ impl State {
                 let recorded = unsafe { raw::event_record(marker.event, hold.raw()) };
                 drop(guard);
                 recorded?;
-                marker.dirty = false;
+                // A use in flight may queue its work after this record: it stays unrecorded.
+                marker.dirty = self.busy;
                 Ok(Some(marker.event))
             }
             HoldState::Capturing | HoldState::Closed => {
@@ -721,7 +762,7 @@ impl State {
         // Everything queued so far has finished: no marker needs recording. (The ranges stay:
         // a use in flight on another thread marks its marker again when it has queued.)
         for marker in self.markers.iter_mut().flatten() {
-            marker.dirty = false;
+            marker.dirty = self.busy;
         }
         self.poisoned = false;
         Ok(())
@@ -742,6 +783,7 @@ mod tests {
             markers: Vec::new(),
             poisoned: false,
             devices: 0,
+            busy: false,
         }
     }
 
