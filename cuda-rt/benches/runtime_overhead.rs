@@ -995,7 +995,59 @@ impl Bench {
             buffer.close()?;
             measured
         };
-        vec![
+        // The tracking alone, without a launch: the same calls with a closure that queues
+        // nothing, against a loop that only reads the pointer (what the launch rows add to the
+        // launch, without the launch's scatter).
+        let alone = |how: Tracked| -> BenchResult<(Vec<f64>, Vec<f64>)> {
+            const CALLS: usize = 100_000;
+            let mut buffer = DeviceBuffer::<u8>::new(1024)?;
+            // A first use on the stream, so that the calls measured take the same-stream path.
+            buffer.enqueue_mut(stream, |_| ())?;
+            let pointer = buffer.as_raw_ptr();
+            let measured = self.interleave(op_trials.min(101), |side| match side {
+                Side::Raw => per_op(CALLS, || -> BenchResult<()> {
+                    std::hint::black_box(pointer);
+                    Ok(())
+                }),
+                Side::Safe => match how {
+                    Tracked::Whole => per_op(CALLS, || -> BenchResult<()> {
+                        std::hint::black_box(buffer.enqueue_mut(stream, std::hint::black_box)?);
+                        Ok(())
+                    }),
+                    Tracked::Shared => per_op(CALLS, || -> BenchResult<()> {
+                        std::hint::black_box(buffer.enqueue(stream, std::hint::black_box)?);
+                        Ok(())
+                    }),
+                    Tracked::View => {
+                        let mut view = buffer.slice_mut(256..512)?;
+                        per_op(CALLS, || -> BenchResult<()> {
+                            std::hint::black_box(view.enqueue_mut(stream, std::hint::black_box)?);
+                            Ok(())
+                        })
+                    }
+                },
+            });
+            buffer.close()?;
+            measured
+        };
+        let alone_rows = [
+            outcome(
+                "tracking alone: DeviceBuffer::enqueue_mut queuing nothing (&mut)",
+                Goal::None,
+                alone(Tracked::Whole),
+            ),
+            outcome(
+                "tracking alone: DeviceBuffer::enqueue queuing nothing (&)",
+                Goal::None,
+                alone(Tracked::Shared),
+            ),
+            outcome(
+                "tracking alone: DeviceViewMut::enqueue_mut queuing nothing",
+                Goal::None,
+                alone(Tracked::View),
+            ),
+        ];
+        let mut rows = vec![
             outcome(LAUNCH_ROWS[0], Goal::MaxOverheadNs(50.0), plain),
             outcome(
                 LAUNCH_ROWS[1],
@@ -1012,7 +1064,9 @@ impl Bench {
                 Goal::MaxOverheadNs(50.0),
                 tracked(Tracked::View),
             ),
-        ]
+        ];
+        rows.extend(alone_rows);
+        rows
     }
 
     /// Host-function round trip: queue a function that sets a flag, spin on the host until it is
