@@ -7,10 +7,10 @@
 macro_rules! case {
     ($name:ident, $code:literal, $file:literal) => {
         #[doc = concat!(
-                                    "```compile_fail,", $code, "\n",
-                                    include_str!(concat!("../tests/compile_fail/", $file)),
-                                    "\n```"
-                                )]
+                                            "```compile_fail,", $code, "\n",
+                                            include_str!(concat!("../tests/compile_fail/", $file)),
+                                            "\n```"
+                                        )]
         #[allow(dead_code, non_camel_case_types)]
         pub struct $name;
     };

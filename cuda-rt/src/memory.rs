@@ -37,14 +37,14 @@
 //! ranges, never held while user code runs: a use registers its range and stream under the
 //! lock (waiting first for what it must follow, and marking its stream's marker as having
 //! unrecorded uses), releases it, and queues its work. Through a shared borrow, another thread
-//! may record that marker between the registration and the queuing, before the work; so the
-//! use is counted *in flight* until its work is queued (one atomic decrement, no lock), and a
-//! marker recorded while any use is in flight keeps its "unrecorded uses" mark, to be recorded
-//! again by the next stream or host that needs it. A later use that must follow this one is,
-//! by the borrow rules, issued after this call returned: it finds the range registered and the
-//! marker still marked, and records it after the work. Ranges that a write covers are replaced;
-//! reads accumulate until the next write (merged per stream when there are many, which can
-//! only make later writes wait for more).
+//! may record that marker between the registration and the queuing, before the work; so once
+//! its work is queued, the use raises a flag of the tracker (one atomic store, no lock), and the
+//! next record of any marker first takes the flag and, if it was raised, marks every marker as
+//! having unrecorded uses again (a record may then be repeated, never missed). A later use
+//! that must follow this one is, by the borrow rules, issued after this call returned: it finds
+//! the range registered, takes the flag, and records the marker after the work. Ranges that a
+//! write covers are replaced; reads accumulate until the next write (merged per stream when
+//! there are many, which can only make later writes wait for more).
 //!
 //! A library that queues its own kernels on memory (a sort, say) uses
 //! [`DeviceMemoryMut::enqueue_mut`] / [`DeviceMemory::enqueue`]: the closure gets the device
@@ -61,7 +61,7 @@
 //! # Cost
 //! Through `&mut` on a whole buffer, on the same owned stream as its previous use: a few
 //! compares (no lock, no CUDA call). Through `&self` or a view: that under an uncontended
-//! lock, and one atomic decrement once the work is queued. When the stream changes: one
+//! lock, and one atomic store once the work is queued. When the stream changes: one
 //! `cudaEventRecord` of the previous stream's marker and one `cudaStreamWaitEvent` per stream
 //! to follow. On default and foreign streams: one `cudaEventRecord` per use. The zero-overhead path is the raw pointer with an `unsafe` launch.
 

@@ -6,7 +6,7 @@ use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{HoldState, StreamHold, StreamRef};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a use touches the memory.
@@ -58,10 +58,9 @@ impl Span {
 #[derive(Debug)]
 pub struct Tracker {
     state: Mutex<State>,
-    /// Uses through a shared borrow on owned streams that have registered (under the lock) but
-    /// not yet finished queuing their work: a marker recorded meanwhile may precede that work,
-    /// so it stays marked as having unrecorded uses (see `State::flush`).
-    in_flight: AtomicUsize,
+    /// Set (without the lock) by a use through a shared borrow once it has queued its work on
+    /// an owned stream; taken by every record of a lazy marker (see `State::take_queued`).
+    queued: AtomicBool,
 }
 
 // SAFETY: the event and stream handles inside may be used from any thread; the state is behind
@@ -116,8 +115,6 @@ struct State {
     poisoned: bool,
     /// Devices of streams that used the memory (bit per ordinal < 64).
     devices: u64,
-    /// Whether uses were in flight when the lock was taken (`Tracker::in_flight`).
-    busy: bool,
 }
 
 /// How many markers a tracker keeps before it drops those no range refers to.
@@ -199,19 +196,15 @@ impl Tracker {
                 markers: Vec::new(),
                 poisoned: false,
                 devices: 0,
-                busy: false,
             }),
-            in_flight: AtomicUsize::new(0),
+            queued: AtomicBool::new(false),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // No user code runs under the lock and nothing in it panics; a poisoned lock still
         // holds consistent data.
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        // Acquire: the work of every use whose end was counted here has been queued.
-        state.busy = self.in_flight.load(Ordering::Acquire) > 0;
-        state
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Queues a use of `span` (memory of `memory_device`) on `stream` from a shared borrow:
@@ -228,12 +221,7 @@ impl Tracker {
     ) -> Result<R> {
         let begun = {
             let mut state = self.lock();
-            let begun = state.begin(span, access, memory_device, stream)?;
-            if begun.lazy() {
-                // Under the lock: a flush that takes the lock after this sees the use.
-                self.in_flight.fetch_add(1, Ordering::Relaxed);
-            }
-            begun
+            state.begin(span, access, memory_device, stream, &self.queued)?
         };
         let mut finish = Finish {
             tracker: Some(self),
@@ -258,10 +246,9 @@ impl Tracker {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
-        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
-        // Borrowed exclusively: no use through a shared borrow is in flight.
-        state.busy = false;
-        let begun = state.begin(span, access, memory_device, stream)?;
+        let Tracker { state, queued } = self;
+        let state = state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let begun = state.begin(span, access, memory_device, stream, queued)?;
         let mut finish = Finish {
             tracker: None,
             exclusive: Some(state),
@@ -278,10 +265,10 @@ impl Tracker {
     pub(crate) fn wait_host(&self, span: Span) -> Result<()> {
         refuse_in_callback("DeviceMemory::synchronize")?;
         let mut state = self.lock();
-        state.settle_poison()?;
+        state.settle_poison(&self.queued)?;
         let mut first = Ok(());
         for index in state.markers_touching(span, true) {
-            match state.flush(index) {
+            match state.flush(index, &self.queued) {
                 Ok(Some(event)) => {
                     if let Err(e) = wait_event(event) {
                         if first.is_ok() {
@@ -293,7 +280,7 @@ impl Tracker {
                 Err(_) => {
                     // The marker cannot be recorded: wait for whole devices instead.
                     state.poisoned = true;
-                    return state.settle_poison();
+                    return state.settle_poison(&self.queued);
                 }
             }
         }
@@ -308,7 +295,7 @@ impl Tracker {
             return Ok(false);
         }
         for index in state.markers_touching(span, true) {
-            if let Some(event) = state.flush(index)? {
+            if let Some(event) = state.flush(index, &self.queued)? {
                 // SAFETY: a live event of the marker or of a live hold.
                 if !unsafe { raw::event_query(event) }? {
                     return Ok(false);
@@ -388,10 +375,11 @@ impl Finish<'_, '_, '_> {
         match (&mut self.exclusive, self.tracker) {
             (Some(state), _) => state.finish(self.begun, self.stream),
             (None, Some(tracker)) if self.begun.lazy() => {
-                // The marker was marked as having unrecorded uses when the use began, and no
-                // flush clears that while this use is counted in flight: the work is queued
-                // now (Release: a flush that sees the count drop sees the work queued).
-                tracker.in_flight.fetch_sub(1, Ordering::Release);
+                // The work is queued: a record of the marker from now on follows it. One that
+                // came between this use's registration and now may precede it: the next record
+                // takes this flag and marks every lazy marker as having unrecorded uses again
+                // (Release: that record, after its Acquire, follows this work).
+                tracker.queued.store(true, Ordering::Release);
                 Ok(())
             }
             (None, Some(tracker)) => tracker.lock().finish(self.begun, self.stream),
@@ -449,6 +437,7 @@ impl State {
         access: Access,
         memory_device: i32,
         stream: StreamRef<'_>,
+        queued: &AtomicBool,
     ) -> Result<Begun> {
         refuse_in_callback("device memory")?;
         let device = stream.device_ordinal()?;
@@ -462,7 +451,7 @@ impl State {
             ));
         }
         if self.poisoned {
-            self.settle_poison()?;
+            self.settle_poison(queued)?;
         }
         if span.is_empty() {
             // Nothing to order or to mark.
@@ -486,7 +475,7 @@ impl State {
                 }
             }
         }
-        self.begin_slow(span, access, device, stream)
+        self.begin_slow(span, access, device, stream, queued)
     }
 
     #[inline(never)]
@@ -496,6 +485,7 @@ impl State {
         access: Access,
         device: i32,
         stream: StreamRef<'_>,
+        queued: &AtomicBool,
     ) -> Result<Begun> {
         let (marker, eager) = self.marker_for(stream, device);
         // Wait for the uses this one must follow (for an eager stream, also its own previous
@@ -512,7 +502,7 @@ impl State {
             if !eager && index == marker {
                 continue; // this stream's own earlier uses are ordered by the stream
             }
-            if let Some(event) = self.flush(index)? {
+            if let Some(event) = self.flush(index, queued)? {
                 // SAFETY: the stream is live for its lifetime; the event is live (the marker's,
                 // or that of a hold the marker keeps).
                 unsafe { raw::stream_wait_event(stream.as_raw(), event) }?;
@@ -710,9 +700,24 @@ impl State {
         self.entries = kept;
     }
 
+    /// Before a record of a lazy marker: if a use through a shared borrow queued its work since
+    /// the last time (`Tracker::queued`), a record made between that use's registration and its
+    /// queuing may precede its work: every lazy marker is marked as having unrecorded uses
+    /// again (Acquire: the records that follow come after that work).
+    fn take_queued(&mut self, queued: &AtomicBool) {
+        if queued.load(Ordering::Relaxed) && queued.swap(false, Ordering::Acquire) {
+            for marker in self.markers.iter_mut().flatten() {
+                if matches!(marker.stream, Stream::Lazy { .. }) {
+                    marker.dirty = true;
+                }
+            }
+        }
+    }
+
     /// The event to wait on for the uses of marker `index` so far: records a lazy marker that
     /// has unrecorded uses. `None`: nothing to wait for.
-    fn flush(&mut self, index: usize) -> Result<Option<RawEvent>> {
+    fn flush(&mut self, index: usize, queued: &AtomicBool) -> Result<Option<RawEvent>> {
+        self.take_queued(queued);
         let Some(Some(marker)) = self.markers.get_mut(index) else {
             return Ok(None);
         };
@@ -734,8 +739,7 @@ impl State {
                 let recorded = unsafe { raw::event_record(marker.event, hold.raw()) };
                 drop(guard);
                 recorded?;
-                // A use in flight may queue its work after this record: it stays unrecorded.
-                marker.dirty = self.busy;
+                marker.dirty = false;
                 Ok(Some(marker.event))
             }
             HoldState::Capturing | HoldState::Closed => {
@@ -749,10 +753,13 @@ impl State {
     /// After a failed marker record: synchronize every device that ran uses, then trust the
     /// markers again.
     #[cold]
-    fn settle_poison(&mut self) -> Result<()> {
+    fn settle_poison(&mut self, queued: &AtomicBool) -> Result<()> {
         if !self.poisoned {
             return Ok(());
         }
+        // Uses that queued their work before this are covered by the synchronization below;
+        // those that queue it later set the flag again.
+        queued.swap(false, Ordering::Acquire);
         for device in 0..64 {
             if self.devices & (1 << device) != 0 {
                 // SAFETY: no preconditions.
@@ -760,9 +767,9 @@ impl State {
             }
         }
         // Everything queued so far has finished: no marker needs recording. (The ranges stay:
-        // a use in flight on another thread marks its marker again when it has queued.)
+        // a use in flight on another thread raises `queued` when it has queued its work.)
         for marker in self.markers.iter_mut().flatten() {
-            marker.dirty = self.busy;
+            marker.dirty = false;
         }
         self.poisoned = false;
         Ok(())
@@ -783,7 +790,6 @@ mod tests {
             markers: Vec::new(),
             poisoned: false,
             devices: 0,
-            busy: false,
         }
     }
 
