@@ -392,6 +392,12 @@ impl<'a> StreamRef<'a> {
         self.device_ordinal().map(crate::Device::from_ordinal)
     }
 
+    /// The device of an owned stream, -1 for default and foreign streams (which must ask).
+    #[inline]
+    pub(crate) fn known_device(&self) -> i32 {
+        self.device
+    }
+
     #[inline]
     pub(crate) fn device_ordinal(&self) -> Result<i32> {
         if self.device >= 0 {

@@ -221,6 +221,12 @@ impl Tracker {
     ) -> Result<R> {
         let begun = {
             let mut state = self.lock();
+            if state.fast(span, access, memory_device, &stream) {
+                drop(state);
+                // Raised once the work is queued, also if `enqueue` panics.
+                let _raise = RaiseQueued(&self.queued);
+                return enqueue(stream.as_raw());
+            }
             state.begin(span, access, memory_device, stream, &self.queued)?
         };
         let mut finish = Finish {
@@ -248,6 +254,10 @@ impl Tracker {
     ) -> Result<R> {
         let Tracker { state, queued } = self;
         let state = state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if state.fast(span, access, memory_device, &stream) {
+            // Borrowed exclusively: nobody records the marker before the work is queued.
+            return enqueue(stream.as_raw());
+        }
         let begun = state.begin(span, access, memory_device, stream, queued)?;
         let mut finish = Finish {
             tracker: None,
@@ -360,6 +370,16 @@ fn wait_event(event: RawEvent) -> Result<()> {
     }
 }
 
+/// Raises [`Tracker::queued`] when dropped: after a use's work is queued, also on unwinding.
+struct RaiseQueued<'t>(&'t AtomicBool);
+
+impl Drop for RaiseQueued<'_> {
+    fn drop(&mut self) {
+        // Release: a record that takes the flag (Acquire) follows the work.
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// Finishes a begun use on every path out of `use_on` (also unwinding).
 struct Finish<'t, 's, 'e> {
     tracker: Option<&'t Tracker>,
@@ -377,9 +397,8 @@ impl Finish<'_, '_, '_> {
             (None, Some(tracker)) if self.begun.lazy() => {
                 // The work is queued: a record of the marker from now on follows it. One that
                 // came between this use's registration and now may precede it: the next record
-                // takes this flag and marks every lazy marker as having unrecorded uses again
-                // (Release: that record, after its Acquire, follows this work).
-                tracker.queued.store(true, Ordering::Release);
+                // takes this flag and marks every lazy marker as having unrecorded uses again.
+                drop(RaiseQueued(&tracker.queued));
                 Ok(())
             }
             (None, Some(tracker)) => tracker.lock().finish(self.begun, self.stream),
@@ -428,6 +447,41 @@ impl Marker {
 }
 
 impl State {
+    /// The common case, decided without a CUDA call or an error value: the last use of all of
+    /// `span` was on this owned stream, of the memory's device. Marks the use (nothing to wait
+    /// for: the stream orders it) and says so; `false` sends the use through
+    /// [`begin`](Self::begin).
+    #[inline(always)]
+    fn fast(
+        &mut self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        stream: &StreamRef<'_>,
+    ) -> bool {
+        let id = stream.id();
+        if id == 0
+            || stream.known_device() != memory_device
+            || self.poisoned
+            || span.is_empty()
+            || crate::callback::in_callback()
+        {
+            return false;
+        }
+        if let [entry] = self.entries.as_mut_slice() {
+            if entry.span.contains(span) {
+                if let Some(Some(marker)) = self.markers.get_mut(entry.marker) {
+                    if marker.is_stream(id) {
+                        entry.write |= access.writes();
+                        marker.dirty = true;
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
     /// The first half of a use: checks, waits for what the use must follow, and records the
     /// span as used on `stream`.
     #[inline]
@@ -459,21 +513,6 @@ impl State {
                 marker: usize::MAX,
                 eager: false,
             });
-        }
-        // The fast path: the last use of the whole span was on this owned stream.
-        if let [entry] = self.entries.as_mut_slice() {
-            if entry.span.contains(span) {
-                if let Some(Some(marker)) = self.markers.get_mut(entry.marker) {
-                    if stream.id() != 0 && marker.is_stream(stream.id()) {
-                        entry.write |= access.writes();
-                        marker.dirty = true;
-                        return Ok(Begun {
-                            marker: entry.marker,
-                            eager: false,
-                        });
-                    }
-                }
-            }
         }
         self.begin_slow(span, access, device, stream, queued)
     }
