@@ -1082,10 +1082,13 @@ impl Bench {
         let stream = &self.stream;
         // One flag for both sides, living as long as the program, as a 'static closure needs:
         // the closure captures its address (8 bytes, boxed per call), as the raw side passes it
-        // in `user_data`. (Capturing an `Arc` instead adds a reference count that the spinning
-        // thread and the callback thread both write, next to the flag: the benchmark's cost,
-        // not the layer's.)
-        let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        // in `user_data`. The flag has a cache line of its own: the thread spinning on it and
+        // the callback thread must not share a line with anything else they write (a small
+        // allocation next to the flag, an `Arc`'s reference count, would cost the benchmark,
+        // not the layer, a microsecond).
+        #[repr(align(128))]
+        struct OwnLine(AtomicBool);
+        let flag: &'static AtomicBool = &Box::leak(Box::new(OwnLine(AtomicBool::new(false)))).0;
         let raw_trial = || raw_host_func_trial(rs, callbacks, flag);
         let owned = self.interleave(op_trials, |side| match side {
             Side::Raw => raw_trial(),
