@@ -1090,14 +1090,6 @@ impl Bench {
         struct OwnLine(AtomicBool);
         let flag: &'static AtomicBool = &Box::leak(Box::new(OwnLine(AtomicBool::new(false)))).0;
         let raw_trial = || raw_host_func_trial(rs, callbacks, flag);
-        let owned = self.interleave(op_trials, |side| match side {
-            Side::Raw => raw_trial(),
-            Side::Safe => per_op(callbacks, || {
-                flag.store(false, Ordering::Relaxed);
-                stream.launch_host_fn(move || flag.store(true, Ordering::Release))?;
-                spin_until_set(flag)
-            }),
-        });
         let scoped = self.interleave(op_trials, |side| match side {
             Side::Raw => raw_trial(),
             Side::Safe => scope(|s| {
@@ -1107,6 +1099,14 @@ impl Bench {
                     spin_until_set(flag)
                 }))
             })?,
+        });
+        let owned = self.interleave(op_trials, |side| match side {
+            Side::Raw => raw_trial(),
+            Side::Safe => per_op(callbacks, || {
+                flag.store(false, Ordering::Relaxed);
+                stream.launch_host_fn(move || flag.store(true, Ordering::Release))?;
+                spin_until_set(flag)
+            }),
         });
         let synchronized = raw_stream_synchronize(rs).and_then(|()| Ok(stream.synchronize()?));
         let cleanup = |measured: BenchResult<(Vec<f64>, Vec<f64>)>| match &synchronized {
