@@ -786,7 +786,7 @@ impl<'a> GraphExec<'a> {
     ///
     /// # Errors
     /// A sticky error of the launches' work, or
-    /// [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback) inside a host callback:
+    /// [`ErrorKind::InHostCallback`] inside a host callback:
     /// the executable is then dropped (the drop does not wait after a sticky error, and leaks the
     /// executable inside a callback).
     pub fn drop_timeout(

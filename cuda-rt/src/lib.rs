@@ -7,7 +7,8 @@
 //! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
 //! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
 //! ([`StreamRef`], [`EventRef`], [`DeviceSlice`]) whose `unsafe` `from_raw*` constructor borrows
-//! a foreign handle (a C++ library's) without owning it.
+//! a foreign handle (a C++ library's) without owning it. Views of part of device memory
+//! ([`DeviceView`], [`DeviceViewMut`]) borrow like slices and go wherever memory goes.
 //!
 //! # The invariants, and how each is kept
 //! No safe code can cause undefined behaviour. For asynchronous work that means:
@@ -19,29 +20,39 @@
 //!      back through [`Pending::wait`] once the copy is done; a dropped `Pending` waits first; a
 //!      leaked one leaks the buffer;
 //!    - *borrowed*: inside [`scope()`], like `std::thread::scope`: copies, host callbacks and graph
-//!      launches borrow host data for `'env`, and `scope` itself (not a destructor, so
-//!      `mem::forget` cannot skip it) waits for all of them before returning, also on panic.
+//!      launches borrow host data that outlives the scope, and `scope` itself (not a
+//!      destructor, so `mem::forget` cannot skip it) waits for all of them before returning,
+//!      also on panic.
 //!
 //!    Host callbacks outside a scope must be `'static + Send`. Pageable-memory copies outside a
 //!    scope are synchronous ([`DeviceMemoryMut::copy_from_host`], [`DeviceMemory::to_vec`]).
+//!    Page-locking existing memory ([`RegisteredHost`]) owns it, so that it is never freed while
+//!    registered; the borrowing form exists only in a scope ([`Scope::register_host`]), which
+//!    unregisters it before returning.
 //! 2. **Device memory is never freed while queued work uses it, and two streams never race on
-//!    it.** Every [`DeviceBuffer`] has a last-use marker (an event recorded after each operation
-//!    this crate queues on it): an operation on another stream first waits for it, synchronous
-//!    operations wait for it, and dropping the buffer waits for it (or, for a stream-ordered
-//!    buffer, queues `cudaFreeAsync` behind it). Dropping a buffer with work pending is
-//!    therefore safe, and costs the wait. See [`memory`].
+//!    it.** Every allocation tracks, per byte range, the streams of its last uses through
+//!    markers (events recorded when another stream, a host wait or a free needs them): an
+//!    operation on another stream first waits for the uses of the bytes it touches, synchronous
+//!    operations wait for them, and dropping the buffer waits for them (or, for a
+//!    stream-ordered buffer, queues `cudaFreeAsync` behind them). Dropping a buffer with work
+//!    pending is therefore safe, and costs the wait; disjoint views on different streams run
+//!    concurrently. Memory is used only on streams of its device. See [`memory`].
 //! 3. **Graphs never replay freed memory.** The memory a captured graph uses is borrowed for the
 //!    graph's lifetime parameter; a graph that borrows is launched only in a scope. See
 //!    [`graph`].
 //! 4. **No CUDA status is dropped, and no error is lost in `Drop`.** Errors met where they cannot
-//!    be returned (a `Drop`, a panicking host callback) are kept and returned by the next
-//!    `synchronize()` ([`Stream::synchronize`], [`Event::synchronize`],
-//!    [`Device::synchronize`], [`scope()`]); owning types also have a `close()` returning
-//!    `Result`. When a wait that protects memory fails, the memory is leaked, never freed under
-//!    running work.
-//! 5. **Only plain data crosses**: element types implement the `unsafe` marker [`DeviceCopy`]
+//!    be returned (a `Drop`, a panicking host callback) are kept, with where they happened, and
+//!    returned by the next `synchronize()` of the thread that caused them
+//!    ([`Stream::synchronize`], [`Event::synchronize`], [`Device::synchronize`], [`scope()`]);
+//!    owning types also have a `close()` returning `Result`, and those whose drop waits a way to
+//!    stop waiting (`close_timeout`, `wait_timeout`). When a wait that protects memory fails,
+//!    the memory is leaked, never freed under running work.
+//! 5. **No CUDA call from a host callback** (CUDA forbids it): every entry point of this crate
+//!    refuses with [`ErrorKind::InHostCallback`] there, and values dropped there are leaked and
+//!    reported ([`in_host_callback`] tells other crates' `Drop`s).
+//! 6. **Only plain data crosses**: element types implement the `unsafe` marker [`DeviceCopy`]
 //!    (every bit pattern valid, no ownership).
-//! 6. **`Send`/`Sync` only where CUDA allows**: handles are `Send + Sync` (the runtime API is
+//! 7. **`Send`/`Sync` only where CUDA allows**: handles are `Send + Sync` (the runtime API is
 //!    thread-safe); [`Scope`] and [`Capture`] are neither (their work is waited for, or ended, by
 //!    the thread that began it); [`Graph`] is not `Sync`.
 //!
@@ -61,8 +72,10 @@
 //!
 //! # Cost
 //! The safe layer adds no allocation to hot paths: [`Event::record`] is one `cudaEventRecord`,
-//! [`Stream::wait`] one `cudaStreamWaitEvent`. Operations on device memory add one
-//! `cudaEventRecord` (the marker) and, when the stream changes, one `cudaStreamWaitEvent`.
+//! [`Stream::wait`] one `cudaStreamWaitEvent`. Operations on device memory on the same owned
+//! stream as their previous use add no CUDA call (a few compares; a lock through a shared
+//! borrow or a view); when the stream changes, one `cudaEventRecord` of the previous stream's
+//! marker and one `cudaStreamWaitEvent`.
 //! A graph launch in a scope is one `cudaGraphLaunch` (the scope's final wait is what protects
 //! the graph's memory; see [`graph`]); outside a scope it adds one `cudaEventRecord`. A host
 //! callback is one allocation (the closure, boxed once; none for a closure that captures

@@ -20,7 +20,7 @@
 //! CUDA must not be called from a host callback (the call may deadlock, or fail with
 //! `cudaErrorNotPermitted`). Inside a host callback queued through this crate
 //! ([`in_host_callback`](crate::in_host_callback)), every function here that calls CUDA returns
-//! [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback) without calling it. The
+//! [`ErrorKind::InHostCallback`] without calling it. The
 //! exceptions: [`error_name`] and [`error_string`] (static strings, needed to display errors
 //! inside callbacks) are always answered; [`get_last_error`] and [`peek_at_last_error`], which
 //! return a raw status, return `cudaErrorNotPermitted` there without calling CUDA (nothing this
@@ -187,7 +187,7 @@ pub mod flags {
 /// never dropped. Sticky errors stay visible, as CUDA keeps them.
 ///
 /// # Errors
-/// [`ErrorKind::Cuda`](crate::ErrorKind::Cuda) with `status` and `call` unless `status` is
+/// [`ErrorKind::Cuda`] with `status` and `call` unless `status` is
 /// `cudaSuccess`.
 ///
 /// # Examples
