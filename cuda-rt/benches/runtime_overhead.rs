@@ -53,6 +53,15 @@ enum Tracked {
     Whole,
     Shared,
     View,
+    /// The same call shape without the tracking (a control for the launch rows).
+    Control,
+}
+
+/// The shape of `enqueue_mut` without the tracking: a closure given the pointer, its value
+/// wrapped in a `Result` (a control for the tracked launch rows).
+#[inline(never)]
+fn untracked<R>(pointer: *const u8, f: impl FnOnce(*const u8) -> R) -> cuda_rt::Result<R> {
+    Ok(f(std::hint::black_box(pointer)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -551,11 +560,12 @@ fn print_median_interval(outcomes: &[Outcome], name: &str) {
 /// The graph-launch row, whose median overhead is also given with a confidence interval.
 const GRAPH_LAUNCH_ROW: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
 /// The kernel-launch rows, measured like graph launches (many short trials).
-const LAUNCH_ROWS: [&str; 4] = [
+const LAUNCH_ROWS: [&str; 5] = [
     "empty-kernel launch (launch_kernel)",
     "empty-kernel launch inside DeviceBuffer::enqueue_mut (whole buffer, &mut)",
     "empty-kernel launch inside DeviceBuffer::enqueue (whole buffer, &)",
     "empty-kernel launch inside DeviceViewMut::enqueue_mut (a quarter of a buffer)",
+    "empty-kernel launch inside a closure shaped like enqueue_mut, untracked (control)",
 ];
 
 /// Streams and settings shared by the sections. Each side has its own non-blocking stream.
@@ -986,6 +996,16 @@ impl Bench {
                                 Ok(())
                             })?
                         }
+                        Tracked::Control => {
+                            let pointer = buffer.as_raw_ptr();
+                            per_op(launches, || -> BenchResult<()> {
+                                untracked(pointer, |_| {
+                                    // SAFETY: as for the raw launch.
+                                    unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
+                                })??;
+                                Ok(())
+                            })?
+                        }
                     };
                     stream.synchronize()?;
                     Ok(ns)
@@ -1024,6 +1044,10 @@ impl Bench {
                             Ok(())
                         })
                     }
+                    Tracked::Control => per_op(CALLS, || -> BenchResult<()> {
+                        std::hint::black_box(untracked(pointer, std::hint::black_box)?);
+                        Ok(())
+                    }),
                 },
             });
             buffer.close()?;
@@ -1063,6 +1087,7 @@ impl Bench {
                 Goal::MaxOverheadNs(50.0),
                 tracked(Tracked::View),
             ),
+            outcome(LAUNCH_ROWS[4], Goal::None, tracked(Tracked::Control)),
         ];
         rows.extend(alone_rows);
         rows
