@@ -35,13 +35,10 @@
 use crate::error::{defer, thread_tag, Error, ErrorKind, Result, ThreadTag};
 use crate::raw::{self, RawStatus, RawStream};
 use crate::stream::{Stream, StreamRef};
-use std::alloc::Layout;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
 thread_local! {
     /// While this thread runs a host callback of this crate: the thread that queued it (whose
@@ -147,54 +144,7 @@ fn pack<F>(f: F) -> *mut c_void {
         std::mem::forget(f);
         owner as *mut c_void
     } else {
-        free_returned();
         Box::into_raw(Box::new(Queued { owner, f })).cast()
-    }
-}
-
-/// The allocation of a closure that ran, to be freed by a thread that queues closures.
-struct Returned {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-// SAFETY: a pointer to memory nobody uses any more, freed once by whoever takes it.
-unsafe impl Send for Returned {}
-
-/// Allocations of closures that ran on CUDA's callback thread. The closure is moved out and run
-/// there, but its memory is freed by the next thread that queues a closure: freeing it on the
-/// callback thread, while the thread that allocated it allocates the next one, makes the two
-/// contend for the allocator (measured: about a microsecond per host-function round trip).
-static RETURNED: Mutex<Vec<Returned>> = Mutex::new(Vec::new());
-/// Whether `RETURNED` may hold allocations (read without the lock by every queuing).
-static RETURNED_ANY: AtomicBool = AtomicBool::new(false);
-/// The most allocations `RETURNED` keeps; beyond, the callback thread frees them itself.
-const RETURNED_KEPT: usize = 1024;
-
-/// Hands the allocation of a closure that ran to the next thread that queues one.
-fn give_back(ptr: NonNull<u8>, layout: Layout) {
-    let mut returned = RETURNED.lock().unwrap_or_else(|p| p.into_inner());
-    if returned.len() < RETURNED_KEPT {
-        returned.push(Returned { ptr, layout });
-        RETURNED_ANY.store(true, Ordering::Release);
-    } else {
-        drop(returned);
-        // SAFETY: allocated by the global allocator with `layout` (a Box), no longer used.
-        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
-    }
-}
-
-/// Frees the allocations of closures that ran (see [`RETURNED`]).
-fn free_returned() {
-    if !RETURNED_ANY.load(Ordering::Acquire) {
-        return;
-    }
-    let mut returned = RETURNED.lock().unwrap_or_else(|p| p.into_inner());
-    RETURNED_ANY.store(false, Ordering::Relaxed);
-    for r in returned.drain(..) {
-        // SAFETY: allocated by the global allocator with `r.layout` (a Box), no longer used,
-        // taken from the list once.
-        unsafe { std::alloc::dealloc(r.ptr.as_ptr(), r.layout) };
     }
 }
 
@@ -209,14 +159,9 @@ unsafe fn unpack<F>(user_data: *mut c_void) -> (ThreadTag, F) {
         let f = unsafe { std::ptr::read(NonNull::<F>::dangling().as_ptr()) };
         (user_data as ThreadTag, f)
     } else {
-        let raw = user_data.cast::<Queued<F>>();
-        // SAFETY: the caller's contract: a Box<Queued<F>> from `pack`, owned from here on; the
-        // value is moved out once, and the allocation is not used afterwards.
-        let Queued { owner, f } = unsafe { std::ptr::read(raw) };
-        // SAFETY: `raw` came from Box::into_raw, so it is not null.
-        let ptr = unsafe { NonNull::new_unchecked(raw.cast::<u8>()) };
-        give_back(ptr, Layout::new::<Queued<F>>());
-        (owner, f)
+        // SAFETY: the caller's contract: a Box<Queued<F>> from `pack`, owned from here on.
+        let queued = unsafe { Box::from_raw(user_data.cast::<Queued<F>>()) };
+        (queued.owner, queued.f)
     }
 }
 
