@@ -268,3 +268,29 @@ fn a_workspace_refuses_a_stream_of_another_device() {
     assert_eq!(keys1.to_vec().unwrap(), [1, 2, 3]);
     d0.set_current().unwrap();
 }
+
+/// Views of one buffer sort as whole buffers do: two disjoint views, one starting at an odd
+/// element, each past the sizes where the sort changes strategy, on two streams at once.
+#[test]
+fn disjoint_views_of_one_buffer_sort_on_two_streams() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    use cuda_rt::DeviceMemoryMut;
+    let n = 3_000_017;
+    let mid = 1_234_567; // odd: the second view starts unaligned
+    let input: Vec<u32> = make(Dist::Uniform, n, 42);
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    let (s0, s1) = (Stream::new().unwrap(), Stream::new().unwrap());
+    let (mut w0, mut w1) = (SortWorkspace::new(), SortWorkspace::new());
+    let (mut low, mut high) = keys.split_at_mut(mid).unwrap();
+    std::thread::scope(|t| {
+        t.spawn(|| w0.sort(&s0, &mut low, Order::Ascending).unwrap());
+        t.spawn(|| w1.sort(&s1, &mut high, Order::Descending).unwrap());
+    });
+    let out = keys.to_vec().unwrap();
+    let mut expected_low = input[..mid].to_vec();
+    expected_low.sort_unstable();
+    let mut expected_high = input[mid..].to_vec();
+    expected_high.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(out[..mid], expected_low[..]);
+    assert_eq!(out[mid..], expected_high[..]);
+}

@@ -957,19 +957,10 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// # Errors
     /// `Ok(Err(_))`: as for [`close`](Self::close).
     pub fn close_timeout(self, timeout: Duration) -> std::result::Result<Result<()>, Self> {
-        if self.allocation == Allocation::Synchronous {
-            let deadline = Instant::now() + timeout;
-            let mut pause = Duration::from_micros(10);
-            loop {
-                match DeviceMemory::is_idle(&self) {
-                    Ok(false) if Instant::now() >= deadline => return Err(self),
-                    Ok(false) => {}
-                    // Finished, or failed: close reports the error.
-                    Ok(true) | Err(_) => break,
-                }
-                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-                pause = (pause * 2).min(Duration::from_millis(1));
-            }
+        if self.allocation == Allocation::Synchronous
+            && !wait_idle_until(&self, Instant::now() + timeout)
+        {
+            return Err(self);
         }
         Ok(self.close())
     }
@@ -1107,21 +1098,67 @@ impl<'a, T: DeviceCopy> DeviceSlice<'a, T> {
     }
 }
 
+impl<T: DeviceCopy> DeviceSlice<'_, T> {
+    /// Waits for the work queued through this view (`cudaEventSynchronize` of its markers) and
+    /// ends it, reporting errors (drop reports them to the next synchronize instead). The
+    /// memory is not freed: it belongs to its owner.
+    ///
+    /// # Errors
+    /// An error of the work that used the memory.
+    pub fn close(mut self) -> Result<()> {
+        let result = self.release();
+        std::mem::forget(self);
+        result
+    }
+
+    /// Like [`close`](Self::close), but gives the view back (`Err`) instead of waiting longer
+    /// than `timeout` for its work (polling `cudaEventQuery` of its markers).
+    ///
+    /// # Errors
+    /// `Ok(Err(_))`: as for [`close`](Self::close).
+    pub fn close_timeout(self, timeout: Duration) -> std::result::Result<Result<()>, Self> {
+        if !wait_idle_until(&self, Instant::now() + timeout) {
+            return Err(self);
+        }
+        Ok(self.close())
+    }
+
+    fn release(&mut self) -> Result<()> {
+        let span = Span {
+            start: 0,
+            end: self.len * size_of::<T>(),
+        };
+        let result = self
+            .tracker
+            .wait_host(span)
+            .map_err(|e| e.context("DeviceSlice::close"));
+        self.tracker.destroy();
+        result
+    }
+}
+
+/// Polls [`DeviceMemory::is_idle`] (sleeping 10 µs, doubling up to 1 ms) until the memory's
+/// work has finished (or failed: the caller's wait reports the error), or `deadline` passed.
+/// Whether it ended before the deadline.
+fn wait_idle_until<T: DeviceCopy>(memory: &impl DeviceMemory<T>, deadline: Instant) -> bool {
+    let mut pause = Duration::from_micros(10);
+    loop {
+        match memory.is_idle() {
+            Ok(false) if Instant::now() >= deadline => return false,
+            Ok(false) => {}
+            Ok(true) | Err(_) => return true,
+        }
+        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(Duration::from_millis(1));
+    }
+}
+
 impl<T: DeviceCopy> Drop for DeviceSlice<'_, T> {
     fn drop(&mut self) {
         if crate::callback::leak_if_in_callback("DeviceSlice::drop") {
             return;
         }
-        let span = Span {
-            start: 0,
-            end: self.len * size_of::<T>(),
-        };
-        defer_result(
-            self.tracker
-                .wait_host(span)
-                .map_err(|e| e.context("DeviceSlice::drop")),
-        );
-        self.tracker.destroy();
+        defer_result(self.release().map_err(|e| e.context("DeviceSlice::drop")));
     }
 }
 
