@@ -171,6 +171,141 @@ fn with_current_using<R>(
     }
 }
 
+/// Flags of a device (`cudaSetDeviceFlags`): how a host thread waits for the device (one of the
+/// `SCHEDULE_*` flags) and what it may map; combine with `|`.
+///
+/// # Examples
+/// ```
+/// use cuda_rt::DeviceFlags;
+/// let flags = DeviceFlags::SCHEDULE_BLOCKING_SYNC | DeviceFlags::MAP_HOST;
+/// assert_eq!(flags.bits(), 4 | 8);
+/// assert_eq!(flags.schedule(), DeviceFlags::SCHEDULE_BLOCKING_SYNC);
+/// assert!(flags.contains(DeviceFlags::MAP_HOST));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DeviceFlags(u32);
+
+impl DeviceFlags {
+    /// `cudaDeviceScheduleAuto`: spin while the GPU has fewer active contexts than the CPU has
+    /// cores, yield otherwise.
+    pub const SCHEDULE_AUTO: DeviceFlags = DeviceFlags(raw::flags::DEVICE_SCHEDULE_AUTO);
+    /// `cudaDeviceScheduleSpin`: waiting threads spin (lowest latency, one busy core each).
+    pub const SCHEDULE_SPIN: DeviceFlags = DeviceFlags(raw::flags::DEVICE_SCHEDULE_SPIN);
+    /// `cudaDeviceScheduleYield`: waiting threads yield their core while they spin.
+    pub const SCHEDULE_YIELD: DeviceFlags = DeviceFlags(raw::flags::DEVICE_SCHEDULE_YIELD);
+    /// `cudaDeviceScheduleBlockingSync`: waiting threads sleep on a synchronization primitive.
+    pub const SCHEDULE_BLOCKING_SYNC: DeviceFlags =
+        DeviceFlags(raw::flags::DEVICE_SCHEDULE_BLOCKING_SYNC);
+    /// `cudaDeviceMapHost`: page-locked host memory may be mapped into the device's address
+    /// space (always on with unified addressing).
+    pub const MAP_HOST: DeviceFlags = DeviceFlags(raw::flags::DEVICE_MAP_HOST);
+    /// `cudaDeviceLmemResizeToMax`: keep the local memory grown for a kernel instead of
+    /// shrinking it back.
+    pub const LMEM_RESIZE_TO_MAX: DeviceFlags = DeviceFlags(raw::flags::DEVICE_LMEM_RESIZE_TO_MAX);
+
+    /// The `cudaSetDeviceFlags` value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Flags from a `cudaGetDeviceFlags` value (bits this crate does not name are kept).
+    pub const fn from_bits(bits: u32) -> DeviceFlags {
+        DeviceFlags(bits)
+    }
+
+    /// The scheduling part (one of the `SCHEDULE_*` flags).
+    pub const fn schedule(self) -> DeviceFlags {
+        DeviceFlags(self.0 & raw::flags::DEVICE_SCHEDULE_MASK)
+    }
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: DeviceFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for DeviceFlags {
+    type Output = DeviceFlags;
+    fn bitor(self, other: DeviceFlags) -> DeviceFlags {
+        DeviceFlags(self.0 | other.0)
+    }
+}
+
+/// A CUDA version, `major.minor` (from the `1000 * major + 10 * minor` encoding of
+/// `cudaDriverGetVersion` and `cudaRuntimeGetVersion`).
+///
+/// # Examples
+/// ```
+/// use cuda_rt::Version;
+/// let v = Version::from_encoded(12_080);
+/// assert_eq!((v.major, v.minor), (12, 8));
+/// assert!(v < Version::from_encoded(13_000));
+/// assert_eq!(v.to_string(), "12.8");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version {
+    /// The major version (13 for CUDA 13.0).
+    pub major: u32,
+    /// The minor version (0 for CUDA 13.0).
+    pub minor: u32,
+}
+
+impl Version {
+    /// The version that the runtime encodes as `1000 * major + 10 * minor` (negative values,
+    /// which the runtime never returns, read as 0.0).
+    pub const fn from_encoded(encoded: i32) -> Version {
+        let encoded = if encoded < 0 { 0 } else { encoded as u32 };
+        Version {
+            major: encoded / 1000,
+            minor: encoded % 1000 / 10,
+        }
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// `cudaDriverGetVersion`: the newest CUDA version the installed driver supports (0.0 when no
+/// driver is installed).
+///
+/// # Errors
+/// [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback); errors of the call.
+///
+/// # Examples
+/// ```
+/// // 0.0 (or an error) without a driver.
+/// if let Ok(v) = cuda_rt::driver_version() {
+///     println!("driver supports CUDA {v}");
+/// }
+/// ```
+pub fn driver_version() -> Result<Version> {
+    // SAFETY: no preconditions.
+    let encoded = unsafe { raw::driver_get_version() }.map_err(|e| e.context("driver_version"))?;
+    Ok(Version::from_encoded(encoded))
+}
+
+/// `cudaRuntimeGetVersion`: the version of the CUDA runtime this program runs with (the one it
+/// was linked with, or the shared library loaded).
+///
+/// # Errors
+/// [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback); errors of the call.
+///
+/// # Examples
+/// ```
+/// if let Ok(v) = cuda_rt::runtime_version() {
+///     assert!(v.major >= 12);
+/// }
+/// ```
+pub fn runtime_version() -> Result<Version> {
+    // SAFETY: no preconditions.
+    let encoded =
+        unsafe { raw::runtime_get_version() }.map_err(|e| e.context("runtime_version"))?;
+    Ok(Version::from_encoded(encoded))
+}
+
 impl Device {
     /// `cudaGetDeviceCount`: the number of CUDA devices.
     ///
@@ -434,6 +569,28 @@ impl Device {
             crate::memory::note_peer_access(self.0, peer.0);
         }
         result.map_err(|e| e.context("Device::enable_peer_access"))
+    }
+
+    /// `cudaSetDeviceFlags` with this device current: how host threads wait for it and what
+    /// it may map. Takes effect at once, also on a device already in use.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidValue` for invalid flags; `cudaErrorInvalidDevice`.
+    pub fn set_flags(self, flags: DeviceFlags) -> Result<()> {
+        // SAFETY: invalid flags are reported as an error.
+        with_current(self.0, || unsafe { raw::set_device_flags(flags.bits()) })
+            .map_err(|e| e.context("Device::set_flags"))
+    }
+
+    /// `cudaGetDeviceFlags` with this device current.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice`.
+    pub fn flags(self) -> Result<DeviceFlags> {
+        // SAFETY: no preconditions.
+        with_current(self.0, || unsafe { raw::get_device_flags() })
+            .map(DeviceFlags::from_bits)
+            .map_err(|e| e.context("Device::flags"))
     }
 }
 

@@ -117,7 +117,10 @@ pub mod scope;
 pub mod stream;
 
 pub use callback::in_host_callback;
-pub use device::{ComputeCapability, Device, DeviceProperties, Limit, StreamPriorityRange};
+pub use device::{
+    driver_version, runtime_version, ComputeCapability, Device, DeviceFlags, DeviceProperties,
+    Limit, StreamPriorityRange, Version,
+};
 pub use error::{
     defer_error, deferred_errors_dropped, is_sticky, last_error, peek_last_error,
     take_deferred_error, Error, ErrorKind, Result,
@@ -151,6 +154,8 @@ mod thread_safety {
 
     assert_impl_all!(Error: Send, Sync, Copy);
     assert_impl_all!(Device: Send, Sync, Copy);
+    assert_impl_all!(DeviceFlags: Send, Sync, Copy);
+    assert_impl_all!(Version: Send, Sync, Copy, Ord);
     assert_impl_all!(Stream: Send, Sync);
     assert_impl_all!(StreamRef<'static>: Send, Sync, Copy);
     assert_impl_all!(Event: Send, Sync);

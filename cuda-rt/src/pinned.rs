@@ -771,6 +771,30 @@ impl<T: DeviceCopy> RegisteredHost<T, ReadOnly> {
 }
 
 impl<T: DeviceCopy, A: RegistrationAccess> RegisteredHost<T, A> {
+    /// `cudaHostGetDevicePointer`: the device address of this memory when it was registered
+    /// with [`HostRegisterFlags::MAPPED`] (with unified addressing, the host address itself).
+    /// Kernels that use it reach host memory over the bus. It is a raw pointer: using it from a
+    /// kernel is `unsafe`, and the caller must keep the registration alive, and the host away
+    /// from the bytes a kernel writes, until such kernels have finished.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidValue` if the memory is not mapped; nothing is mapped for an empty
+    /// registration (`cudaErrorInvalidValue` too).
+    pub fn mapped_device_ptr(&self) -> Result<*const T> {
+        const WHAT: &str = "RegisteredHost::mapped_device_ptr";
+        if !self.registered {
+            return Err(Error::cuda(raw::status::INVALID_VALUE, WHAT));
+        }
+        let host = self.data.as_ptr().cast_mut().cast();
+        // SAFETY: the registered range starts at `host`; CUDA checks that it is mapped and
+        // writes nothing through it.
+        with_current(self.device, || unsafe {
+            raw::host_get_device_pointer(host)
+        })
+        .map(|p| p.cast_const().cast::<T>())
+        .map_err(|e| e.context(WHAT))
+    }
+
     fn register(
         data: Vec<T>,
         flags: HostRegisterFlags,

@@ -112,6 +112,20 @@ pub mod status {
 /// Flag values of the runtime, re-exported for the safe layer's flag types.
 pub mod flags {
     use super::sys;
+    /// `cudaDeviceScheduleAuto`.
+    pub const DEVICE_SCHEDULE_AUTO: u32 = sys::cudaDeviceScheduleAuto;
+    /// `cudaDeviceScheduleSpin`.
+    pub const DEVICE_SCHEDULE_SPIN: u32 = sys::cudaDeviceScheduleSpin;
+    /// `cudaDeviceScheduleYield`.
+    pub const DEVICE_SCHEDULE_YIELD: u32 = sys::cudaDeviceScheduleYield;
+    /// `cudaDeviceScheduleBlockingSync`.
+    pub const DEVICE_SCHEDULE_BLOCKING_SYNC: u32 = sys::cudaDeviceScheduleBlockingSync;
+    /// `cudaDeviceScheduleMask`.
+    pub const DEVICE_SCHEDULE_MASK: u32 = sys::cudaDeviceScheduleMask;
+    /// `cudaDeviceMapHost`.
+    pub const DEVICE_MAP_HOST: u32 = sys::cudaDeviceMapHost;
+    /// `cudaDeviceLmemResizeToMax`.
+    pub const DEVICE_LMEM_RESIZE_TO_MAX: u32 = sys::cudaDeviceLmemResizeToMax;
     /// `cudaStreamDefault`.
     pub const STREAM_DEFAULT: u32 = sys::cudaStreamDefault;
     /// `cudaStreamNonBlocking`.
@@ -359,6 +373,79 @@ pub unsafe fn set_device(device: c_int) -> Result<()> {
     not_in_callback("cudaSetDevice")?;
     // SAFETY: plain value argument.
     check(unsafe { sys::cudaSetDevice(device) }, "cudaSetDevice")
+}
+
+/// `cudaSetDeviceFlags`: the current device's scheduling and mapping flags (see [`flags`]
+/// `DEVICE_*`).
+///
+/// # Errors
+/// The status of `cudaSetDeviceFlags` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's (invalid flags are an error).
+pub unsafe fn set_device_flags(device_flags: c_uint) -> Result<()> {
+    not_in_callback("cudaSetDeviceFlags")?;
+    // SAFETY: plain value argument.
+    check(
+        unsafe { sys::cudaSetDeviceFlags(device_flags) },
+        "cudaSetDeviceFlags",
+    )
+}
+
+/// `cudaGetDeviceFlags`: the current device's flags.
+///
+/// # Errors
+/// The status of `cudaGetDeviceFlags` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn get_device_flags() -> Result<c_uint> {
+    not_in_callback("cudaGetDeviceFlags")?;
+    let mut device_flags = 0;
+    check(
+        // SAFETY: writes one unsigned int through a valid pointer.
+        unsafe { sys::cudaGetDeviceFlags(&mut device_flags) },
+        "cudaGetDeviceFlags",
+    )?;
+    Ok(device_flags)
+}
+
+/// `cudaDriverGetVersion`: the CUDA version the installed driver supports (`1000 * major + 10 *
+/// minor`), 0 when no driver is installed.
+///
+/// # Errors
+/// The status of `cudaDriverGetVersion` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn driver_get_version() -> Result<c_int> {
+    not_in_callback("cudaDriverGetVersion")?;
+    let mut version = 0;
+    check(
+        // SAFETY: writes one int through a valid pointer.
+        unsafe { sys::cudaDriverGetVersion(&mut version) },
+        "cudaDriverGetVersion",
+    )?;
+    Ok(version)
+}
+
+/// `cudaRuntimeGetVersion`: the version of the CUDA runtime this program runs with (`1000 *
+/// major + 10 * minor`).
+///
+/// # Errors
+/// The status of `cudaRuntimeGetVersion` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn runtime_get_version() -> Result<c_int> {
+    not_in_callback("cudaRuntimeGetVersion")?;
+    let mut version = 0;
+    check(
+        // SAFETY: writes one int through a valid pointer.
+        unsafe { sys::cudaRuntimeGetVersion(&mut version) },
+        "cudaRuntimeGetVersion",
+    )?;
+    Ok(version)
 }
 
 /// `cudaDeviceSynchronize` on the current device.
