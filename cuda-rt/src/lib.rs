@@ -2,7 +2,7 @@
 //!
 //! Every concept of CUDA's asynchronous execution model has a module named for it:
 //! [`error`], [`device`], [`stream`], [`event`], [`memory`] (device memory), [`pinned`]
-//! (page-locked host memory and owned asynchronous copies), [`scope`](mod@scope) (asynchronous work that
+//! (page-locked host memory and owned asynchronous copies), [`pool`] (memory pools), [`scope`](mod@scope) (asynchronous work that
 //! borrows), [`callback`], [`graph`], [`launch`]; [`raw`] holds the one-to-one `unsafe` wrappers
 //! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
 //! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
@@ -112,6 +112,7 @@ pub mod graph;
 pub mod launch;
 pub mod memory;
 pub mod pinned;
+pub mod pool;
 pub mod raw;
 pub mod scope;
 pub mod stream;
@@ -136,6 +137,7 @@ pub use pinned::{
     HostAllocFlags, HostRegisterFlags, Pending, PinnedBuffer, ReadOnly, ReadWrite, RegisterError,
     RegisteredHost, RegistrationAccess,
 };
+pub use pool::{MemPool, PoolUsage};
 pub use scope::{scope, Scope};
 pub use stream::{Stream, StreamFlags, StreamRef};
 
@@ -155,6 +157,8 @@ mod thread_safety {
     assert_impl_all!(Error: Send, Sync, Copy);
     assert_impl_all!(Device: Send, Sync, Copy);
     assert_impl_all!(DeviceFlags: Send, Sync, Copy);
+    assert_impl_all!(MemPool: Send, Sync);
+    assert_not_impl_any!(MemPool: Clone);
     assert_impl_all!(Version: Send, Sync, Copy, Ord);
     assert_impl_all!(Stream: Send, Sync);
     assert_impl_all!(StreamRef<'static>: Send, Sync, Copy);

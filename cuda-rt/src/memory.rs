@@ -845,11 +845,58 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// # Errors
     /// `cudaErrorMemoryAllocation`, `cudaErrorNotSupported` (no memory pools).
     pub fn new_async<'s>(len: usize, stream: impl Into<StreamRef<'s>>) -> Result<DeviceBuffer<T>> {
-        const { assert_alignment::<T>() };
-        const WHAT: &str = "DeviceBuffer::new_async";
         let stream = stream.into();
-        let bytes = bytes_of::<T>(len, WHAT)?;
-        let device = stream.device_ordinal().map_err(|e| e.context(WHAT))?;
+        let device = stream
+            .device_ordinal()
+            .map_err(|e| e.context("DeviceBuffer::new_async"))?;
+        Self::stream_ordered(
+            len,
+            stream,
+            device,
+            "DeviceBuffer::new_async",
+            |bytes, s| {
+                // SAFETY: the stream is live; the allocation is owned by the buffer built from it.
+                unsafe { raw::malloc_async(bytes, s) }
+            },
+        )
+    }
+
+    /// `cudaMallocFromPoolAsync` of `len` elements from `pool` on `stream` (a stream of the
+    /// pool's device): like [`new_async`](Self::new_async), from a pool of your choice (see
+    /// [`MemPool`](crate::MemPool)). The drop queues `cudaFreeAsync`, which returns the memory
+    /// to the pool. The buffer may outlive the pool's handle: CUDA keeps a destroyed pool's
+    /// memory until its last allocation is freed.
+    ///
+    /// # Errors
+    /// [`ErrorKind::WrongDevice`] for a stream of another device than the pool's;
+    /// `cudaErrorMemoryAllocation`; [`ErrorKind::SizeOverflow`].
+    pub fn new_in_pool<'s>(
+        len: usize,
+        pool: &crate::MemPool,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<DeviceBuffer<T>> {
+        const WHAT: &str = "DeviceBuffer::new_in_pool";
+        let stream = stream.into();
+        let device = pool.device().ordinal();
+        let raw_pool = pool.as_raw();
+        Self::stream_ordered(len, stream, device, WHAT, |bytes, s| {
+            // SAFETY: the pool is live for this call (borrowed), the stream too; the allocation
+            // is owned by the buffer built from it.
+            unsafe { raw::malloc_from_pool_async(bytes, raw_pool, s) }
+        })
+    }
+
+    /// A stream-ordered allocation of `len` elements on `device`, made by `allocate` on
+    /// `stream` behind the tracking (which refuses a stream of another device).
+    fn stream_ordered(
+        len: usize,
+        stream: StreamRef<'_>,
+        device: i32,
+        what: &'static str,
+        allocate: impl FnOnce(usize, RawStream) -> Result<*mut c_void>,
+    ) -> Result<DeviceBuffer<T>> {
+        const { assert_alignment::<T>() };
+        let bytes = bytes_of::<T>(len, what)?;
         if bytes == 0 {
             return Ok(Self::empty(len, device));
         }
@@ -860,8 +907,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             end: bytes,
         };
         let result = tracker.use_on_exclusive(span, Access::Write, device, stream, |s| {
-            // SAFETY: the stream is live; the allocation is owned by the buffer built below.
-            allocated = unsafe { raw::malloc_async(bytes, s) }?;
+            allocated = allocate(bytes, s)?;
             Ok(())
         });
         let buffer = NonNull::new(allocated.cast()).map(|ptr| DeviceBuffer {
@@ -875,8 +921,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             (Ok(()), Some(buffer)) => Ok(buffer),
             // Marking failed after allocating: the buffer's drop frees it (behind a device
             // synchronization, as the marker is poisoned).
-            (Err(e), _) => Err(e.context(WHAT)),
-            (Ok(()), None) => Err(Error::cuda(raw::status::MEMORY_ALLOCATION, WHAT)),
+            (Err(e), _) => Err(e.context(what)),
+            (Ok(()), None) => Err(Error::cuda(raw::status::MEMORY_ALLOCATION, what)),
         }
     }
 

@@ -41,6 +41,8 @@ pub type RawGraph = sys::cudaGraph_t;
 pub type RawGraphExec = sys::cudaGraphExec_t;
 /// A raw graph node handle (`cudaGraphNode_t`), owned by its graph.
 pub type RawGraphNode = sys::cudaGraphNode_t;
+/// A raw memory pool handle (`cudaMemPool_t`).
+pub type RawMemPool = sys::cudaMemPool_t;
 /// A raw CUDA status (`cudaError_t`).
 pub type RawStatus = sys::cudaError_t;
 /// Grid or block dimensions (`dim3`).
@@ -1029,6 +1031,168 @@ pub unsafe fn free_async(ptr: *mut c_void, stream: RawStream) -> Result<()> {
         unsafe { sys::cudaFreeAsync(ptr, stream) },
         "cudaFreeAsync",
     )
+}
+
+/// Memory pool attributes (`cudaMemPoolAttr`) the safe layer reads and sets; all are `u64`.
+pub mod pool_attribute {
+    use super::sys;
+    /// `cudaMemPoolAttrReleaseThreshold`: bytes the pool keeps reserved at synchronizations.
+    pub const RELEASE_THRESHOLD: u32 = sys::cudaMemPoolAttrReleaseThreshold;
+    /// `cudaMemPoolAttrReservedMemCurrent`: bytes reserved from the device now.
+    pub const RESERVED_MEM_CURRENT: u32 = sys::cudaMemPoolAttrReservedMemCurrent;
+    /// `cudaMemPoolAttrReservedMemHigh`: the most bytes reserved since the last reset.
+    pub const RESERVED_MEM_HIGH: u32 = sys::cudaMemPoolAttrReservedMemHigh;
+    /// `cudaMemPoolAttrUsedMemCurrent`: bytes allocated to users now.
+    pub const USED_MEM_CURRENT: u32 = sys::cudaMemPoolAttrUsedMemCurrent;
+    /// `cudaMemPoolAttrUsedMemHigh`: the most bytes allocated since the last reset.
+    pub const USED_MEM_HIGH: u32 = sys::cudaMemPoolAttrUsedMemHigh;
+}
+
+/// `cudaDeviceGetDefaultMemPool`: the device's default pool (owned by the device; never
+/// destroyed by the caller).
+///
+/// # Errors
+/// The status of `cudaDeviceGetDefaultMemPool` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn device_get_default_mem_pool(device: c_int) -> Result<RawMemPool> {
+    not_in_callback("cudaDeviceGetDefaultMemPool")?;
+    let mut pool = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one handle through a valid pointer.
+        unsafe { sys::cudaDeviceGetDefaultMemPool(&mut pool, device) },
+        "cudaDeviceGetDefaultMemPool",
+    )?;
+    Ok(pool)
+}
+
+/// `cudaMemPoolCreate` of a pool of pinned device memory on `device`, not exportable, with no
+/// maximum size.
+///
+/// # Errors
+/// The status of `cudaMemPoolCreate` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's: the pool must be destroyed once, with [`mem_pool_destroy`].
+pub unsafe fn mem_pool_create(device: c_int) -> Result<RawMemPool> {
+    not_in_callback("cudaMemPoolCreate")?;
+    let props = sys::cudaMemPoolProps {
+        allocType: sys::cudaMemAllocationTypePinned,
+        handleTypes: sys::cudaMemHandleTypeNone,
+        location: sys::cudaMemLocation {
+            type_: sys::cudaMemLocationTypeDevice,
+            id: device,
+        },
+        win32SecurityAttributes: std::ptr::null_mut(),
+        maxSize: 0,
+        usage: 0,
+        reserved: [0; 54],
+    };
+    let mut pool = std::ptr::null_mut();
+    check(
+        // SAFETY: `props` is a valid, fully initialized description; writes one handle.
+        unsafe { sys::cudaMemPoolCreate(&mut pool, &props) },
+        "cudaMemPoolCreate",
+    )?;
+    Ok(pool)
+}
+
+/// `cudaMemPoolDestroy`. Allocations still outstanding keep the pool's memory until they are
+/// freed (CUDA releases it then).
+///
+/// # Errors
+/// The status of `cudaMemPoolDestroy` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `pool` must come from [`mem_pool_create`], and not be used afterwards.
+pub unsafe fn mem_pool_destroy(pool: RawMemPool) -> Result<()> {
+    not_in_callback("cudaMemPoolDestroy")?;
+    // SAFETY: the caller's contract.
+    check(
+        unsafe { sys::cudaMemPoolDestroy(pool) },
+        "cudaMemPoolDestroy",
+    )
+}
+
+/// `cudaMemPoolSetAttribute` of a `u64` attribute (see [`pool_attribute`]).
+///
+/// # Errors
+/// The status of `cudaMemPoolSetAttribute` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `pool` must be live; `attribute` must be one whose value is a `u64`.
+pub unsafe fn mem_pool_set_attribute(pool: RawMemPool, attribute: u32, value: u64) -> Result<()> {
+    not_in_callback("cudaMemPoolSetAttribute")?;
+    let mut value = value;
+    check(
+        // SAFETY: the caller's contract; CUDA reads one u64 through the pointer.
+        unsafe {
+            sys::cudaMemPoolSetAttribute(pool, attribute, std::ptr::from_mut(&mut value).cast())
+        },
+        "cudaMemPoolSetAttribute",
+    )
+}
+
+/// `cudaMemPoolGetAttribute` of a `u64` attribute (see [`pool_attribute`]).
+///
+/// # Errors
+/// The status of `cudaMemPoolGetAttribute` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `pool` must be live; `attribute` must be one whose value is a `u64`.
+pub unsafe fn mem_pool_get_attribute(pool: RawMemPool, attribute: u32) -> Result<u64> {
+    not_in_callback("cudaMemPoolGetAttribute")?;
+    let mut value = 0u64;
+    check(
+        // SAFETY: the caller's contract; CUDA writes one u64 through the pointer.
+        unsafe {
+            sys::cudaMemPoolGetAttribute(pool, attribute, std::ptr::from_mut(&mut value).cast())
+        },
+        "cudaMemPoolGetAttribute",
+    )?;
+    Ok(value)
+}
+
+/// `cudaMemPoolTrimTo`: releases unused memory of the pool back to the device, keeping at
+/// least `keep` bytes reserved.
+///
+/// # Errors
+/// The status of `cudaMemPoolTrimTo` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `pool` must be live.
+pub unsafe fn mem_pool_trim_to(pool: RawMemPool, keep: usize) -> Result<()> {
+    not_in_callback("cudaMemPoolTrimTo")?;
+    // SAFETY: the caller's contract.
+    check(
+        unsafe { sys::cudaMemPoolTrimTo(pool, keep) },
+        "cudaMemPoolTrimTo",
+    )
+}
+
+/// `cudaMallocFromPoolAsync`: `bytes` bytes from `pool`, usable by work ordered after this
+/// point of `stream`.
+///
+/// # Errors
+/// The status of `cudaMallocFromPoolAsync` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `pool` and `stream` must be live; the memory must be freed once ([`free_async`] or
+/// [`free`]) after the work that uses it.
+pub unsafe fn malloc_from_pool_async(
+    bytes: usize,
+    pool: RawMemPool,
+    stream: RawStream,
+) -> Result<*mut c_void> {
+    not_in_callback("cudaMallocFromPoolAsync")?;
+    let mut ptr = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one pointer through a valid pointer.
+        unsafe { sys::cudaMallocFromPoolAsync(&mut ptr, bytes, pool, stream) },
+        "cudaMallocFromPoolAsync",
+    )?;
+    Ok(ptr)
 }
 
 /// `cudaHostAlloc` of `bytes` page-locked bytes with `flags` (`cudaMallocHost` is the same with
