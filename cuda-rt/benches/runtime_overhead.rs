@@ -34,8 +34,8 @@
 //!   callbacks) both are measured.
 
 use cuda_rt::{
-    elapsed_time_between, launch_kernel, scope, CaptureMode, DeviceBuffer, DeviceMemory,
-    DeviceMemoryMut, Event, EventFlags, HostRegisterFlags, LaunchConfig, PinnedBuffer,
+    elapsed_time_between, launch_kernel, scope, CaptureMode, Device, DeviceBuffer, DeviceMemory,
+    DeviceMemoryMut, Event, EventFlags, HostRegisterFlags, LaunchConfig, MemPool, PinnedBuffer,
     RegisteredHost, Stream, StreamFlags,
 };
 use cuda_rt_sys as sys;
@@ -859,6 +859,97 @@ impl Bench {
         }
     }
 
+    /// Stream-ordered allocation and free of 64 KiB: `cudaMallocFromPoolAsync` +
+    /// `cudaFreeAsync` from a created pool (release threshold `u64::MAX`, so that no call
+    /// reaches the driver's allocator) against `DeviceBuffer::new_in_pool` + drop, and
+    /// `cudaMallocAsync` + `cudaFreeAsync` against `DeviceBuffer::new_async` + drop (the
+    /// device's default pool), all on one stream.
+    fn allocations(&self) -> Vec<Outcome> {
+        let names = [
+            "stream-ordered alloc + free, 64 KiB, created pool (DeviceBuffer::new_in_pool + drop)",
+            "stream-ordered alloc + free, 64 KiB, default pool (DeviceBuffer::new_async + drop)",
+        ];
+        match self.allocation_rows() {
+            Ok(rows) => names
+                .iter()
+                .zip(rows)
+                .map(|(name, measured)| outcome(name, Goal::None, measured))
+                .collect(),
+            Err(e) => names
+                .iter()
+                .map(|name| outcome(name, Goal::None, Err(e.to_string().into())))
+                .collect(),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn allocation_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
+        const BYTES: usize = 64 << 10;
+        let Settings {
+            records: calls,
+            op_trials,
+            ..
+        } = self.settings;
+        let rs = self.raw_stream;
+        let stream = &self.stream;
+        let pool = MemPool::new(Device::current()?)?;
+        pool.set_release_threshold(u64::MAX)?;
+        let raw_pool = pool.as_raw();
+        let default_pool = MemPool::device_default(Device::current()?)?;
+        default_pool.set_release_threshold(u64::MAX)?;
+        let from_pool = self.interleave(op_trials, |side| match side {
+            Side::Raw => {
+                let ns = per_op(calls, || -> BenchResult<()> {
+                    let mut ptr = std::ptr::null_mut();
+                    check(
+                        // SAFETY: a live pool and stream; writes one pointer.
+                        unsafe { sys::cudaMallocFromPoolAsync(&mut ptr, BYTES, raw_pool, rs) },
+                        "cudaMallocFromPoolAsync",
+                    )?;
+                    // SAFETY: allocated just above on this stream, unused.
+                    check(unsafe { sys::cudaFreeAsync(ptr, rs) }, "cudaFreeAsync")
+                })?;
+                raw_stream_synchronize(rs)?;
+                Ok(ns)
+            }
+            Side::Safe => {
+                let ns = per_op(calls, || -> BenchResult<()> {
+                    drop(DeviceBuffer::<u8>::new_in_pool(BYTES, &pool, stream)?);
+                    Ok(())
+                })?;
+                stream.synchronize()?;
+                Ok(ns)
+            }
+        });
+        let from_default = self.interleave(op_trials, |side| match side {
+            Side::Raw => {
+                let ns = per_op(calls, || -> BenchResult<()> {
+                    let mut ptr = std::ptr::null_mut();
+                    check(
+                        // SAFETY: a live stream; writes one pointer.
+                        unsafe { sys::cudaMallocAsync(&mut ptr, BYTES, rs) },
+                        "cudaMallocAsync",
+                    )?;
+                    // SAFETY: allocated just above on this stream, unused.
+                    check(unsafe { sys::cudaFreeAsync(ptr, rs) }, "cudaFreeAsync")
+                })?;
+                raw_stream_synchronize(rs)?;
+                Ok(ns)
+            }
+            Side::Safe => {
+                let ns = per_op(calls, || -> BenchResult<()> {
+                    drop(DeviceBuffer::<u8>::new_async(BYTES, stream)?);
+                    Ok(())
+                })?;
+                stream.synchronize()?;
+                Ok(ns)
+            }
+        });
+        default_pool.set_release_threshold(0)?;
+        pool.close()?;
+        Ok(vec![from_pool, from_default])
+    }
+
     #[allow(clippy::type_complexity)]
     fn event_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
         let Settings {
@@ -1355,6 +1446,7 @@ fn run(settings: Settings) -> BenchResult<()> {
     outcomes.extend(bench.bandwidth());
     outcomes.extend(bench.host_register());
     outcomes.extend(bench.events());
+    outcomes.extend(bench.allocations());
     outcomes.extend(bench.launches());
     outcomes.extend(bench.callbacks());
     outcomes.extend(bench.graphs());

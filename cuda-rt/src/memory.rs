@@ -1026,8 +1026,24 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                 Err(e) => Err(e),
             },
             Allocation::StreamOrdered => {
-                let mut queued = false;
                 let device = self.device;
+                // SAFETY: our allocation; the stream given is the one every use of the memory
+                // was queued on, so the free comes after them; not used again.
+                let on_last_stream = self
+                    .tracker
+                    .free_on_last_stream(device, |s| unsafe { raw::free_async(ptr, s) });
+                if let Some(Ok(())) = on_last_stream {
+                    self.tracker.destroy();
+                    self.allocation = Allocation::Empty;
+                    return Ok(());
+                }
+                // Not freed there (the memory was used on several streams, or a default or
+                // foreign one, or that free failed): free on this thread's default stream
+                // behind every use.
+                if let Some(Err(e)) = on_last_stream {
+                    defer(e.context(WHAT));
+                }
+                let mut queued = false;
                 let tracker = &mut self.tracker;
                 let result = with_current(device, || {
                     let stream = StreamRef::per_thread();

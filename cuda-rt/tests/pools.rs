@@ -52,7 +52,10 @@ fn a_soak_of_pool_allocations_leaves_the_pool_as_it_found_it() {
             let other = &streams[(i as usize + 1) % 2];
             old.set_bytes_async(other, value.wrapping_add(1)).unwrap();
             let bytes = old.to_vec().unwrap();
-            assert!(bytes.iter().all(|&b| b == value.wrapping_add(1)), "allocation {i}");
+            assert!(
+                bytes.iter().all(|&b| b == value.wrapping_add(1)),
+                "allocation {i}"
+            );
         }
     }
     assert!(most > 0);
@@ -136,5 +139,44 @@ fn a_pool_dropped_under_a_live_buffer_keeps_the_buffer_valid() {
     assert!(buffer.to_vec().unwrap().iter().all(|&x| x == 0x1111_1111));
     drop(buffer);
     stream.synchronize().unwrap();
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
+/// A stream-ordered buffer is freed on the stream of its last use when that is its only stream
+/// (one `cudaFreeAsync`), and behind every use otherwise: also when that stream was dropped
+/// with the buffer's work still queued, or when the buffer was used on two streams.
+#[test]
+fn stream_ordered_frees_follow_the_last_uses() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    let pool = MemPool::new(Device::current().unwrap()).unwrap();
+    let (s0, s1) = (Stream::new().unwrap(), Stream::new().unwrap());
+    // One stream: freed there.
+    let mut one = DeviceBuffer::<u8>::new_in_pool(1 << 20, &pool, &s0).unwrap();
+    one.set_bytes_async(&s0, 1).unwrap();
+    drop(one);
+    // Two streams: freed behind both.
+    let mut two = DeviceBuffer::<u8>::new_in_pool(1 << 20, &pool, &s0).unwrap();
+    two.set_bytes_async(&s0, 1).unwrap();
+    two.slice_mut(0..4)
+        .unwrap()
+        .set_bytes_async(&s1, 2)
+        .unwrap();
+    drop(two);
+    // The stream of the last use dropped first, its work held by a host function.
+    let s2 = Stream::new().unwrap();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    s2.launch_host_fn(move || {
+        let _released = held.recv_timeout(std::time::Duration::from_secs(30));
+    })
+    .unwrap();
+    let mut late = DeviceBuffer::<u8>::new_in_pool(1 << 20, &pool, &s2).unwrap();
+    late.set_bytes_async(&s2, 3).unwrap();
+    drop(s2);
+    drop(late); // queued behind the held work, not freed under it
+    release.send(()).unwrap();
+    Device::current().unwrap().synchronize().unwrap();
+    assert_eq!(pool.usage().unwrap().used_current, 0);
     assert!(cuda_rt::take_deferred_error().is_none());
 }

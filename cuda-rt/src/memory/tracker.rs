@@ -315,6 +315,43 @@ impl Tracker {
         Ok(true)
     }
 
+    /// For a stream-ordered free: if every use of the memory was on one owned stream of
+    /// `device` that is still open, runs `free` on that stream, under its hold's lock (the
+    /// stream orders the free after the uses; its owner cannot destroy it meanwhile), and
+    /// returns its result. `None`: no such stream, nothing was run.
+    pub(crate) fn free_on_last_stream(
+        &mut self,
+        device: i32,
+        free: impl FnOnce(RawStream) -> Result<()>,
+    ) -> Option<Result<()>> {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if state.poisoned {
+            return None;
+        }
+        let mut sole = None;
+        for entry in &state.entries {
+            match sole {
+                None => sole = Some(entry.marker),
+                Some(marker) if marker == entry.marker => {}
+                Some(_) => return None,
+            }
+        }
+        let marker = state.markers.get(sole?)?.as_ref()?;
+        let Stream::Lazy { hold, .. } = &marker.stream else {
+            return None;
+        };
+        if hold.device() != device {
+            return None;
+        }
+        let guard = hold.lock();
+        if guard.state != HoldState::Open {
+            return None;
+        }
+        let result = free(hold.raw());
+        drop(guard);
+        Some(result)
+    }
+
     /// Destroys the markers' events (after every use has been waited for or queued behind).
     pub(crate) fn destroy(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
