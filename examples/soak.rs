@@ -1,4 +1,4 @@
-//! Soak (issue 7): a bounded program, not a test. One million small operations on several
+//! Soak: a bounded program, not a test. One million small operations on several
 //! streams (allocate, upload, download, device-to-device copy, memset, kernel, event record and
 //! wait, host callback, drop), each buffer checked against a CPU model every 1000 operations;
 //! then ten thousand merge sorts (`SortWorkspace`) of random sizes and key types, and of key-value

@@ -1,4 +1,4 @@
-//! Bad input (issue 7): every misuse below gets a clear error (or, where CUDA defines the input
+//! Bad input: every misuse below gets a clear error (or, where CUDA defines the input
 //! as valid, a documented result), the process keeps working, and nothing leaks: device memory
 //! in use returns exactly to its starting value, pinned memory is released.
 //!

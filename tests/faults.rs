@@ -1,4 +1,4 @@
-//! Faults (issue 7): a kernel that writes out of bounds, run in a child process (the fault is
+//! Faults: a kernel that writes out of bounds, run in a child process (the fault is
 //! sticky: it ends the child's CUDA context), panicking host callbacks, and device-side launch
 //! failures of the merge sort.
 //!
@@ -234,7 +234,7 @@ fn a_panicking_host_callback_is_reported_and_the_stream_keeps_working() {
     let after = Arc::new(AtomicBool::new(false));
 
     stream
-        .launch_host_fn(|| panic!("deliberate panic in a host function (issue 7 test)"))
+        .launch_host_fn(|| panic!("deliberate panic in a host function"))
         .unwrap();
     affine_u32(&mut data, &stream, 1, 42).unwrap();
     let flag = Arc::clone(&after);
@@ -255,7 +255,7 @@ fn a_panicking_host_callback_is_reported_and_the_stream_keeps_working() {
     stream
         .add_callback(|status| {
             status.unwrap();
-            panic!("deliberate panic in a stream callback (issue 7 test)")
+            panic!("deliberate panic in a stream callback")
         })
         .unwrap();
     assert_eq!(

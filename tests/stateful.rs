@@ -1,4 +1,4 @@
-//! Stateful property test (issue 7): random sequences of allocate / upload / download /
+//! Stateful property test: random sequences of allocate / upload / download /
 //! device-to-device copy / memset / kernel / event record-and-wait / host callback /
 //! synchronize / drop, across several streams (owned, non-blocking, high-priority, and both
 //! default streams), checked against a CPU model of every buffer after each synchronize and at

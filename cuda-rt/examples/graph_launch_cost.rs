@@ -1,5 +1,5 @@
 //! Host cost of a graph launch, and of the ways an executable graph can learn that its launches
-//! have finished (issue 3): the evidence behind [`Scope::launch_graph`]'s design.
+//! have finished the evidence behind [`Scope::launch_graph`]'s design.
 //!
 //! ```text
 //! cargo run --release -p cuda-rt --example graph_launch_cost
@@ -19,7 +19,7 @@
 //! 5. [`GraphExec::launch`] (cuda-rt, `'static` graph outside a scope: launch + marker).
 //!
 //! Each trial runs the baseline first and `Scope::launch_graph` right after it (the pair that
-//! issue 3's goal is about, so that the least drift separates them), then the others. Prints the
+//! the overhead goal is about, so that the least drift separates them), then the others. Prints the
 //! median ns per launch of each (p10–p90) and the median of the paired differences from the
 //! baseline. Without a CUDA device it says so and exits successfully.
 //!

@@ -1,4 +1,4 @@
-//! Behaviour on a GPU of what the audit of the safe layer asked for: CUDA refused inside host
+//! Behaviour on a GPU of the safe layer's rules for callbacks and errors: CUDA refused inside host
 //! callbacks, query errors not left as the thread's last error, deferred errors that keep their
 //! context and go to the thread that caused them, and a bounded wait for a `Pending`.
 //! Each test skips loudly without a GPU.
