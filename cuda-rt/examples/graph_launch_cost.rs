@@ -1,5 +1,5 @@
 //! Host cost of a graph launch, and of the ways an executable graph can learn that its launches
-//! have finished the evidence behind [`Scope::launch_graph`]'s design.
+//! have finished: the evidence behind [`Scope::launch_graph`]'s design.
 //!
 //! ```text
 //! cargo run --release -p cuda-rt --example graph_launch_cost
