@@ -757,23 +757,33 @@ unsafe impl<T: DeviceCopy + Send> Send for DeviceBuffer<T> {}
 // SAFETY: `&self` operations only read the memory (or go through the marker's mutex).
 unsafe impl<T: DeviceCopy + Sync> Sync for DeviceBuffer<T> {}
 
-impl<T: DeviceCopy> private::Sealed<T> for DeviceBuffer<T> {
-    fn parts(&self) -> Parts<'_, T> {
-        Parts {
-            ptr: self.ptr,
-            len: self.len,
-            device: self.device,
-            tracker: &self.tracker,
-            offset: 0,
-        }
-    }
+/// The memory operations of a type that owns the tracker of all of its memory (fields `ptr`,
+/// `len`, `device`, `tracker`): it is the whole tracked range, and through `&mut` it uses the
+/// tracker without a lock.
+macro_rules! whole_tracked_memory {
+    ($($ty:ty),*) => {
+        $(
+            impl<T: DeviceCopy> private::Sealed<T> for $ty {
+                fn parts(&self) -> Parts<'_, T> {
+                    Parts {
+                        ptr: self.ptr,
+                        len: self.len,
+                        device: self.device,
+                        tracker: &self.tracker,
+                        offset: 0,
+                    }
+                }
 
-    fn owned_tracker(&mut self) -> Option<&mut Tracker> {
-        Some(&mut self.tracker)
-    }
+                fn owned_tracker(&mut self) -> Option<&mut Tracker> {
+                    Some(&mut self.tracker)
+                }
+            }
+            impl<T: DeviceCopy> DeviceMemory<T> for $ty {}
+            impl<T: DeviceCopy> DeviceMemoryMut<T> for $ty {}
+        )*
+    };
 }
-impl<T: DeviceCopy> DeviceMemory<T> for DeviceBuffer<T> {}
-impl<T: DeviceCopy> DeviceMemoryMut<T> for DeviceBuffer<T> {}
+whole_tracked_memory!(DeviceBuffer<T>, DeviceSlice<'_, T>);
 
 const fn assert_alignment<T>() {
     assert!(
@@ -1113,24 +1123,6 @@ pub struct DeviceSlice<'a, T: DeviceCopy> {
 unsafe impl<T: DeviceCopy + Send> Send for DeviceSlice<'_, T> {}
 // SAFETY: as for DeviceBuffer.
 unsafe impl<T: DeviceCopy + Sync> Sync for DeviceSlice<'_, T> {}
-
-impl<T: DeviceCopy> private::Sealed<T> for DeviceSlice<'_, T> {
-    fn parts(&self) -> Parts<'_, T> {
-        Parts {
-            ptr: self.ptr,
-            len: self.len,
-            device: self.device,
-            tracker: &self.tracker,
-            offset: 0,
-        }
-    }
-
-    fn owned_tracker(&mut self) -> Option<&mut Tracker> {
-        Some(&mut self.tracker)
-    }
-}
-impl<T: DeviceCopy> DeviceMemory<T> for DeviceSlice<'_, T> {}
-impl<T: DeviceCopy> DeviceMemoryMut<T> for DeviceSlice<'_, T> {}
 
 impl<'a, T: DeviceCopy> DeviceSlice<'a, T> {
     /// Borrows `len` elements of device memory at `ptr`, on the calling thread's current device.

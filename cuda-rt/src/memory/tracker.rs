@@ -229,16 +229,7 @@ impl Tracker {
             }
             state.begin(span, access, memory_device, stream, &self.queued)?
         };
-        let mut finish = Finish {
-            tracker: Some(self),
-            exclusive: None,
-            begun,
-            stream,
-            done: false,
-        };
-        let result = enqueue(stream.as_raw());
-        let finished = finish.run();
-        keep_first(result, finished)
+        queue_then_finish(Owner::Shared(self), begun, stream, enqueue)
     }
 
     /// [`use_on`](Self::use_on) for the owner of the whole memory, borrowed exclusively: no
@@ -259,16 +250,7 @@ impl Tracker {
             return enqueue(stream.as_raw());
         }
         let begun = state.begin(span, access, memory_device, stream, queued)?;
-        let mut finish = Finish {
-            tracker: None,
-            exclusive: Some(state),
-            begun,
-            stream,
-            done: false,
-        };
-        let result = enqueue(stream.as_raw());
-        let finished = finish.run();
-        keep_first(result, finished)
+        queue_then_finish(Owner::Exclusive(state), begun, stream, enqueue)
     }
 
     /// Blocks the host until every use of `span` queued so far has finished.
@@ -417,34 +399,58 @@ impl Drop for RaiseQueued<'_> {
     }
 }
 
+/// How a begun use reaches the tracker's state to finish: through its lock, or through the
+/// exclusive borrow it began with.
+enum Owner<'t> {
+    Shared(&'t Tracker),
+    Exclusive(&'t mut State),
+}
+
+/// The second half of every slow-path use: runs `enqueue`, then finishes the begun use (also
+/// when `enqueue` panics); the first error wins, a second one is deferred.
+fn queue_then_finish<R>(
+    owner: Owner<'_>,
+    begun: Begun,
+    stream: StreamRef<'_>,
+    enqueue: impl FnOnce(RawStream) -> Result<R>,
+) -> Result<R> {
+    let mut finish = Finish {
+        owner,
+        begun,
+        stream,
+        done: false,
+    };
+    let result = enqueue(stream.as_raw());
+    let finished = finish.run();
+    keep_first(result, finished)
+}
+
 /// Finishes a begun use on every path out of `use_on` (also unwinding).
-struct Finish<'t, 's, 'e> {
-    tracker: Option<&'t Tracker>,
-    exclusive: Option<&'e mut State>,
+struct Finish<'t, 's> {
+    owner: Owner<'t>,
     begun: Begun,
     stream: StreamRef<'s>,
     done: bool,
 }
 
-impl Finish<'_, '_, '_> {
+impl Finish<'_, '_> {
     fn run(&mut self) -> Result<()> {
         self.done = true;
-        match (&mut self.exclusive, self.tracker) {
-            (Some(state), _) => state.finish(self.begun, self.stream),
-            (None, Some(tracker)) if self.begun.lazy() => {
+        match &mut self.owner {
+            Owner::Exclusive(state) => state.finish(self.begun, self.stream),
+            Owner::Shared(tracker) if self.begun.lazy() => {
                 // The work is queued: a record of the marker from now on follows it. One that
                 // came between this use's registration and now may precede it: the next record
                 // takes this flag and marks every lazy marker as having unrecorded uses again.
                 drop(RaiseQueued(&tracker.queued));
                 Ok(())
             }
-            (None, Some(tracker)) => tracker.lock().finish(self.begun, self.stream),
-            (None, None) => Ok(()),
+            Owner::Shared(tracker) => tracker.lock().finish(self.begun, self.stream),
         }
     }
 }
 
-impl Drop for Finish<'_, '_, '_> {
+impl Drop for Finish<'_, '_> {
     fn drop(&mut self) {
         if !self.done {
             defer_result(self.run());
@@ -498,7 +504,7 @@ impl State {
     ) -> bool {
         let id = stream.id();
         if id == 0
-            || stream.known_device() != memory_device
+            || (stream.known_device() != memory_device && !access.across_devices())
             || self.poisoned
             || span.is_empty()
             || crate::callback::in_callback()
@@ -707,37 +713,37 @@ impl State {
     /// Records that `span` was last used (written, if `write`) through `marker`.
     fn note(&mut self, span: Span, marker: usize, write: bool) {
         if write {
-            let mut kept = Vec::with_capacity(self.entries.len() + 1);
-            for entry in self.entries.drain(..) {
+            // Cut `span` out of every range, in place; a range around it leaves a tail, added
+            // after the loop.
+            let mut tails = Vec::new();
+            self.entries.retain_mut(|entry| {
                 if !entry.span.overlaps(span) {
-                    kept.push(entry);
-                    continue;
-                }
-                if entry.span.start < span.start {
-                    kept.push(Entry {
-                        span: Span {
-                            start: entry.span.start,
-                            end: span.start,
-                        },
-                        ..entry
-                    });
+                    return true;
                 }
                 if span.end < entry.span.end {
-                    kept.push(Entry {
-                        span: Span {
-                            start: span.end,
-                            end: entry.span.end,
-                        },
-                        ..entry
-                    });
+                    let tail = Span {
+                        start: span.end,
+                        end: entry.span.end,
+                    };
+                    if entry.span.start < span.start {
+                        tails.push(Entry {
+                            span: tail,
+                            ..*entry
+                        });
+                    } else {
+                        entry.span = tail;
+                        return true;
+                    }
                 }
-            }
-            kept.push(Entry {
+                entry.span.end = span.start;
+                entry.span.start < span.start
+            });
+            self.entries.extend(tails);
+            self.entries.push(Entry {
                 span,
                 marker,
                 write: true,
             });
-            self.entries = kept;
         } else {
             if self
                 .entries

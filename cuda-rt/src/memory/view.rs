@@ -287,12 +287,12 @@ impl<'a, T: DeviceCopy> Iterator for ChunksMut<'a, T> {
 impl<T: DeviceCopy> ExactSizeIterator for ChunksMut<'_, T> {}
 
 /// Mutable views of consecutive chunks of one length
-/// ([`DeviceMemoryMut::chunks_exact_mut`]).
+/// ([`DeviceMemoryMut::chunks_exact_mut`]): [`ChunksMut`] over the whole chunks, with the rest
+/// kept apart.
 #[derive(Debug)]
 pub struct ChunksExactMut<'a, T: DeviceCopy> {
-    rest: Option<DeviceViewMut<'a, T>>,
-    remainder: Option<DeviceViewMut<'a, T>>,
-    chunk_len: usize,
+    chunks: ChunksMut<'a, T>,
+    remainder: DeviceViewMut<'a, T>,
 }
 
 impl<'a, T: DeviceCopy> ChunksExactMut<'a, T> {
@@ -305,18 +305,14 @@ impl<'a, T: DeviceCopy> ChunksExactMut<'a, T> {
         }
         let exact = parts.len - parts.len % chunk_len;
         Ok(ChunksExactMut {
-            rest: Some(DeviceViewMut::new(sub_parts(parts, 0, exact))),
-            remainder: Some(DeviceViewMut::new(sub_parts(parts, exact, parts.len))),
-            chunk_len,
+            chunks: ChunksMut::new(sub_parts(parts, 0, exact), chunk_len)?,
+            remainder: DeviceViewMut::new(sub_parts(parts, exact, parts.len)),
         })
     }
 
     /// The elements after the last whole chunk (fewer than the chunk length).
     pub fn into_remainder(self) -> DeviceViewMut<'a, T> {
-        match self.remainder {
-            Some(remainder) => remainder,
-            None => unreachable!("the remainder is taken only here"),
-        }
+        self.remainder
     }
 }
 
@@ -324,26 +320,11 @@ impl<'a, T: DeviceCopy> Iterator for ChunksExactMut<'a, T> {
     type Item = DeviceViewMut<'a, T>;
 
     fn next(&mut self) -> Option<DeviceViewMut<'a, T>> {
-        let rest = self.rest.take()?;
-        let len = rest.parts.len;
-        if len == 0 {
-            return None;
-        }
-        let chunk = DeviceViewMut::new(sub_parts(rest.parts, 0, self.chunk_len));
-        self.rest = Some(DeviceViewMut::new(sub_parts(
-            rest.parts,
-            self.chunk_len,
-            len,
-        )));
-        Some(chunk)
+        self.chunks.next()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self
-            .rest
-            .as_ref()
-            .map_or(0, |r| r.parts.len / self.chunk_len);
-        (n, Some(n))
+        self.chunks.size_hint()
     }
 }
 
