@@ -427,10 +427,8 @@ fn invalid_launch_configurations_are_refused_and_launch_nothing() {
     let stream = Stream::new().unwrap();
     let input: Vec<u32> = (0..10_000).collect();
     let mut data = DeviceBuffer::from_slice(&input).unwrap();
-    let config = |grid: Dim3, block: Dim3, shared_memory_bytes: usize| LaunchConfig {
-        grid,
-        block,
-        shared_memory_bytes,
+    let config = |grid: Dim3, block: Dim3, shared_memory_bytes: usize| {
+        LaunchConfig::new(grid, block).with_shared_memory_bytes(shared_memory_bytes)
     };
     let invalid = [
         ("2048 threads per block", config(4.into(), 2048.into(), 0)),

@@ -24,8 +24,19 @@ pub fn archs(toolkit: &Toolkit, min: Option<Arch>) -> Result<Vec<Arch>, Error> {
     let list = env("CUDA_RT_ARCHS").unwrap_or_else(|| "90".into());
     let requested = parse(&list)?;
     let supported = supported_archs(toolkit)?;
-    check(&list, &requested, &supported, min)?;
+    check(&format!("CUDA_RT_ARCHS={list:?}"), &requested, &supported, min)?;
     Ok(requested)
+}
+
+/// Checks one architecture a caller picked (`what` names where) like [`archs`] checks those of
+/// `CUDA_RT_ARCHS`.
+pub(crate) fn check_one(
+    toolkit: &Toolkit,
+    what: &str,
+    arch: Arch,
+    min: Option<Arch>,
+) -> Result<(), Error> {
+    check(what, &[arch], &supported_archs(toolkit)?, min)
 }
 
 /// Parses a comma-separated list of compute capabilities.
@@ -57,9 +68,10 @@ pub(crate) fn parse(list: &str) -> Result<Vec<Arch>, Error> {
     Ok(archs)
 }
 
-/// Checks `requested` against the toolkit's `supported` list and the kernels' minimum.
+/// Checks `requested` against the toolkit's `supported` list and the kernels' minimum; `what`
+/// names the setting in messages (`CUDA_RT_ARCHS="80"`).
 pub(crate) fn check(
-    list: &str,
+    what: &str,
     requested: &[Arch],
     supported: &[Arch],
     min: Option<Arch>,
@@ -74,16 +86,16 @@ pub(crate) fn check(
     for &arch in requested {
         if !supported.contains(&arch) {
             return Err(Error::new(format!(
-                "CUDA_RT_ARCHS={list:?}: this nvcc cannot compile for compute capability \
-                 {arch}; it supports {} (nvcc --list-gpu-arch)",
+                "{what}: this nvcc cannot compile for compute capability {arch}; it supports \
+                 {} (nvcc --list-gpu-arch)",
                 names(supported)
             )));
         }
         if let Some(min) = min {
             if arch < min {
                 return Err(Error::new(format!(
-                    "CUDA_RT_ARCHS={list:?}: these kernels need compute capability {min} or \
-                     newer, and {arch} is older"
+                    "{what}: these kernels need compute capability {min} or newer, and {arch} \
+                     is older"
                 )));
             }
         }

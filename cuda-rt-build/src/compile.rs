@@ -1,6 +1,7 @@
-//! [`Build`]: nvcc over a crate's `.cu` files, into one static library.
+//! [`Build`]: nvcc over a crate's `.cu` files, into one static library or a device image.
 
-use crate::arch::{archs, gencode_flags, Arch};
+use crate::arch::{archs, check_one, gencode_flags, Arch};
+use crate::image::{self, ImageKind};
 use crate::link::{archive, self_contained_object, Tools};
 use crate::{env, Error, Toolkit};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,9 @@ use std::process::Command;
 /// architectures of `CUDA_RT_ARCHS`; every source and every header it includes (nvcc's
 /// dependency output) is registered with `cargo:rerun-if-changed`. The library is linked into
 /// the crate (`cargo:rustc-link-lib=static=NAME`), with libstdc++ for the host code.
+///
+/// Or one source becomes a device image (PTX, cubin, fatbin) for run-time loading:
+/// [`image`](Self::image).
 ///
 /// # Examples
 /// ```no_run
@@ -141,14 +145,13 @@ impl Build {
             return Err(Error::new("no source files (Build::file)"));
         }
         let archs = archs(&toolkit, self.min_arch)?;
-        let out_dir = PathBuf::from(
-            std::env::var_os("OUT_DIR").ok_or_else(|| Error::new("OUT_DIR is not set"))?,
-        )
-        .join("cuda-rt-build")
-        .join(name);
-        std::fs::create_dir_all(&out_dir)
-            .map_err(|e| Error::new(format!("cannot create {}: {e}", out_dir.display())))?;
-        let flags = self.nvcc_flags(&toolkit, &archs);
+        let out_dir = work_dir(name)?;
+        let mut target = vec!["-Xcompiler=-fPIC".to_string()];
+        if self.rdc {
+            target.push("-rdc=true".into());
+        }
+        target.extend(gencode_flags(&archs));
+        let flags = self.nvcc_flags(&toolkit, &target);
         let objects = self.compile_objects(&toolkit, &flags, &out_dir)?;
         let tools = Tools::from_env();
         let members = if self.rdc {
@@ -172,16 +175,116 @@ impl Build {
         Ok(Some(library))
     }
 
-    /// Every nvcc flag of a compile, in order: ours, the architectures, the caller's, then
-    /// the environment's.
-    fn nvcc_flags(&self, toolkit: &Toolkit, archs: &[Arch]) -> Vec<String> {
-        let mut flags: Vec<String> = ["-O3", "-std=c++17", "-Xcompiler=-fPIC"]
-            .map(String::from)
-            .to_vec();
+    /// Compiles the build's one source into a device image for run-time loading
+    /// (`cuda_rt::Library::load`, through `include_bytes!` or `include_str!`):
+    /// `$OUT_DIR/NAME.ptx`, `NAME.cubin` or `NAME.fatbin` after `kind`, for the architectures
+    /// of `CUDA_RT_ARCHS` as [`ImageKind`] says (PTX of the oldest, a cubin of the only one, a
+    /// fatbin of all). Returns the file's path.
+    ///
+    /// The image is compiled whole (`-O3 -std=c++17`, the build's includes, defines and flags,
+    /// then `CUDA_RT_NVCC_FLAGS`), without relocatable device code; the source and every header
+    /// it includes are registered with `cargo:rerun-if-changed`, as for a library. Under
+    /// `DOCS_RS` (no toolkit) it compiles nothing, leaves an empty file at the path (so that
+    /// `include_bytes!` still compiles) and returns `None`.
+    ///
+    /// # Errors
+    /// A build of other than exactly one file (nvcc's `-ptx` and `-cubin` take one input: make
+    /// one `Build` per image), or with [`relocatable_device_code`](Self::relocatable_device_code)
+    /// (device-side launches in a loaded image need the driver's linker); a cubin when
+    /// `CUDA_RT_ARCHS` names several architectures (pick one with
+    /// [`image_for_arch`](Self::image_for_arch)); a name that is not a plain file name; the
+    /// errors of [`try_compile`](Self::try_compile) (the architectures, nvcc's message).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// // build.rs
+    /// use cuda_rt_build::{Arch, Build, ImageKind};
+    /// # fn main() -> Result<(), cuda_rt_build::Error> {
+    /// let mut scale = Build::new();
+    /// scale.file("kernels/scale.cu");
+    /// scale.image(ImageKind::Fatbin, "scale")?; // $OUT_DIR/scale.fatbin
+    /// scale.image_for_arch(ImageKind::Ptx, Arch(80), "scale")?; // $OUT_DIR/scale.ptx
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn image(&self, kind: ImageKind, name: &str) -> Result<Option<PathBuf>, Error> {
+        self.build_image(kind, None, name)
+    }
+
+    /// [`image`](Self::image) for the architecture `arch` instead of those of
+    /// `CUDA_RT_ARCHS`: PTX for `compute_XX` (`Arch(80)`: PTX that the driver compiles for any
+    /// GPU of compute capability 8.0 or newer), a cubin for `sm_XX`, a fatbin of both.
+    ///
+    /// # Errors
+    /// As for [`image`](Self::image); an `arch` that this nvcc cannot compile for, or older
+    /// than [`min_arch`](Self::min_arch).
+    pub fn image_for_arch(
+        &self,
+        kind: ImageKind,
+        arch: Arch,
+        name: &str,
+    ) -> Result<Option<PathBuf>, Error> {
+        self.build_image(kind, Some(arch), name)
+    }
+
+    fn build_image(
+        &self,
+        kind: ImageKind,
+        arch: Option<Arch>,
+        name: &str,
+    ) -> Result<Option<PathBuf>, Error> {
+        let source = self.image_source(name)?;
+        let path = out_dir()?.join(format!("{name}.{}", kind.extension()));
+        let Some(toolkit) = Toolkit::from_env()? else {
+            std::fs::write(&path, b"")
+                .map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))?;
+            return Ok(None);
+        };
+        let archs = match arch {
+            Some(arch) => {
+                check_one(
+                    &toolkit,
+                    &format!("Build::image_for_arch(Arch({}))", arch.0),
+                    arch,
+                    self.min_arch,
+                )?;
+                vec![arch]
+            }
+            None => archs(&toolkit, self.min_arch)?,
+        };
+        let flags = self.nvcc_flags(&toolkit, &image::arch_flags(kind, &archs)?);
+        let depfile = work_dir(name)?.join(format!("{name}.{}.d", kind.extension()));
+        let dependencies =
+            compile_one(&toolkit, &flags, kind.mode_flag(), source, &path, &depfile)?;
+        register_reruns(&toolkit, source, &dependencies);
+        Ok(Some(path))
+    }
+
+    /// The one source of the image `name`, checked: one file, no relocatable device code, a
+    /// plain name.
+    fn image_source(&self, name: &str) -> Result<&Path, Error> {
+        image::check_name(name)?;
         if self.rdc {
-            flags.push("-rdc=true".into());
+            return Err(Error::new(format!(
+                "image {name}: device images are compiled whole; relocatable device code \
+                 (Build::relocatable_device_code) is for linked libraries"
+            )));
         }
-        flags.extend(gencode_flags(archs));
+        match self.files.as_slice() {
+            [source] => Ok(source),
+            files => Err(Error::new(format!(
+                "image {name}: a device image is compiled from exactly one .cu file (nvcc -ptx \
+                 and -cubin take one input), and this build has {}: make one Build per image",
+                files.len()
+            ))),
+        }
+    }
+
+    /// Every nvcc flag of a compile, in order: ours, the target's (`target`: host code,
+    /// relocatable device code, architectures), the caller's, then the environment's.
+    fn nvcc_flags(&self, toolkit: &Toolkit, target: &[String]) -> Vec<String> {
+        let mut flags: Vec<String> = ["-O3", "-std=c++17"].map(String::from).to_vec();
+        flags.extend(target.iter().cloned());
         for dir in &self.includes {
             flags.push(format!("-I{}", dir.display()));
         }
@@ -232,7 +335,10 @@ impl Build {
                 let handles: Vec<_> = chunk
                     .iter()
                     .map(|(source, object)| {
-                        scope.spawn(move || compile_one(toolkit, flags, source, object))
+                        scope.spawn(move || {
+                            let depfile = object.with_extension("d");
+                            compile_one(toolkit, flags, "-c", source, object, &depfile)
+                        })
                     })
                     .collect();
                 handles
@@ -247,38 +353,60 @@ impl Build {
         }
         let mut objects = Vec::new();
         for ((source, object), result) in jobs_list.iter().zip(results) {
-            let dependencies = result?;
-            println!("cargo:rerun-if-changed={}", source.display());
-            for dependency in dependencies {
-                if !dependency.starts_with(&toolkit.root) && !dependency.starts_with("/usr") {
-                    println!("cargo:rerun-if-changed={}", dependency.display());
-                }
-            }
+            register_reruns(toolkit, source, &result?);
             objects.push(object.clone());
         }
         Ok(objects)
     }
 }
 
-/// `nvcc -c source -o object`, with its dependency file; returns the files it read. nvcc's
-/// warnings (ptxas spills, say) are shown as Cargo warnings.
+/// `$OUT_DIR`.
+fn out_dir() -> Result<PathBuf, Error> {
+    std::env::var_os("OUT_DIR")
+        .map(PathBuf::from)
+        .ok_or_else(|| Error::new("OUT_DIR is not set"))
+}
+
+/// `$OUT_DIR/cuda-rt-build/NAME`, created: the intermediate files of the output `name`.
+fn work_dir(name: &str) -> Result<PathBuf, Error> {
+    let dir = out_dir()?.join("cuda-rt-build").join(name);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+/// Registers `source` and the `dependencies` nvcc reported for it for reruns
+/// (`cargo:rerun-if-changed`), less the toolkit's and the system's headers.
+fn register_reruns(toolkit: &Toolkit, source: &Path, dependencies: &[PathBuf]) {
+    println!("cargo:rerun-if-changed={}", source.display());
+    for dependency in dependencies {
+        if !dependency.starts_with(&toolkit.root) && !dependency.starts_with("/usr") {
+            println!("cargo:rerun-if-changed={}", dependency.display());
+        }
+    }
+}
+
+/// `nvcc MODE source -o output` (`mode`: `-c`, `-ptx`, `-cubin`, `-fatbin`), with the
+/// dependency file `depfile`; returns the files it read. nvcc's warnings (ptxas spills, say)
+/// are shown as Cargo warnings.
 fn compile_one(
     toolkit: &Toolkit,
     flags: &[String],
+    mode: &str,
     source: &Path,
-    object: &Path,
+    output: &Path,
+    depfile: &Path,
 ) -> Result<Vec<PathBuf>, Error> {
-    let depfile = object.with_extension("d");
     let mut command = Command::new(&toolkit.nvcc);
     command
         .args(flags)
         .arg("-MD")
         .arg("-MF")
-        .arg(&depfile)
-        .arg("-c")
+        .arg(depfile)
+        .arg(mode)
         .arg(source)
         .arg("-o")
-        .arg(object);
+        .arg(output);
     let output = command
         .output()
         .map_err(|e| Error::new(format!("cannot run {}: {e}", toolkit.nvcc.display())))?;
@@ -292,7 +420,7 @@ fn compile_one(
     for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
         println!("cargo:warning={line}");
     }
-    let text = std::fs::read_to_string(&depfile)
+    let text = std::fs::read_to_string(depfile)
         .map_err(|e| Error::new(format!("cannot read {}: {e}", depfile.display())))?;
     Ok(parse_depfile(&text))
 }
@@ -315,6 +443,71 @@ fn crate_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn toolkit() -> Toolkit {
+        Toolkit {
+            root: "/opt/cuda".into(),
+            nvcc: "/opt/cuda/bin/nvcc".into(),
+            include_dir: "/opt/cuda/include".into(),
+            lib_dir: "/opt/cuda/lib64".into(),
+            version: 13000,
+            link_mode: crate::LinkMode::Static,
+        }
+    }
+
+    #[test]
+    fn an_image_is_made_of_exactly_one_source_without_rdc() {
+        let e = Build::new().image_source("m").unwrap_err();
+        assert!(e.to_string().contains("exactly one .cu file"), "{e}");
+        assert!(e.to_string().contains("this build has 0"), "{e}");
+        let e = Build::new()
+            .files(["a.cu", "b.cu"])
+            .image_source("m")
+            .unwrap_err();
+        assert!(e.to_string().contains("this build has 2"), "{e}");
+        let e = Build::new()
+            .file("a.cu")
+            .relocatable_device_code(true)
+            .image_source("m")
+            .unwrap_err();
+        assert!(e.to_string().contains("compiled whole"), "{e}");
+        assert!(Build::new().file("a.cu").image_source("a/b").is_err());
+        assert_eq!(
+            Build::new().file("a.cu").image_source("m").unwrap(),
+            Path::new("a.cu")
+        );
+    }
+
+    #[test]
+    fn image_flags_are_the_library_flags_less_host_code_and_rdc() {
+        let mut build = Build::new();
+        build
+            .file("a.cu")
+            .include("kernels")
+            .define("N", Some("4"))
+            .flag("-Xptxas=-v")
+            .relocatable_device_code(false);
+        let target = image::arch_flags(ImageKind::Ptx, &[Arch(90), Arch(80)]).unwrap();
+        let flags = build.nvcc_flags(&toolkit(), &target);
+        // What the environment adds (CUDA_RT_LINEINFO, CUDA_RT_NVCC_FLAGS) is left out.
+        let flags: Vec<&str> = flags
+            .iter()
+            .map(String::as_str)
+            .filter(|f| *f != "-lineinfo")
+            .collect();
+        assert_eq!(
+            flags[..6],
+            [
+                "-O3",
+                "-std=c++17",
+                "--gpu-architecture=compute_80",
+                "-Ikernels",
+                "-DN=4",
+                "-Xptxas=-v"
+            ]
+        );
+        assert!(!flags.iter().any(|f| f.contains("rdc") || f.contains("fPIC")));
+    }
 
     #[test]
     fn dependency_files_list_every_prerequisite() {

@@ -40,6 +40,40 @@
 //! `src/lib.rs` then declares the `extern "C"` entry points of `kernels/quicksort.cu` and calls
 //! them with cuda-rt's streams and buffers.
 //!
+//! # Device images for run-time loading
+//! [`Build::image`] compiles one `.cu` file into a device image instead of a linked library:
+//! PTX ([`ImageKind::Ptx`], for the oldest architecture of `CUDA_RT_ARCHS`; the driver compiles
+//! it for the GPU it meets), a cubin ([`ImageKind::Cubin`], machine code for one architecture)
+//! or a fatbin ([`ImageKind::Fatbin`], machine code for each architecture and PTX of the
+//! newest). [`Build::image_for_arch`] picks the architecture instead. The file lands at
+//! `$OUT_DIR/NAME.ptx` (`.cubin`, `.fatbin`), for `include_str!`/`include_bytes!` and
+//! `cuda_rt::Library::load`:
+//! ```no_run
+//! // build.rs
+//! use cuda_rt_build::{Arch, Build, ImageKind};
+//! fn main() -> Result<(), cuda_rt_build::Error> {
+//!     let mut scale = Build::new();
+//!     scale.file("kernels/scale.cu");
+//!     scale.image(ImageKind::Fatbin, "scale")?;
+//!     scale.image_for_arch(ImageKind::Ptx, Arch(80), "scale")?;
+//!     Ok(())
+//! }
+//! ```
+//! ```ignore
+//! // src/lib.rs
+//! static SCALE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/scale.fatbin"));
+//! static SCALE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/scale.ptx"));
+//!
+//! let library = cuda_rt::Library::load(SCALE)?;
+//! // SAFETY: kernels/scale.cu defines `extern "C" __global__ void scale(float* data,
+//! // size_t n, float k)`, which touches data[0..n) only.
+//! let scale = unsafe { library.kernel::<(cuda_rt::SliceMut<f32>, f32)>("scale") }?;
+//! ```
+//! Kernels meant for loading are `extern "C"` (their names unmangled) and follow the parameter
+//! convention of cuda-rt's typed kernels (a buffer is a pointer and its length). An image is
+//! compiled whole: device-side launches need [`Build::compile`]'s relocatable device code.
+//! Under `DOCS_RS` no image is compiled; an empty file stands at its path.
+//!
 //! # Environment
 //! Each read is registered with `cargo:rerun-if-env-changed`.
 //!
@@ -87,11 +121,13 @@
 
 mod arch;
 mod compile;
+mod image;
 mod link;
 mod toolkit;
 
 pub use arch::{archs, gencode_flags, Arch};
 pub use compile::Build;
+pub use image::ImageKind;
 pub use toolkit::{LinkMode, Toolkit};
 
 use std::fmt;

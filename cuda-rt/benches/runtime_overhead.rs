@@ -40,6 +40,7 @@ use cuda_rt::{
 };
 use cuda_rt_sys as sys;
 use cuda_rt_test_kernels::ffi::{cuda_rt_bench_empty_kernel, cuda_rt_bench_empty_launch};
+use cuda_rt_test_kernels::typed;
 use std::ffi::{c_void, CStr};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1025,11 +1026,7 @@ impl Bench {
         // SAFETY: returns the address of a kernel compiled into this program.
         let kernel = unsafe { cuda_rt_bench_empty_kernel() };
         let one = sys::dim3 { x: 1, y: 1, z: 1 };
-        let config = LaunchConfig {
-            grid: 1.into(),
-            block: 1.into(),
-            shared_memory_bytes: 0,
-        };
+        let config = LaunchConfig::new(1, 1);
         let mut no_args: [*mut c_void; 0] = [];
         let raw_trial = |no_args: &mut [*mut c_void; 0]| -> BenchResult<f64> {
             let ns = per_op(launches, || {
@@ -1181,7 +1178,70 @@ impl Bench {
             outcome(LAUNCH_ROWS[4], Goal::None, tracked(Tracked::Control)),
         ];
         rows.extend(alone_rows);
+        rows.extend(self.typed_launches());
         rows
+    }
+
+    /// Typed launches (`Kernel::launch`) against `cudaLaunchKernel` of the same kernel with the
+    /// same arguments: without parameters, and with one buffer (`SliceMut<u32>`: a pointer and
+    /// a length, the buffer borrowed mutably and tracked).
+    fn typed_launches(&self) -> Vec<Outcome> {
+        let Settings {
+            graph_launches: launches,
+            graph_trials: op_trials,
+            ..
+        } = self.settings;
+        let rs = self.raw_stream;
+        let stream = &self.stream;
+        let one = sys::dim3 { x: 1, y: 1, z: 1 };
+        let config = LaunchConfig::new(1, 1);
+        let measure = |with_buffer: bool| -> BenchResult<(Vec<f64>, Vec<f64>)> {
+            let empty = typed::cuda_rt_typed_empty()?;
+            let empty_buffer = typed::cuda_rt_typed_empty_buffer()?;
+            let func = if with_buffer { empty_buffer.as_raw() } else { empty.as_raw() };
+            let mut buffer = DeviceBuffer::<u32>::new(256)?;
+            let (mut ptr, mut len) = (buffer.as_mut_raw_ptr(), buffer.len());
+            let measured = self.interleave(op_trials, |side| match side {
+                Side::Raw => {
+                    let ns = per_op(launches, || {
+                        let mut args: [*mut c_void; 2] =
+                            [std::ptr::from_mut(&mut ptr).cast(), std::ptr::from_mut(&mut len).cast()];
+                        let n = if with_buffer { 2 } else { 0 };
+                        // SAFETY: `func` is an empty kernel of this program taking `n`
+                        // arguments (a pointer and a length) that it does not touch.
+                        check(
+                            unsafe { sys::cudaLaunchKernel(func, one, one, args[..n].as_mut_ptr(), 0, rs) },
+                            "cudaLaunchKernel",
+                        )
+                    })?;
+                    raw_stream_synchronize(rs)?;
+                    Ok(ns)
+                }
+                Side::Safe => {
+                    let ns = if with_buffer {
+                        per_op(launches, || empty_buffer.launch(stream, config, (&mut buffer,)))?
+                    } else {
+                        per_op(launches, || empty.launch(stream, config, ()))?
+                    };
+                    stream.synchronize()?;
+                    Ok(ns)
+                }
+            });
+            buffer.close()?;
+            measured
+        };
+        vec![
+            outcome(
+                "typed launch: Kernel::launch, no parameters",
+                Goal::MaxOverheadNs(50.0),
+                measure(false),
+            ),
+            outcome(
+                "typed launch: Kernel::launch, one SliceMut (&mut DeviceBuffer, tracked)",
+                Goal::MaxOverheadNs(50.0),
+                measure(true),
+            ),
+        ]
     }
 
     /// Host-function round trip: queue a function that sets a flag, spin on the host until it is

@@ -48,6 +48,16 @@ case!(
     "E0502",
     "host_written_while_graph_reads.rs"
 );
+case!(
+    graph_node_escapes_builder,
+    "E0521",
+    "graph_node_escapes_builder.rs"
+);
+case!(
+    host_node_borrow_dies_before_graph,
+    "E0597",
+    "host_node_borrow_dies_before_graph.rs"
+);
 case!(not_device_copy, "E0277", "not_device_copy.rs");
 case!(
     pinned_used_while_in_flight,
@@ -120,6 +130,11 @@ case!(
     scoped_callback_not_send,
     "E0277",
     "scoped_callback_not_send.rs"
+);
+case!(
+    stage_lent_while_graph_launched,
+    "E0502",
+    "stage_lent_while_graph_launched.rs"
 );
 case!(
     stream_ref_outlives_stream,

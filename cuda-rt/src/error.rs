@@ -74,6 +74,20 @@ pub enum ErrorKind {
     /// where CUDA must not be called (the call could deadlock, or fail with
     /// `cudaErrorNotPermitted`); CUDA was not called.
     InHostCallback,
+    /// A handle that belongs to one graph (a [`Stage`](crate::graph::Stage)) was given to another
+    /// graph, or to an executable graph made from another.
+    WrongGraph,
+    /// A kernel's declared parameter list does not match the compiled kernel
+    /// (`cudaFuncGetParamInfo`): C parameter `param` has `found_bytes`, not `expected_bytes`
+    /// (0 where one side has no such parameter).
+    KernelSignature {
+        /// Index of the first C parameter that differs.
+        param: usize,
+        /// Its size in the declaration.
+        expected_bytes: usize,
+        /// Its size in the compiled kernel.
+        found_bytes: usize,
+    },
 }
 
 /// An error: what went wrong ([`ErrorKind`]), the CUDA call that reported it, and what this crate
@@ -198,6 +212,8 @@ impl Error {
             ErrorKind::Overlapping => "Overlapping",
             ErrorKind::ReadOnlyWithMutableAccess => "ReadOnlyWithMutableAccess",
             ErrorKind::InHostCallback => "InHostCallback",
+            ErrorKind::WrongGraph => "WrongGraph",
+            ErrorKind::KernelSignature { .. } => "KernelSignature",
         }
     }
 
@@ -220,6 +236,10 @@ impl Error {
             }
             ErrorKind::InHostCallback => {
                 "CUDA must not be called inside a host callback (the call was refused)"
+            }
+            ErrorKind::WrongGraph => "the handle belongs to another graph",
+            ErrorKind::KernelSignature { .. } => {
+                "the declared kernel parameters do not match the compiled kernel"
             }
         }
     }
@@ -264,6 +284,14 @@ impl fmt::Display for Error {
             ErrorKind::WrongDevice { memory, stream } => {
                 write!(f, " (memory on device {memory}, stream on device {stream})")
             }
+            ErrorKind::KernelSignature {
+                param,
+                expected_bytes,
+                found_bytes,
+            } => write!(
+                f,
+                " (C parameter {param}: declared {expected_bytes} bytes, compiled {found_bytes})"
+            ),
             _ => Ok(()),
         }?;
         match self.reported_by() {

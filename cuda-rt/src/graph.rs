@@ -83,15 +83,27 @@
 //! }; // error: `a` does not live long enough
 //! ```
 
+mod build;
+mod host;
+mod owned;
+mod stage;
+mod update;
+
+pub use build::{GraphBuilder, Node};
+pub use stage::Stage;
+pub use update::UpdateError;
+
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::memory::{
     bytes_of, check_len, Access, DeviceCopy, DeviceMemory, DeviceMemoryMut, Span, Tracker,
 };
+use crate::pinned::PinnedBuffer;
 use crate::raw::{self, RawGraph, RawGraphExec, RawStream};
 use crate::scope::Scope;
 use crate::stream::{Stream, StreamRef};
-use std::cell::RefCell;
+use owned::{next_graph_id, Building, Owned};
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -130,13 +142,16 @@ impl CaptureMode {
 /// Device memory enters a capture through [`bind`](Self::bind) (read only) or
 /// [`bind_mut`](Self::bind_mut), which borrow it for the graph's lifetime `'a` and return a
 /// handle usable for any number of nodes of *this* capture (`'c` brands the handles to it).
+/// Host closures ([`host_fn`](Self::host_fn)) and page-locked buffers
+/// ([`adopt_pinned`](Self::adopt_pinned)) are moved into the graph, which owns them.
 ///
 /// # Thread safety
 /// Neither `Send` nor `Sync`: a capture belongs to the thread that began it.
 pub struct Capture<'c, 'a> {
     stream: RawStream,
-    /// Markers of the device memory captured, waited for when the capture ends.
-    markers: RefCell<Vec<(&'a Tracker, Span)>>,
+    /// The graph's identity, the memory bound (waited for when the capture ends) and what the
+    /// graph owns.
+    parts: Building<'a>,
     _brand: PhantomData<fn(&'c ()) -> &'c ()>,
     _memory: PhantomData<fn(&'a ()) -> &'a ()>,
     _one_thread: PhantomData<*const ()>,
@@ -146,7 +161,7 @@ impl std::fmt::Debug for Capture<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Capture")
             .field("stream", &self.stream)
-            .field("memory", &self.markers.borrow().len())
+            .field("memory", &self.parts.bound())
             .finish()
     }
 }
@@ -213,6 +228,12 @@ impl<'c, T> Captured<'c, T> {
     pub fn as_raw_ptr(&self) -> *const T {
         self.ptr
     }
+    /// The device pointer (for nodes of this crate, a kernel node say): valid for `len`
+    /// elements for the graph's lifetime, and read by nothing unordered with its launches.
+    #[allow(dead_code)]
+    pub(crate) fn ptr(&self) -> *const T {
+        self.ptr
+    }
 }
 
 impl<'c, T> CapturedMut<'c, T> {
@@ -228,6 +249,12 @@ impl<'c, T> CapturedMut<'c, T> {
     pub fn as_mut_raw_ptr(&self) -> *mut T {
         self.ptr
     }
+    /// The device pointer (for nodes of this crate, a kernel node say): valid for `len`
+    /// elements for the graph's lifetime, and used by nothing unordered with its launches.
+    #[allow(dead_code)]
+    pub(crate) fn ptr(&self) -> *mut T {
+        self.ptr
+    }
 }
 
 impl<'c, 'a> Capture<'c, 'a> {
@@ -240,13 +267,10 @@ impl<'c, 'a> Capture<'c, 'a> {
 
     /// Binds device memory read-only into this capture, borrowing it for the graph's lifetime.
     pub fn bind<T: DeviceCopy, D: DeviceMemory<T>>(&self, memory: &'a D) -> Captured<'c, T> {
-        let parts = memory.parts();
-        self.markers
-            .borrow_mut()
-            .push((parts.tracker, parts.span()));
+        let (ptr, len) = self.parts.bind(memory);
         Captured {
-            ptr: memory.as_raw_ptr(),
-            len: memory.len(),
+            ptr,
+            len,
             _brand: PhantomData,
         }
     }
@@ -257,15 +281,10 @@ impl<'c, 'a> Capture<'c, 'a> {
         &self,
         memory: &'a mut D,
     ) -> CapturedMut<'c, T> {
-        let ptr = memory.as_mut_raw_ptr();
-        let memory: &'a D = memory;
-        let parts = memory.parts();
-        self.markers
-            .borrow_mut()
-            .push((parts.tracker, parts.span()));
+        let (ptr, len) = self.parts.bind_mut(memory);
         CapturedMut {
             ptr,
-            len: memory.len(),
+            len,
             _brand: PhantomData,
         }
     }
@@ -275,8 +294,8 @@ impl<'c, 'a> Capture<'c, 'a> {
             return Ok(());
         }
         // SAFETY: callers pass pointers valid for `bytes` bytes and borrowed for 'a, the
-        // lifetime of the graph that replays the copy; the stream is capturing, so nothing runs
-        // now.
+        // lifetime of the graph that replays the copy, or of stages, owned by the graph and then
+        // its executable; the stream is capturing, so nothing runs now.
         unsafe { raw::memcpy_async(dst.cast(), src.cast(), bytes, kind, self.stream) }
     }
 
@@ -364,6 +383,88 @@ impl<'c, 'a> Capture<'c, 'a> {
         unsafe { raw::memset_async(dst.ptr.cast(), value, bytes, self.stream) }
             .map_err(|e| e.context(WHAT))
     }
+
+    /// Captures a host node (`cudaLaunchHostFunc` on the capturing stream): `f` runs on a
+    /// runtime thread once per launch of the executable graph, after the work captured before
+    /// it, and the work captured after it waits for it to return.
+    ///
+    /// `f` is moved into the graph, then into its executable, which drop it once no launch can
+    /// call it any more; it may borrow data for the graph's lifetime `'a`. It follows the rules
+    /// of [host callbacks](crate::callback): it must not call CUDA (this crate's calls are
+    /// refused there), and a panic is caught and reported as
+    /// [`ErrorKind::CallbackPanicked`] (the node runs again at the next launch). Errors it
+    /// defers belong to **the thread that captured the graph**: that thread's next synchronize
+    /// (or scope) reports them, whichever thread launched the graph. Launches of one executable
+    /// never overlap, so neither do the calls of `f`.
+    ///
+    /// # Errors
+    /// CUDA errors (which invalidate the capture); `f` is then dropped with the graph.
+    pub fn host_fn(&self, f: impl FnMut() + Send + 'a) -> Result<()> {
+        let (func, user_data) = self.parts.own_host_fn(f);
+        // SAFETY: the stream is capturing, so this adds a host node and runs nothing now; the
+        // closure behind `user_data` is owned by the graph, then by its executable, which free
+        // it only once no launch can call it (and leak it otherwise); the trampoline calls it
+        // through a lock, from any thread.
+        unsafe { raw::launch_host_func(self.stream, func, user_data) }
+            .map_err(|e| e.context("Capture::host_fn"))
+    }
+
+    /// Moves a page-locked host buffer into the graph as a stage: a buffer that copy nodes
+    /// ([`copy_stage_to_device`](Self::copy_stage_to_device),
+    /// [`copy_device_to_stage`](Self::copy_device_to_stage)) use on every launch, and that
+    /// [`GraphExec::stage`] and [`GraphExec::stage_mut`] lend between launches. The buffer is
+    /// allocated before the capture (a [`CaptureMode::Global`] capture refuses
+    /// `cudaMallocHost`), and freed with the executable.
+    ///
+    /// Returns the stage's key, which may leave the capture closure (it names this graph).
+    pub fn adopt_pinned<T: DeviceCopy + Send>(&self, buffer: PinnedBuffer<T>) -> Stage<T> {
+        self.parts.adopt_pinned(buffer)
+    }
+
+    /// Captures a copy node from the stage `src` (owned by this graph) to `dst`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::WrongGraph`] when `src` is a stage of another graph;
+    /// [`ErrorKind::LengthMismatch`]; CUDA errors (which invalidate the capture).
+    pub fn copy_stage_to_device<T: DeviceCopy>(
+        &self,
+        src: &Stage<T>,
+        dst: &CapturedMut<'c, T>,
+    ) -> Result<()> {
+        const WHAT: &str = "Capture::copy_stage_to_device";
+        let src_ptr = self.parts.stage_ptr(src, WHAT)?;
+        check_len(dst.len, src.len(), WHAT)?;
+        let bytes = bytes_of::<T>(dst.len, WHAT)?;
+        self.memcpy(
+            dst.ptr.cast(),
+            src_ptr.cast_const().cast(),
+            bytes,
+            raw::flags::MEMCPY_HOST_TO_DEVICE,
+        )
+        .map_err(|e| e.context(WHAT))
+    }
+
+    /// Captures a copy node from `src` to the stage `dst` (owned by this graph).
+    ///
+    /// # Errors
+    /// As for [`copy_stage_to_device`](Self::copy_stage_to_device).
+    pub fn copy_device_to_stage<T: DeviceCopy>(
+        &self,
+        src: impl CapturedSource<'c, T>,
+        dst: &Stage<T>,
+    ) -> Result<()> {
+        const WHAT: &str = "Capture::copy_device_to_stage";
+        let dst_ptr = self.parts.stage_ptr(dst, WHAT)?;
+        check_len(src.source_len(), dst.len(), WHAT)?;
+        let bytes = bytes_of::<T>(dst.len(), WHAT)?;
+        self.memcpy(
+            dst_ptr.cast(),
+            src.source_ptr().cast(),
+            bytes,
+            raw::flags::MEMCPY_DEVICE_TO_HOST,
+        )
+        .map_err(|e| e.context(WHAT))
+    }
 }
 
 impl Stream {
@@ -398,7 +499,7 @@ impl Stream {
         }
         let capture = Capture {
             stream,
-            markers: RefCell::new(Vec::new()),
+            parts: Building::new(),
             _brand: PhantomData,
             _memory: PhantomData,
             _one_thread: PhantomData,
@@ -409,31 +510,28 @@ impl Stream {
         if set_aside {
             self.end_capture();
         }
-        let graph = ended.map(|raw| Graph {
-            raw,
-            _memory: PhantomData,
-        });
+        // Without a graph (the capture failed), nothing can call the host closures: they are
+        // dropped with `capture`.
         match outcome {
             Err(panic) => {
-                drop(graph);
+                drop(ended.map(|raw| capture.parts.take_graph(raw)));
                 resume_unwind(panic)
             }
             Ok(Err(e)) => {
-                drop(graph);
+                drop(ended.map(|raw| capture.parts.take_graph(raw)));
                 Err(e)
             }
             Ok(Ok(())) => {
-                let graph = graph.map_err(|e| e.context(WHAT))?;
-                for (tracker, span) in capture.markers.borrow().iter() {
-                    tracker.wait_host(*span).map_err(|e| e.context(WHAT))?;
-                }
-                Ok(graph)
+                let raw = ended.map_err(|e| e.context(WHAT))?;
+                capture.parts.finish(raw, WHAT)
             }
         }
     }
 }
 
-/// A captured graph (`cudaGraph_t`), borrowing the memory its nodes use for `'a`.
+/// A graph (`cudaGraph_t`), captured ([`Stream::capture`]) or built node by node
+/// ([`Graph::build`]), borrowing the memory its nodes use for `'a` and owning its host nodes'
+/// closures and its stages.
 ///
 /// # Thread safety
 /// `Send` (a graph may be used from any one thread at a time); not `Sync`, as CUDA graphs are
@@ -441,11 +539,17 @@ impl Stream {
 #[derive(Debug)]
 pub struct Graph<'a> {
     raw: RawGraph,
+    /// This graph's identity (which its stages' keys carry).
+    id: u64,
+    /// Host nodes' closures and stages. A graph is never launched, so they may be dropped with
+    /// it; `instantiate` moves them into the executable.
+    owned: Owned<'a>,
     _memory: PhantomData<&'a mut ()>,
 }
 
 // SAFETY: graph handles may move between threads; CUDA only requires that one graph is not used
-// by two threads at once, which `!Sync` (and `&mut`/by-value use) ensures.
+// by two threads at once, which `!Sync` (and `&mut`/by-value use) ensures. What it owns is
+// `Send`: closures are `Send`, stages hold `PinnedBuffer<T>` of `T: Send`.
 unsafe impl Send for Graph<'_> {}
 
 impl<'a> Graph<'a> {
@@ -458,11 +562,15 @@ impl<'a> Graph<'a> {
     pub unsafe fn from_raw(raw: RawGraph) -> Graph<'a> {
         Graph {
             raw,
+            id: next_graph_id(),
+            owned: Owned::default(),
             _memory: PhantomData,
         }
     }
 
-    /// Gives up ownership: returns the handle without destroying it.
+    /// Gives up ownership: returns the handle without destroying it. The closures of its host
+    /// nodes and its stages, which its nodes point to, are leaked (never freed), so that
+    /// executables made from the handle may still use them.
     pub fn into_raw(self) -> RawGraph {
         let raw = self.raw;
         std::mem::forget(self);
@@ -483,20 +591,27 @@ impl<'a> Graph<'a> {
         unsafe { raw::graph_node_count(self.raw) }.map_err(|e| e.context("Graph::node_count"))
     }
 
-    /// `cudaGraphInstantiate`: makes the executable graph, which keeps the borrows of `'a`. The
-    /// graph itself is destroyed (the executable does not need it).
+    /// `cudaGraphInstantiate`: makes the executable graph, which keeps the borrows of `'a` and
+    /// takes the host nodes' closures and the stages. The graph itself is destroyed (the
+    /// executable does not need it).
     ///
     /// # Errors
     /// `cudaErrorInvalidValue` and instantiation errors.
-    pub fn instantiate(self) -> Result<GraphExec<'a>> {
+    pub fn instantiate(mut self) -> Result<GraphExec<'a>> {
         // SAFETY: our live graph.
         let raw = unsafe { raw::graph_instantiate(self.raw) }
             .map_err(|e| e.context("Graph::instantiate"))?;
         // SAFETY: an executable graph we own; the borrows of 'a move into it.
-        Ok(unsafe { GraphExec::from_raw(raw) })
+        let mut exec = unsafe { GraphExec::from_raw(raw) };
+        exec.id = self.id;
+        *exec.owned = std::mem::take(&mut self.owned);
+        Ok(exec)
     }
 }
 
+/// Destroys the graph (`cudaGraphDestroy`; its error goes to the next synchronize), then drops
+/// its host nodes' closures and stages (a graph is never launched). Inside a host callback it
+/// leaks the graph instead.
 impl Drop for Graph<'_> {
     fn drop(&mut self) {
         if crate::callback::leak_if_in_callback("Graph::drop") {
@@ -522,6 +637,12 @@ impl Drop for Graph<'_> {
 #[derive(Debug)]
 pub struct GraphExec<'a> {
     raw: RawGraphExec,
+    /// The identity of the graph it was made from or last updated with (which the keys of its
+    /// stages carry).
+    id: u64,
+    /// Host nodes' closures and stages, which launches use: dropped only once no launch can use
+    /// them any more (after waiting for the launches), leaked otherwise.
+    owned: ManuallyDrop<Owned<'a>>,
     /// Serializes the calls into `raw`.
     calls: CallLock,
     /// Where the launches in scopes went (for `synchronize`).
@@ -635,7 +756,9 @@ pub(crate) fn lock_launches(launches: &Mutex<ScopedLaunches>) -> MutexGuard<'_, 
 }
 
 // SAFETY: executable graph handles may be used from any thread; the calls into the executable
-// graph are serialized by `calls`; the launch list is behind a Mutex; the marker is Sync.
+// graph are serialized by `calls`; the launch list is behind a Mutex; the marker is Sync. The
+// host nodes' closures are `Send` and called through a lock; the stages (`PinnedBuffer<T>` of
+// `T: Send`) are reached only through `&mut self`.
 unsafe impl Send for GraphExec<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for GraphExec<'_> {}
@@ -648,9 +771,12 @@ impl<'a> GraphExec<'a> {
     /// its launches through this value have finished), and all memory its nodes use must stay
     /// valid, and unused by anything not ordered with its launches, for `'a` and until every
     /// launch has finished. With `'a = 'static`, [`GraphExec::launch`] may launch it anywhere.
+    /// The host functions of its nodes and what they use are not owned by the value.
     pub unsafe fn from_raw(raw: RawGraphExec) -> GraphExec<'a> {
         GraphExec {
             raw,
+            id: next_graph_id(),
+            owned: ManuallyDrop::new(Owned::default()),
             calls: CallLock::default(),
             launches: Mutex::new(ScopedLaunches::default()),
             marker: Tracker::new(),
@@ -659,7 +785,8 @@ impl<'a> GraphExec<'a> {
     }
 
     /// Gives up ownership after waiting for the launches made through this value; returns the
-    /// handle without destroying it.
+    /// handle without destroying it. The closures of its host nodes and its stages, which its
+    /// nodes point to, are leaked (never freed), as CUDA may still call or copy them.
     ///
     /// # Errors
     /// An error of the launched work; the handle is then leaked (neither destroyed nor
@@ -670,7 +797,7 @@ impl<'a> GraphExec<'a> {
             .wait_host(LAUNCHES)
             .map_err(|e| e.context("GraphExec::into_raw"))?;
         // SAFETY: `this` is never used or dropped again; the marker and the launch list (empty:
-        // no scope borrows `self` any more) are moved out once.
+        // no scope borrows `self` any more) are moved out once. `owned` stays behind, leaked.
         drop(unsafe { (std::ptr::read(&this.marker), std::ptr::read(&this.launches)) });
         Ok(this.raw)
     }
@@ -830,8 +957,9 @@ impl<'a> GraphExec<'a> {
 }
 
 /// Waits for the executable's launches (for as long as they take; see
-/// [`GraphExec::drop_timeout`] for a bounded wait), then destroys it; errors go to the next
-/// synchronize. Inside a host callback it leaks the executable instead.
+/// [`GraphExec::drop_timeout`] for a bounded wait), then destroys it and drops its host nodes'
+/// closures and stages; errors go to the next synchronize. Inside a host callback, or when the
+/// wait fails, it leaks the executable and what it owns instead.
 impl Drop for GraphExec<'_> {
     fn drop(&mut self) {
         if crate::callback::leak_if_in_callback("GraphExec::drop") {
@@ -840,11 +968,17 @@ impl Drop for GraphExec<'_> {
         // No scope borrows the executable any more: its launches in scopes have finished (each
         // scope waited for them), so the marker covers the rest.
         match self.marker.wait_host(LAUNCHES) {
-            // SAFETY: our live executable graph, no launch pending; not used after this.
-            Ok(()) => defer_result(
-                unsafe { raw::graph_exec_destroy(self.raw) }
-                    .map_err(|e| e.context("GraphExec::drop")),
-            ),
+            Ok(()) => {
+                defer_result(
+                    // SAFETY: our live executable graph, no launch pending; not used after
+                    // this.
+                    unsafe { raw::graph_exec_destroy(self.raw) }
+                        .map_err(|e| e.context("GraphExec::drop")),
+                );
+                // SAFETY: dropped once, here; no launch is pending and none can be made any
+                // more, so nothing calls the closures or copies the stages.
+                unsafe { ManuallyDrop::drop(&mut self.owned) };
+            }
             Err(e) => defer(e.context("GraphExec::drop")),
         }
     }

@@ -35,7 +35,7 @@
 //! ```
 
 use crate::error::Result;
-use crate::raw;
+use crate::raw::{self, RawStream};
 use crate::stream::StreamRef;
 use std::ffi::c_void;
 
@@ -85,7 +85,15 @@ impl From<Dim3> for raw::Dim3 {
     }
 }
 
-/// How to launch a kernel: grid, block, and dynamic shared memory.
+/// How to launch a kernel: grid, block, dynamic shared memory, and launch attributes.
+///
+/// # Examples
+/// ```
+/// use cuda_rt::{Dim3, LaunchConfig};
+/// let c = LaunchConfig::new((64, 2), 128).with_shared_memory_bytes(4096).with_cluster_dims(2);
+/// assert_eq!((c.grid, c.block.x, c.shared_memory_bytes), (Dim3::from((64, 2)), 128, 4096));
+/// assert_eq!(c.attributes.cluster_dims(), Some(Dim3::from(2)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LaunchConfig {
     /// Blocks in the grid.
@@ -94,9 +102,29 @@ pub struct LaunchConfig {
     pub block: Dim3,
     /// Bytes of dynamic shared memory per block.
     pub shared_memory_bytes: usize,
+    /// Attributes of `cudaLaunchKernelEx`; none by default (a plain `cudaLaunchKernel`).
+    pub attributes: LaunchAttributes,
+}
+
+impl Default for LaunchConfig {
+    /// One block of one thread, no dynamic shared memory, no attributes.
+    fn default() -> LaunchConfig {
+        LaunchConfig::new(1, 1)
+    }
 }
 
 impl LaunchConfig {
+    /// A launch of `grid` blocks of `block` threads, without dynamic shared memory or
+    /// attributes.
+    pub fn new(grid: impl Into<Dim3>, block: impl Into<Dim3>) -> LaunchConfig {
+        LaunchConfig {
+            grid: grid.into(),
+            block: block.into(),
+            shared_memory_bytes: 0,
+            attributes: LaunchAttributes::default(),
+        }
+    }
+
     /// A one-dimensional launch covering `n` items with `block_size` threads per block
     /// (`ceil(n / block_size)` blocks, at least one).
     ///
@@ -107,15 +135,163 @@ impl LaunchConfig {
     /// ```
     pub fn for_items(n: u32, block_size: u32) -> LaunchConfig {
         let block_size = block_size.max(1);
-        LaunchConfig {
-            grid: Dim3::from(n.div_ceil(block_size).max(1)),
-            block: Dim3::from(block_size),
-            shared_memory_bytes: 0,
-        }
+        LaunchConfig::new(n.div_ceil(block_size).max(1), block_size)
+    }
+
+    /// The same launch with `bytes` of dynamic shared memory per block.
+    #[must_use]
+    pub fn with_shared_memory_bytes(mut self, bytes: usize) -> LaunchConfig {
+        self.shared_memory_bytes = bytes;
+        self
+    }
+
+    /// The same launch in thread-block clusters of `dims` blocks
+    /// (`cudaLaunchAttributeClusterDimension`; compute capability 9.0 and newer; the grid must be
+    /// a multiple of the cluster in each dimension, or the launch fails).
+    #[must_use]
+    pub fn with_cluster_dims(mut self, dims: impl Into<Dim3>) -> LaunchConfig {
+        self.attributes.cluster_dims = Some(dims.into());
+        self
+    }
+
+    /// The same launch as a cooperative launch (`cudaLaunchAttributeCooperative`): all blocks
+    /// are resident at once, so that they may synchronize grid-wide; the launch fails with
+    /// `cudaErrorCooperativeLaunchTooLarge` when the grid cannot be.
+    #[must_use]
+    pub fn with_cooperative(mut self, on: bool) -> LaunchConfig {
+        self.attributes.cooperative = on;
+        self
+    }
+
+    /// The same launch with priority `priority` (`cudaLaunchAttributePriority`; see
+    /// [`Stream::priority_range`](crate::Stream)).
+    #[must_use]
+    pub fn with_priority(mut self, priority: i32) -> LaunchConfig {
+        self.attributes.priority = Some(priority);
+        self
+    }
+
+    /// The same launch as a programmatic dependent launch
+    /// (`cudaLaunchAttributeProgrammaticStreamSerialization`): the kernel may begin before the
+    /// previous kernel of its stream has finished, overlapping its prologue with that kernel's
+    /// tail.
+    ///
+    /// # Safety
+    /// The stream no longer orders this kernel after the previous one: the kernel must call
+    /// `cudaGridDependencySynchronize()` (PTX `griddepcontrol.wait`) before it touches any
+    /// memory that an earlier kernel of the stream may still access, and the earlier kernel
+    /// must not touch this kernel's memory after triggering (`cudaTriggerProgrammaticLaunchCompletion`).
+    /// The safe layer's ordering of device memory relies on the stream's order for work of one
+    /// stream.
+    #[must_use]
+    pub unsafe fn with_programmatic_dependent_launch(mut self, on: bool) -> LaunchConfig {
+        self.attributes.programmatic = on;
+        self
     }
 }
 
-/// `cudaLaunchKernel`: queues `kernel` on `stream`.
+/// Launch attributes of a [`LaunchConfig`] (`cudaLaunchAttribute`s of `cudaLaunchKernelEx`),
+/// set through its `with_*` methods. None by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LaunchAttributes {
+    cluster_dims: Option<Dim3>,
+    cooperative: bool,
+    programmatic: bool,
+    priority: Option<i32>,
+}
+
+impl LaunchAttributes {
+    /// Blocks per cluster, if clustered.
+    pub fn cluster_dims(&self) -> Option<Dim3> {
+        self.cluster_dims
+    }
+    /// Whether the launch is cooperative.
+    pub fn cooperative(&self) -> bool {
+        self.cooperative
+    }
+    /// Whether the launch is a programmatic dependent launch.
+    pub fn programmatic_dependent_launch(&self) -> bool {
+        self.programmatic
+    }
+    /// The launch priority, if set.
+    pub fn priority(&self) -> Option<i32> {
+        self.priority
+    }
+    /// Whether no attribute is set (the launch is a plain `cudaLaunchKernel`).
+    pub fn is_empty(&self) -> bool {
+        *self == LaunchAttributes::default()
+    }
+
+    /// The raw attributes, and how many of them are set.
+    fn to_raw(self) -> ([raw::LaunchAttribute; raw::MAX_LAUNCH_ATTRIBUTES], usize) {
+        let mut out = [raw::LaunchAttribute::Cooperative(false); raw::MAX_LAUNCH_ATTRIBUTES];
+        let mut n = 0;
+        let mut push = |a| {
+            out[n] = a;
+            n += 1;
+        };
+        if let Some(d) = self.cluster_dims {
+            push(raw::LaunchAttribute::ClusterDimension(raw::Dim3Value {
+                x: d.x,
+                y: d.y,
+                z: d.z,
+            }));
+        }
+        if self.cooperative {
+            push(raw::LaunchAttribute::Cooperative(true));
+        }
+        if self.programmatic {
+            push(raw::LaunchAttribute::ProgrammaticStreamSerialization(true));
+        }
+        if let Some(p) = self.priority {
+            push(raw::LaunchAttribute::Priority(p));
+        }
+        (out, n)
+    }
+}
+
+/// Launches `func` on the raw stream `stream`: `cudaLaunchKernel` without attributes,
+/// `cudaLaunchKernelExC` with them.
+///
+/// # Safety
+/// As for [`launch_kernel`].
+#[inline]
+pub(crate) unsafe fn launch_raw(
+    func: *const c_void,
+    config: &LaunchConfig,
+    stream: RawStream,
+    args: *mut *mut c_void,
+) -> Result<()> {
+    if config.attributes.is_empty() {
+        // SAFETY: the caller's contract.
+        return unsafe {
+            raw::launch_kernel(
+                func,
+                config.grid.into(),
+                config.block.into(),
+                args,
+                config.shared_memory_bytes,
+                stream,
+            )
+        };
+    }
+    let (attributes, n) = config.attributes.to_raw();
+    // SAFETY: the caller's contract.
+    unsafe {
+        raw::launch_kernel_ex(
+            func,
+            config.grid.into(),
+            config.block.into(),
+            config.shared_memory_bytes,
+            stream,
+            &attributes[..n],
+            args,
+        )
+    }
+}
+
+/// `cudaLaunchKernel` (`cudaLaunchKernelExC` when `config` has attributes): queues `kernel` on
+/// `stream`. Prefer the typed [`Kernel::launch`](crate::Kernel::launch), which needs no `unsafe` at the call.
 ///
 /// # Errors
 /// `cudaErrorInvalidDeviceFunction`, `cudaErrorInvalidConfiguration`,
@@ -139,15 +315,6 @@ pub unsafe fn launch_kernel<'s>(
 ) -> Result<()> {
     let stream = stream.into();
     // SAFETY: the caller's contract; `args` outlives the call (CUDA copies the values).
-    unsafe {
-        raw::launch_kernel(
-            kernel,
-            config.grid.into(),
-            config.block.into(),
-            args.as_mut_ptr(),
-            config.shared_memory_bytes,
-            stream.as_raw(),
-        )
-    }
+    unsafe { launch_raw(kernel, &config, stream.as_raw(), args.as_mut_ptr()) }
     .map_err(|e| e.context("launch_kernel"))
 }

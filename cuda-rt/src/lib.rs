@@ -109,8 +109,10 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod graph;
+pub mod kernel;
 pub mod launch;
 pub mod memory;
+pub mod module;
 pub mod pinned;
 pub mod pool;
 pub mod raw;
@@ -127,8 +129,16 @@ pub use error::{
     take_deferred_error, Error, ErrorKind, Result,
 };
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
-pub use graph::{Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Graph, GraphExec};
-pub use launch::{launch_kernel, Dim3, LaunchConfig};
+pub use graph::{
+    Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Graph, GraphBuilder, GraphExec,
+    Node, Stage, UpdateError,
+};
+pub use kernel::{
+    BlockSizeSuggestion, InGraph, Kernel, KernelArg, KernelArgs, KernelAttributes, KernelParam,
+    KernelParams, LaunchMode, OnStream, Slice, SliceMut,
+};
+pub use launch::{launch_kernel, Dim3, LaunchAttributes, LaunchConfig};
+pub use module::Library;
 pub use memory::{
     Chunks, ChunksExactMut, ChunksMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut,
     DeviceSlice, DeviceView, DeviceViewMut,
@@ -181,6 +191,10 @@ mod thread_safety {
     assert_not_impl_any!(Graph<'static>: Sync);
     assert_not_impl_any!(Scope<'static, 'static>: Send, Sync);
     assert_not_impl_any!(Capture<'static, 'static>: Send, Sync);
+    assert_not_impl_any!(GraphBuilder<'static, 'static>: Send, Sync);
+    assert_not_impl_any!(Node<'static>: Send, Sync);
+    assert_impl_all!(Stage<f32>: Send, Sync, Copy);
+    assert_impl_all!(UpdateError<'static, 'static>: Send, std::error::Error);
     // Owning handles are not Copy or Clone (one owner destroys them).
     assert_not_impl_any!(Stream: Clone);
     assert_not_impl_any!(Event: Clone);

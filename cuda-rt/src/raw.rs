@@ -67,6 +67,14 @@ pub mod status {
     pub const NOT_READY: RawStatus = sys::cudaErrorNotReady;
     /// `cudaErrorInvalidValue`.
     pub const INVALID_VALUE: RawStatus = sys::cudaErrorInvalidValue;
+    /// `cudaErrorInvalidConfiguration`.
+    pub const INVALID_CONFIGURATION: RawStatus = sys::cudaErrorInvalidConfiguration;
+    /// `cudaErrorCooperativeLaunchTooLarge`.
+    pub const COOPERATIVE_LAUNCH_TOO_LARGE: RawStatus = sys::cudaErrorCooperativeLaunchTooLarge;
+    /// `cudaErrorNotSupported`.
+    pub const NOT_SUPPORTED: RawStatus = sys::cudaErrorNotSupported;
+    /// `cudaErrorSymbolNotFound`.
+    pub const SYMBOL_NOT_FOUND: RawStatus = sys::cudaErrorSymbolNotFound;
     /// `cudaErrorMemoryAllocation`.
     pub const MEMORY_ALLOCATION: RawStatus = sys::cudaErrorMemoryAllocation;
     /// `cudaErrorIllegalAddress`.
@@ -87,6 +95,9 @@ pub mod status {
     pub const NOT_PERMITTED: RawStatus = sys::cudaErrorNotPermitted;
     /// `cudaErrorStreamCaptureInvalidated`.
     pub const STREAM_CAPTURE_INVALIDATED: RawStatus = sys::cudaErrorStreamCaptureInvalidated;
+    /// `cudaErrorGraphExecUpdateFailure`: [`graph_exec_update`](super::graph_exec_update) did
+    /// not update the executable graph (see [`GraphExecUpdateInfo`](super::GraphExecUpdateInfo)).
+    pub const GRAPH_EXEC_UPDATE_FAILURE: RawStatus = sys::cudaErrorGraphExecUpdateFailure;
 
     /// The statuses after which the CUDA context is unusable ("sticky" errors): every later
     /// call in the process returns an error, and no queued work of the context runs any more.
@@ -1588,6 +1599,271 @@ pub unsafe fn graph_add_event_record_node(
     Ok(node)
 }
 
+/// `cudaGraphCreate` (flags 0): a new, empty graph, owned by the caller.
+///
+/// # Errors
+/// The status of `cudaGraphCreate` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's: the graph must be destroyed once, with [`graph_destroy`].
+pub unsafe fn graph_create() -> Result<RawGraph> {
+    not_in_callback("cudaGraphCreate")?;
+    let mut graph = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one handle through a valid pointer; flags must be 0.
+        unsafe { sys::cudaGraphCreate(&mut graph, 0) },
+        "cudaGraphCreate",
+    )?;
+    Ok(graph)
+}
+
+/// The dependency array of the `cudaGraphAdd*Node` calls: null when there are none.
+fn dependency_ptr(dependencies: &[RawGraphNode]) -> *const RawGraphNode {
+    if dependencies.is_empty() {
+        std::ptr::null()
+    } else {
+        dependencies.as_ptr()
+    }
+}
+
+/// `cudaGraphAddMemcpyNode1D`: adds a node that copies `bytes` bytes from `src` to `dst`
+/// (`kind` a `cudaMemcpyKind`, see [`flags`]`::MEMCPY_*`) once all of `dependencies` have
+/// completed, on every launch of an executable graph made from `graph`.
+///
+/// # Errors
+/// The status of `cudaGraphAddMemcpyNode1D` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be live and not used by another thread during the call; `dependencies` must be
+/// distinct nodes of `graph`; `src` and `dst` must be valid for `bytes` bytes of the memory
+/// `kind` says, read and written by nothing unordered with the launches, for as long as
+/// executable graphs made from `graph` may be launched.
+pub unsafe fn graph_add_memcpy_node_1d(
+    graph: RawGraph,
+    dependencies: &[RawGraphNode],
+    dst: *mut c_void,
+    src: *const c_void,
+    bytes: usize,
+    kind: u32,
+) -> Result<RawGraphNode> {
+    not_in_callback("cudaGraphAddMemcpyNode1D")?;
+    let mut node = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer; the
+        // dependency array is valid for its length.
+        unsafe {
+            sys::cudaGraphAddMemcpyNode1D(
+                &mut node,
+                graph,
+                dependency_ptr(dependencies),
+                dependencies.len(),
+                dst,
+                src,
+                bytes,
+                kind,
+            )
+        },
+        "cudaGraphAddMemcpyNode1D",
+    )?;
+    Ok(node)
+}
+
+/// `cudaGraphAddMemsetNode` of one row of `bytes` bytes (element size 1, height 1): adds a node
+/// that sets every byte at `dst` to `value` once all of `dependencies` have completed, on
+/// every launch of an executable graph made from `graph`.
+///
+/// # Errors
+/// The status of `cudaGraphAddMemsetNode` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be live and not used by another thread during the call; `dependencies` must be
+/// distinct nodes of `graph`; `dst` must be device memory valid for `bytes` bytes, used by
+/// nothing unordered with the launches, for as long as executable graphs made from `graph` may
+/// be launched.
+pub unsafe fn graph_add_memset_node(
+    graph: RawGraph,
+    dependencies: &[RawGraphNode],
+    dst: *mut c_void,
+    value: u8,
+    bytes: usize,
+) -> Result<RawGraphNode> {
+    not_in_callback("cudaGraphAddMemsetNode")?;
+    let params = sys::cudaMemsetParams {
+        dst,
+        pitch: 0,
+        value: c_uint::from(value),
+        elementSize: 1,
+        width: bytes,
+        height: 1,
+    };
+    let mut node = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer; the
+        // dependency array is valid for its length; `params` is read during the call only.
+        unsafe {
+            sys::cudaGraphAddMemsetNode(
+                &mut node,
+                graph,
+                dependency_ptr(dependencies),
+                dependencies.len(),
+                &params,
+            )
+        },
+        "cudaGraphAddMemsetNode",
+    )?;
+    Ok(node)
+}
+
+/// `cudaGraphAddHostNode`: adds a node that calls `func(user_data)` on a runtime thread once
+/// all of `dependencies` have completed, on every launch of an executable graph made from
+/// `graph`.
+///
+/// # Errors
+/// The status of `cudaGraphAddHostNode` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be live and not used by another thread during the call; `dependencies` must be
+/// distinct nodes of `graph`; `func` must be sound to call with `user_data` on any runtime
+/// thread, any number of times, for as long as executable graphs made from `graph` may be
+/// launched (calls of one executable graph do not overlap; calls of two may).
+pub unsafe fn graph_add_host_node(
+    graph: RawGraph,
+    dependencies: &[RawGraphNode],
+    func: HostFn,
+    user_data: *mut c_void,
+) -> Result<RawGraphNode> {
+    not_in_callback("cudaGraphAddHostNode")?;
+    let params = sys::cudaHostNodeParams {
+        fn_: Some(func),
+        userData: user_data,
+    };
+    let mut node = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer; the
+        // dependency array is valid for its length; `params` is read during the call only.
+        unsafe {
+            sys::cudaGraphAddHostNode(
+                &mut node,
+                graph,
+                dependency_ptr(dependencies),
+                dependencies.len(),
+                &params,
+            )
+        },
+        "cudaGraphAddHostNode",
+    )?;
+    Ok(node)
+}
+
+/// `cudaGraphAddEmptyNode`: adds a node that does nothing, for grouping dependencies.
+///
+/// # Errors
+/// The status of `cudaGraphAddEmptyNode` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be live and not used by another thread during the call; `dependencies` must be
+/// distinct nodes of `graph`.
+pub unsafe fn graph_add_empty_node(
+    graph: RawGraph,
+    dependencies: &[RawGraphNode],
+) -> Result<RawGraphNode> {
+    not_in_callback("cudaGraphAddEmptyNode")?;
+    let mut node = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer; the
+        // dependency array is valid for its length.
+        unsafe {
+            sys::cudaGraphAddEmptyNode(
+                &mut node,
+                graph,
+                dependency_ptr(dependencies),
+                dependencies.len(),
+            )
+        },
+        "cudaGraphAddEmptyNode",
+    )?;
+    Ok(node)
+}
+
+/// Values of `cudaGraphExecUpdateResult`: why [`graph_exec_update`] failed.
+pub mod graph_exec_update_result {
+    use super::sys;
+    /// `cudaGraphExecUpdateSuccess`.
+    pub const SUCCESS: u32 = sys::cudaGraphExecUpdateSuccess;
+    /// `cudaGraphExecUpdateError`: an unexpected reason, described by the returned status.
+    pub const ERROR: u32 = sys::cudaGraphExecUpdateError;
+    /// `cudaGraphExecUpdateErrorTopologyChanged`: nodes or edges differ.
+    pub const TOPOLOGY_CHANGED: u32 = sys::cudaGraphExecUpdateErrorTopologyChanged;
+    /// `cudaGraphExecUpdateErrorNodeTypeChanged`: a node's type differs.
+    pub const NODE_TYPE_CHANGED: u32 = sys::cudaGraphExecUpdateErrorNodeTypeChanged;
+    /// `cudaGraphExecUpdateErrorFunctionChanged`: a kernel node's function differs.
+    pub const FUNCTION_CHANGED: u32 = sys::cudaGraphExecUpdateErrorFunctionChanged;
+    /// `cudaGraphExecUpdateErrorParametersChanged`: parameters changed in an unsupported way.
+    pub const PARAMETERS_CHANGED: u32 = sys::cudaGraphExecUpdateErrorParametersChanged;
+    /// `cudaGraphExecUpdateErrorNotSupported`: something about a node is not supported.
+    pub const NOT_SUPPORTED: u32 = sys::cudaGraphExecUpdateErrorNotSupported;
+    /// `cudaGraphExecUpdateErrorUnsupportedFunctionChange`: a kernel node's function changed in
+    /// an unsupported way.
+    pub const UNSUPPORTED_FUNCTION_CHANGE: u32 =
+        sys::cudaGraphExecUpdateErrorUnsupportedFunctionChange;
+    /// `cudaGraphExecUpdateErrorAttributesChanged`: node attributes changed in an unsupported
+    /// way.
+    pub const ATTRIBUTES_CHANGED: u32 = sys::cudaGraphExecUpdateErrorAttributesChanged;
+}
+
+/// What `cudaGraphExecUpdate` reports besides its status (`cudaGraphExecUpdateResultInfo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphExecUpdateInfo {
+    /// Why the update failed: a [`graph_exec_update_result`] value (a newer driver may return
+    /// others).
+    pub result: u32,
+    /// The node the failure concerns (the "to" node of a differing edge); null when none.
+    pub error_node: RawGraphNode,
+    /// The "from" node of a differing edge; null otherwise.
+    pub error_from_node: RawGraphNode,
+}
+
+/// `cudaGraphExecUpdate`: gives the executable graph `exec` the node parameters of `graph`,
+/// which must have the same topology. On failure CUDA documents that the update was not
+/// performed; the result info says why.
+///
+/// # Errors
+/// The status of `cudaGraphExecUpdate` when it is not `cudaSuccess`
+/// ([`status::GRAPH_EXEC_UPDATE_FAILURE`] when the graphs differ), with the result info.
+///
+/// # Safety
+/// Both handles must be live and not used by another thread during the call; no launch of
+/// `exec` may be running or queued (the update changes what it uses); after a successful
+/// update, everything the nodes of `graph` use must stay valid for as long as `exec` may be
+/// launched.
+pub unsafe fn graph_exec_update(
+    exec: RawGraphExec,
+    graph: RawGraph,
+) -> std::result::Result<(), (Error, GraphExecUpdateInfo)> {
+    let mut info = sys::cudaGraphExecUpdateResultInfo {
+        result: sys::cudaGraphExecUpdateError,
+        errorNode: std::ptr::null_mut(),
+        errorFromNode: std::ptr::null_mut(),
+    };
+    let result = not_in_callback("cudaGraphExecUpdate").and_then(|()| {
+        check(
+            // SAFETY: the caller's contract; writes the result info through a valid pointer.
+            unsafe { sys::cudaGraphExecUpdate(exec, graph, &mut info) },
+            "cudaGraphExecUpdate",
+        )
+    });
+    result.map_err(|e| {
+        (
+            e,
+            GraphExecUpdateInfo {
+                result: info.result,
+                error_node: info.errorNode,
+                error_from_node: info.errorFromNode,
+            },
+        )
+    })
+}
+
 /// `cudaGraphInstantiate` (flags 0).
 ///
 /// # Errors
@@ -1658,6 +1934,9 @@ pub unsafe fn graph_exec_destroy(exec: RawGraphExec) -> Result<()> {
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
+
+mod kernels;
+pub use kernels::*;
 
 /// `cudaLaunchKernel`.
 ///

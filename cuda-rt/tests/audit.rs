@@ -47,11 +47,7 @@ fn cuda_calls_inside_a_host_callback_are_refused_not_deadlocked() {
             // no memory (and the launch is refused before CUDA is called anyway).
             let launched = unsafe {
                 let kernel = cuda_rt_test_kernels::ffi::cuda_rt_bench_empty_kernel();
-                let config = LaunchConfig {
-                    grid: 1.into(),
-                    block: 1.into(),
-                    shared_memory_bytes: 0,
-                };
+                let config = LaunchConfig::new(1, 1);
                 let mut no_args: [*mut c_void; 0] = [];
                 cuda_rt::launch_kernel(kernel, config, StreamRef::legacy(), &mut no_args)
             };

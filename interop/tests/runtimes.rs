@@ -289,11 +289,7 @@ fn kernel_experiment(arg: &str) {
                 (&raw mut yp).cast(),
                 (&raw mut count).cast(),
             ];
-            let config = LaunchConfig {
-                grid: Dim3::from(1),
-                block: Dim3::from(256),
-                shared_memory_bytes: 0,
-            };
+            let config = LaunchConfig::new(Dim3::from(1), Dim3::from(256));
             // SAFETY: the kernel takes (float, const float*, float*, size_t), matching args;
             // both buffers hold n floats and outlive the synchronize below.
             unsafe { cuda_rt::launch_kernel(kernel, config, &stream, &mut args) }

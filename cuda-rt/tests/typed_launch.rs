@@ -1,0 +1,454 @@
+//! Typed kernel launches on a GPU (`Kernel::launch`, the `kernels!` declarations of the test
+//! kernels): results against CPU models over sizes past every grid limit, views and chunks on
+//! several streams and threads, ordering against copies and other streams, parameter lists
+//! checked against the compiled kernels, launch attributes (cooperative, clusters, programmatic
+//! dependent launch), captured launches, and errors in the middle of queued work. Each test
+//! skips loudly without a GPU.
+
+use cuda_rt::prelude::*;
+use cuda_rt::{
+    CaptureMode, Device, ErrorKind, Kernel, LaunchConfig, Slice, SliceMut,
+};
+use cuda_rt_test_kernels::typed::*;
+use proptest::prelude::*;
+use std::sync::{Arc, Mutex};
+
+/// GPU tests of this file run one at a time (some fill the device).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn affine_cpu(data: &mut [u32], a: u32, b: u32) {
+    for x in data {
+        *x = x.wrapping_mul(a).wrapping_add(b);
+    }
+}
+
+fn pattern(n: usize, seed: u32) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| i.wrapping_mul(0x0100_0193) ^ seed)
+        .collect()
+}
+
+/// A grid that covers `n` elements with 256-thread blocks, at most 4096 blocks (the kernels
+/// stride over the rest).
+fn config(n: usize) -> LaunchConfig {
+    LaunchConfig::for_items(n.min(4096 * 256) as u32, 256)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// The affine kernel through a typed launch on a whole buffer, a view at any offset, or
+    /// chunks on several streams: as on the CPU.
+    #[test]
+    fn typed_affine_matches_the_cpu(
+        n in prop_oneof![0usize..1000, 1000usize..3_000_000],
+        offset in 0usize..17,
+        chunk in 1usize..400_000,
+        streams in 1usize..5,
+        a in any::<u32>(),
+        b in any::<u32>(),
+    ) {
+        let Some(_gpu) = gpu_test::gpu() else { return Ok(()) };
+        let _serial = serial();
+        let kernel = cuda_rt_typed_affine().unwrap();
+        let total = n + offset;
+        let input = pattern(total, a ^ 0x5555);
+        let mut expected = input.clone();
+        affine_cpu(&mut expected[offset..], a, b);
+        affine_cpu(&mut expected[offset..], b, a);
+
+        let queues: Vec<Stream> = (0..streams).map(|_| Stream::new().unwrap()).collect();
+        let mut device = DeviceBuffer::from_slice(&input).unwrap();
+        // Whole view at an offset on one stream, then chunks on several.
+        let mut view = device.slice_mut(offset..).unwrap();
+        kernel.launch(&queues[0], config(n), (&mut view, a, b)).unwrap();
+        for (i, chunk) in view.chunks_mut(chunk).unwrap().enumerate() {
+            let len = chunk.len();
+            kernel.launch(&queues[i % streams], config(len), (chunk, b, a)).unwrap();
+        }
+        prop_assert_eq!(device.to_vec().unwrap(), expected);
+    }
+
+    /// `axpy` with `x` shorter, equal or longer than `y`: the kernel sees both lengths.
+    #[test]
+    fn typed_axpy_sees_both_lengths(
+        n in 0usize..200_000,
+        xn in 0usize..200_000,
+        a in -4.0f32..4.0,
+    ) {
+        let Some(_gpu) = gpu_test::gpu() else { return Ok(()) };
+        let _serial = serial();
+        let x: Vec<f32> = (0..xn).map(|i| (i % 97) as f32 * 0.5).collect();
+        let y: Vec<f32> = (0..n).map(|i| (i % 13) as f32).collect();
+        let mut expected = y.clone();
+        for (e, xi) in expected.iter_mut().zip(&x) {
+            *e += a * xi;
+        }
+        let stream = Stream::new().unwrap();
+        let dx = DeviceBuffer::from_slice(&x).unwrap();
+        let mut dy = DeviceBuffer::from_slice(&y).unwrap();
+        cuda_rt_typed_axpy().unwrap().launch(&stream, config(n.max(xn)), (&mut dy, &dx, a)).unwrap();
+        let got = dy.to_vec().unwrap();
+        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+            // One fused multiply-add on the GPU, a multiply then an add on the CPU.
+            prop_assert!((g - e).abs() <= 1e-5 * e.abs().max(1.0), "element {}: {} vs {}", i, g, e);
+        }
+    }
+}
+
+/// Sums of the chunks of one input, each into its own slot of one output, on four streams
+/// from four threads: each slot equals the CPU sum of its chunk.
+#[test]
+fn chunk_sums_on_four_streams_from_four_threads() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let kernel = cuda_rt_typed_sum().unwrap();
+    let n = 4_000_037;
+    let chunk = 250_003;
+    let input = pattern(n, 99);
+    let device_in = DeviceBuffer::from_slice(&input).unwrap();
+    let mut sums = DeviceBuffer::<u64>::zeroed(n.div_ceil(chunk)).unwrap();
+    let streams: Vec<Stream> = (0..4).map(|_| Stream::new().unwrap()).collect();
+    let slots: Vec<_> = sums.chunks_mut(1).unwrap().collect();
+    let pieces: Vec<_> = device_in.chunks(chunk).unwrap().collect();
+    assert_eq!(slots.len(), pieces.len());
+    std::thread::scope(|t| {
+        let mut work: Vec<Vec<_>> = (0..4).map(|_| Vec::new()).collect();
+        for (i, pair) in slots.into_iter().zip(pieces).enumerate() {
+            work[i % 4].push(pair);
+        }
+        for (w, stream) in work.into_iter().zip(&streams) {
+            t.spawn(move || {
+                for (slot, piece) in w {
+                    let len = piece.len();
+                    kernel.launch(stream, config(len), (slot, piece)).unwrap();
+                }
+            });
+        }
+    });
+    let expected: Vec<u64> = input
+        .chunks(chunk)
+        .map(|c| c.iter().map(|&x| u64::from(x)).sum())
+        .collect();
+    assert_eq!(sums.to_vec().unwrap(), expected);
+}
+
+/// A kernel that writes a buffer on one stream and a kernel that reads it on another: the
+/// reader sees every write (the tracking orders the second launch after the first), over many
+/// rounds with a big buffer, also when the buffer is copied on a third stream in between.
+#[test]
+fn launches_on_different_streams_are_ordered_by_the_memory() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let (writer, reader, copier) = (
+        Stream::new().unwrap(),
+        Stream::new().unwrap(),
+        Stream::new().unwrap(),
+    );
+    let n = 16 << 20;
+    let mut data = DeviceBuffer::<u32>::zeroed(n).unwrap();
+    let mut copy = DeviceBuffer::<u32>::zeroed(n).unwrap();
+    let mut sum = DeviceBuffer::<u64>::zeroed(1).unwrap();
+    for round in 1..=12u32 {
+        // data = data * 1 + round on `writer`: every element becomes the sum 1 + ... + round.
+        cuda_rt_typed_affine()
+            .unwrap()
+            .launch(&writer, config(n), (&mut data, 1, round))
+            .unwrap();
+        copy.copy_from_device_async(&copier, &data).unwrap();
+        sum.set_bytes_async(&reader, 0).unwrap();
+        cuda_rt_typed_sum()
+            .unwrap()
+            .launch(&reader, config(n), (&mut sum, &copy))
+            .unwrap();
+        let per = u64::from(round * (round + 1) / 2);
+        assert_eq!(sum.to_vec().unwrap(), [per * n as u64], "round {round}");
+    }
+}
+
+/// Ten scalars of every width and a `#[repr(C)]` struct arrive as passed.
+#[test]
+fn scalars_and_structs_arrive_as_passed() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::new().unwrap();
+    let mut out = DeviceBuffer::<u64>::zeroed(10).unwrap();
+    cuda_rt_typed_many()
+        .unwrap()
+        .launch(
+            &stream,
+            LaunchConfig::new(1, 32),
+            (&mut out, 0xab, 0xbeef, 0xdead_beef, u64::MAX - 5, -3, -300, -70_000, i64::MIN + 1, 2.5, 1e15),
+        )
+        .unwrap();
+    assert_eq!(
+        out.to_vec().unwrap(),
+        [0xab, 0xbeef, 0xdead_beef, u64::MAX - 5, -3i64 as u64, -300i64 as u64, -70_000i64 as u64, (i64::MIN + 1) as u64, 2, 1_000_000_000_000_000]
+    );
+
+    let p = AffineXor { a: 3, b: 7, shift: 0xf0f0_0000_0000_0001 };
+    let input: Vec<u64> = (0..100_003).map(|i| i * 0x1_0000_0001).collect();
+    let mut data = DeviceBuffer::from_slice(&input).unwrap();
+    cuda_rt_typed_struct_param()
+        .unwrap()
+        .launch(&stream, config(input.len()), (&mut data, p))
+        .unwrap();
+    let expected: Vec<u64> = input
+        .iter()
+        .map(|&x| (x.wrapping_mul(3).wrapping_add(7)) ^ p.shift)
+        .collect();
+    assert_eq!(data.to_vec().unwrap(), expected);
+}
+
+/// A parameter list that does not match the compiled kernel is refused when the handle is
+/// made, naming the first C parameter that differs.
+#[test]
+fn a_wrong_parameter_list_is_refused() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    unsafe extern "C" {
+        fn cuda_rt_typed_affine();
+    }
+    let func = cuda_rt_typed_affine as unsafe extern "C" fn() as *const std::ffi::c_void;
+    // SAFETY: never launched (the check refuses it); `func` is the affine kernel's stub.
+    let too_few = unsafe { Kernel::<(SliceMut<u32>, u32)>::from_raw(func) }.unwrap_err();
+    assert_eq!(
+        too_few.kind(),
+        ErrorKind::KernelSignature { param: 3, expected_bytes: 0, found_bytes: 4 },
+        "{too_few}"
+    );
+    // SAFETY: as above.
+    let wide = unsafe { Kernel::<(SliceMut<u32>, u64, u32)>::from_raw(func) }.unwrap_err();
+    assert_eq!(
+        wide.kind(),
+        ErrorKind::KernelSignature { param: 2, expected_bytes: 8, found_bytes: 4 },
+        "{wide}"
+    );
+    // SAFETY: as above.
+    let too_many =
+        unsafe { Kernel::<(SliceMut<u32>, u32, u32, u32)>::from_raw(func) }.unwrap_err();
+    assert_eq!(
+        too_many.kind(),
+        ErrorKind::KernelSignature { param: 4, expected_bytes: 4, found_bytes: 0 },
+        "{too_many}"
+    );
+    // The right one is accepted.
+    // SAFETY: the kernel's declaration in the test kernels.
+    unsafe { Kernel::<(SliceMut<u32>, u32, u32)>::from_raw(func) }.unwrap();
+}
+
+/// A launch that fails (a block too large) in the middle of queued work returns the error,
+/// leaves the memory usable and ordered, and loses none of the work around it.
+#[test]
+fn a_failed_launch_between_good_ones_is_an_error_and_loses_nothing() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let kernel = cuda_rt_typed_affine().unwrap();
+    let (s1, s2) = (Stream::new().unwrap(), Stream::new().unwrap());
+    let n = 1 << 20;
+    let mut data = DeviceBuffer::from_slice(&pattern(n, 1)).unwrap();
+    kernel.launch(&s1, config(n), (&mut data, 3, 1)).unwrap();
+    let bad = LaunchConfig::new(1, 4096);
+    let e = kernel.launch(&s2, bad, (&mut data, 5, 5)).unwrap_err();
+    assert_eq!(e.code(), Some(cuda_rt::raw::status::INVALID_CONFIGURATION), "{e}");
+    let e = kernel
+        .launch(&s2, LaunchConfig::new(0, 256), (&mut data, 5, 5))
+        .unwrap_err();
+    assert_eq!(e.code(), Some(cuda_rt::raw::status::INVALID_CONFIGURATION), "{e}");
+    kernel.launch(&s2, config(n), (&mut data, 2, 0)).unwrap();
+    let mut expected = pattern(n, 1);
+    affine_cpu(&mut expected, 3, 1);
+    affine_cpu(&mut expected, 2, 0);
+    assert_eq!(data.to_vec().unwrap(), expected);
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
+}
+
+/// Empty buffers launch (the kernel sees length 0 and does nothing) and buffers dropped right
+/// after a launch are freed only after it.
+#[test]
+fn empty_buffers_launch_and_dropped_buffers_wait() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::new().unwrap();
+    let mut empty = DeviceBuffer::<u32>::new(0).unwrap();
+    let mut sum = DeviceBuffer::<u64>::zeroed(1).unwrap();
+    cuda_rt_typed_affine()
+        .unwrap()
+        .launch(&stream, config(0), (&mut empty, 1, 1))
+        .unwrap();
+    cuda_rt_typed_sum()
+        .unwrap()
+        .launch(&stream, config(0), (&mut sum, &empty))
+        .unwrap();
+    assert_eq!(sum.to_vec().unwrap(), [0]);
+    for _ in 0..20 {
+        let mut big = DeviceBuffer::<u32>::zeroed(8 << 20).unwrap();
+        cuda_rt_typed_affine()
+            .unwrap()
+            .launch(&stream, config(8 << 20), (&mut big, 7, 7))
+            .unwrap();
+        drop(big);
+    }
+    stream.synchronize().unwrap();
+}
+
+/// A launch inside a host callback is refused (CUDA must not be called there) and does not
+/// reach CUDA.
+#[test]
+fn launches_inside_host_callbacks_are_refused() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let stream = Stream::new().unwrap();
+    let kernel = cuda_rt_typed_empty().unwrap();
+    let seen = Arc::new(Mutex::new(None));
+    let inner = seen.clone();
+    stream
+        .launch_host_fn(move || {
+            let other = StreamRef::per_thread();
+            *inner.lock().unwrap() = Some(kernel.launch(other, LaunchConfig::default(), ()));
+        })
+        .unwrap();
+    stream.synchronize().unwrap();
+    let result = seen.lock().unwrap().take().expect("the callback ran");
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::InHostCallback);
+}
+
+/// Cooperative launches: a grid that fits runs with a working grid-wide barrier; one larger
+/// than the device can hold at once is refused.
+#[test]
+fn cooperative_launches_synchronize_the_grid() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let kernel = cuda_rt_typed_grid_sync().unwrap();
+    let block = 128u32;
+    let per_sm = kernel.max_active_blocks_per_multiprocessor(block, 0).unwrap();
+    let sms = Device::current().unwrap().multiprocessor_count().unwrap();
+    assert!(per_sm > 0);
+    let blocks = per_sm * sms;
+    let stream = Stream::new().unwrap();
+    let mut counter = DeviceBuffer::<u32>::zeroed(1).unwrap();
+    let mut out = DeviceBuffer::<u32>::zeroed(blocks as usize).unwrap();
+    let cooperative = LaunchConfig::new(blocks, block).with_cooperative(true);
+    kernel.launch(&stream, cooperative, (&mut counter, &mut out)).unwrap();
+    assert!(out.to_vec().unwrap().iter().all(|&c| c == blocks * block));
+
+    let too_big = LaunchConfig::new(blocks * 4 + 1, block).with_cooperative(true);
+    let e = kernel.launch(&stream, too_big, (&mut counter, &mut out)).unwrap_err();
+    assert_eq!(e.code(), Some(cuda_rt::raw::status::COOPERATIVE_LAUNCH_TOO_LARGE), "{e}");
+    stream.synchronize().unwrap();
+}
+
+/// Thread-block clusters (compute capability 9.0 and newer): each block sees its rank.
+#[test]
+fn cluster_launches_give_blocks_their_ranks() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let cc = Device::current().unwrap().compute_capability().unwrap();
+    if cc.major < 9 {
+        eprintln!("skipped cluster_launches_give_blocks_their_ranks: compute capability {}.{} has no clusters", cc.major, cc.minor);
+        return;
+    }
+    let stream = Stream::new().unwrap();
+    let mut out = DeviceBuffer::<u32>::zeroed(64).unwrap();
+    let kernel = cuda_rt_typed_cluster_rank().unwrap();
+    kernel
+        .launch(&stream, LaunchConfig::new(64, 32).with_cluster_dims(4), (&mut out,))
+        .unwrap();
+    let expected: Vec<u32> = (0..64).map(|b| b % 4).collect();
+    assert_eq!(out.to_vec().unwrap(), expected);
+    // A grid that is no multiple of the cluster is refused.
+    let e = kernel
+        .launch(&stream, LaunchConfig::new(63, 32).with_cluster_dims(4), (&mut out,))
+        .unwrap_err();
+    assert!(e.code().is_some(), "{e}");
+}
+
+/// A programmatic dependent launch whose kernel waits for its predecessor: the result is
+/// that of the two kernels in order.
+#[test]
+fn programmatic_dependent_launch_keeps_the_data_order() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::new().unwrap();
+    let n = 8 << 20;
+    let mut input = DeviceBuffer::<u32>::zeroed(n).unwrap();
+    let mut out = DeviceBuffer::<u32>::zeroed(n).unwrap();
+    for round in 1..=5u32 {
+        cuda_rt_typed_affine()
+            .unwrap()
+            .launch(&stream, config(n), (&mut input, 1, round))
+            .unwrap();
+        // SAFETY: cuda_rt_typed_dependent_add_one calls cudaGridDependencySynchronize before
+        // it reads `input`, and the previous kernel touches nothing of `out`.
+        let pdl = unsafe { config(n).with_programmatic_dependent_launch(true) };
+        cuda_rt_typed_dependent_add_one()
+            .unwrap()
+            .launch(&stream, pdl, (&mut out, &input))
+            .unwrap();
+        let expected = round * (round + 1) / 2 + 1;
+        assert!(out.to_vec().unwrap().iter().all(|&x| x == expected), "round {round}");
+    }
+}
+
+/// Typed launches captured into a graph and replayed give what the same launches give
+/// eagerly.
+#[test]
+fn captured_typed_launches_replay_like_eager_ones() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let n = 1_000_003;
+    let input = pattern(n, 5);
+    let mut stream = Stream::new().unwrap();
+    let mut data = DeviceBuffer::from_slice(&input).unwrap();
+    let mut sum = DeviceBuffer::<u64>::zeroed(1).unwrap();
+    let affine = cuda_rt_typed_affine().unwrap();
+    let total = cuda_rt_typed_sum().unwrap();
+    let graph = stream
+        .capture(CaptureMode::ThreadLocal, |c| {
+            let d = c.bind_mut(&mut data);
+            let s = c.bind_mut(&mut sum);
+            c.launch(affine, config(n), (&d, 5, 3))?;
+            c.set_bytes(&s, 0)?;
+            c.launch(total, config(n), (&s, &d))
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    let mut expected = input.clone();
+    cuda_rt::scope(|s| {
+        for _ in 0..10 {
+            s.launch_graph(&stream, &exec)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    drop(exec);
+    for _ in 0..10 {
+        affine_cpu(&mut expected, 5, 3);
+    }
+    let sum_expected: u64 = expected.iter().map(|&x| u64::from(x)).sum();
+    assert_eq!(data.to_vec().unwrap(), expected);
+    assert_eq!(sum.to_vec().unwrap(), [sum_expected]);
+}
+
+/// Occupancy queries of a compiled kernel: the suggested block size is a multiple of the warp
+/// size within the kernel's limit, and no other such size keeps more threads resident.
+#[test]
+fn occupancy_suggestions_are_optimal() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let kernel: &Kernel<(SliceMut<f32>, Slice<f32>, f32)> = cuda_rt_typed_axpy().unwrap();
+    let attributes = kernel.attributes().unwrap();
+    let best = kernel.max_potential_block_size(0).unwrap();
+    assert_eq!(best.block_size % 32, 0);
+    assert!(best.block_size as i32 <= attributes.max_threads_per_block);
+    let resident = |b: u32| kernel.max_active_blocks_per_multiprocessor(b, 0).unwrap() * b;
+    for b in (32..=attributes.max_threads_per_block as u32).step_by(32) {
+        assert!(resident(b) <= resident(best.block_size), "block size {b}");
+    }
+    let sms = Device::current().unwrap().multiprocessor_count().unwrap();
+    assert_eq!(
+        best.min_grid_size,
+        kernel.max_active_blocks_per_multiprocessor(best.block_size, 0).unwrap() * sms
+    );
+}
