@@ -10,20 +10,26 @@ mod image_archs {
 }
 
 fn main() {
-    cuda_rt_build::Build::new()
-        .files([
-            "kernels/affine.cu",
-            "kernels/bench_empty.cu",
-            "kernels/faults.cu",
-            "kernels/smoke.cu",
-            "kernels/typed.cu",
-        ])
-        .relocatable_device_code(true)
-        .compile("cuda_rt_test_kernels");
+    // The images compile beside the library (whose device link runs one tool at a time).
+    std::thread::scope(|scope| {
+        scope.spawn(images);
+        Build::new()
+            .files([
+                "kernels/affine.cu",
+                "kernels/bench_empty.cu",
+                "kernels/faults.cu",
+                "kernels/smoke.cu",
+                "kernels/typed.cu",
+            ])
+            .relocatable_device_code(true)
+            .compile("cuda_rt_test_kernels");
+    });
+}
 
-    // PTX for compute_80, which the driver compiles for the GPU it meets (newer than 8.0 on the
-    // H100: the JIT path); a cubin for sm_90 (the H100's machine code); a fatbin for the
-    // architectures of CUDA_RT_ARCHS.
+/// `kernels/module.cu` as PTX for compute_80, which the driver compiles for the GPU it meets
+/// (newer than 8.0 on the H100: the JIT path); as a cubin for sm_90 (the H100's machine code);
+/// as a fatbin for the architectures of CUDA_RT_ARCHS.
+fn images() {
     let mut module = Build::new();
     module.file("kernels/module.cu");
     for (kind, arch) in [

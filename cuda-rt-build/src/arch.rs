@@ -24,7 +24,12 @@ pub fn archs(toolkit: &Toolkit, min: Option<Arch>) -> Result<Vec<Arch>, Error> {
     let list = env("CUDA_RT_ARCHS").unwrap_or_else(|| "90".into());
     let requested = parse(&list)?;
     let supported = supported_archs(toolkit)?;
-    check(&format!("CUDA_RT_ARCHS={list:?}"), &requested, &supported, min)?;
+    check(
+        &format!("CUDA_RT_ARCHS={list:?}"),
+        &requested,
+        &supported,
+        min,
+    )?;
     Ok(requested)
 }
 

@@ -379,7 +379,7 @@ fn work_dir(name: &str) -> Result<PathBuf, Error> {
 /// (`cargo:rerun-if-changed`), less the toolkit's and the system's headers.
 fn register_reruns(toolkit: &Toolkit, source: &Path, dependencies: &[PathBuf]) {
     println!("cargo:rerun-if-changed={}", source.display());
-    for dependency in dependencies {
+    for dependency in dependencies.iter().filter(|d| *d != source) {
         if !dependency.starts_with(&toolkit.root) && !dependency.starts_with("/usr") {
             println!("cargo:rerun-if-changed={}", dependency.display());
         }
@@ -506,7 +506,9 @@ mod tests {
                 "-Xptxas=-v"
             ]
         );
-        assert!(!flags.iter().any(|f| f.contains("rdc") || f.contains("fPIC")));
+        assert!(!flags
+            .iter()
+            .any(|f| f.contains("rdc") || f.contains("fPIC")));
     }
 
     #[test]

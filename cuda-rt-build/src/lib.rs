@@ -107,6 +107,10 @@
 //!   crate (an unresolved one fails that crate's build), so no image needs another's code;
 //! - host references into an image go through the registration done by that image's own
 //!   constructors, which stay in the object whether their names are local or not;
+//! - every kernel stays in the image: nvlink would otherwise drop the kernels that no host code
+//!   of the crate's objects references (its host-information dead-code removal), which are
+//!   exactly those launched from Rust through the stub's symbol (`cuda_rt::kernels!`), so the
+//!   device link runs with `--ignore-host-info`;
 //! - weak definitions (inline C++ functions in COMDAT groups) stay global and are merged as
 //!   the C++ rules allow; only strong definitions are localized;
 //! - what stays undefined (the CUDA runtime's `__cudaRegister*` entry points, libc++) is left

@@ -44,7 +44,8 @@ fn run(mut command: Command) -> Result<String, Error> {
 /// only global definitions are the entry points (`exports`, or by default the unmangled
 /// functions and variables the objects define):
 /// 1. `nvcc --device-link` of the objects and libcudadevrt (one device image, and the host
-///    code that registers it);
+///    code that registers it), keeping every kernel (not only those that host code of the
+///    objects references);
 /// 2. `ld -r` of the objects, that device-link object and libcudadevrt's host half;
 /// 3. `objcopy --localize-symbols` of every other strong definition.
 pub(crate) fn self_contained_object(
@@ -59,6 +60,10 @@ pub(crate) fn self_contained_object(
     let mut nvcc = Command::new(&toolkit.nvcc);
     nvcc.arg("--device-link")
         .args(gencode)
+        // nvlink drops kernels whose host stubs no host code of these objects references
+        // (host-info dead-code removal); a kernel launched only from Rust through its stub's
+        // symbol (`cuda_rt::kernels!`) is such a kernel, and must stay.
+        .arg("-Xnvlink=--ignore-host-info")
         .arg("-Xcompiler=-fPIC")
         .args(objects)
         .arg(format!("-L{}", toolkit.lib_dir.display()))

@@ -1198,19 +1198,27 @@ impl Bench {
         let measure = |with_buffer: bool| -> BenchResult<(Vec<f64>, Vec<f64>)> {
             let empty = typed::cuda_rt_typed_empty()?;
             let empty_buffer = typed::cuda_rt_typed_empty_buffer()?;
-            let func = if with_buffer { empty_buffer.as_raw() } else { empty.as_raw() };
+            let func = if with_buffer {
+                empty_buffer.as_raw()
+            } else {
+                empty.as_raw()
+            };
             let mut buffer = DeviceBuffer::<u32>::new(256)?;
             let (mut ptr, mut len) = (buffer.as_mut_raw_ptr(), buffer.len());
             let measured = self.interleave(op_trials, |side| match side {
                 Side::Raw => {
                     let ns = per_op(launches, || {
-                        let mut args: [*mut c_void; 2] =
-                            [std::ptr::from_mut(&mut ptr).cast(), std::ptr::from_mut(&mut len).cast()];
+                        let mut args: [*mut c_void; 2] = [
+                            std::ptr::from_mut(&mut ptr).cast(),
+                            std::ptr::from_mut(&mut len).cast(),
+                        ];
                         let n = if with_buffer { 2 } else { 0 };
                         // SAFETY: `func` is an empty kernel of this program taking `n`
                         // arguments (a pointer and a length) that it does not touch.
                         check(
-                            unsafe { sys::cudaLaunchKernel(func, one, one, args[..n].as_mut_ptr(), 0, rs) },
+                            unsafe {
+                                sys::cudaLaunchKernel(func, one, one, args[..n].as_mut_ptr(), 0, rs)
+                            },
                             "cudaLaunchKernel",
                         )
                     })?;
@@ -1219,7 +1227,9 @@ impl Bench {
                 }
                 Side::Safe => {
                     let ns = if with_buffer {
-                        per_op(launches, || empty_buffer.launch(stream, config, (&mut buffer,)))?
+                        per_op(launches, || {
+                            empty_buffer.launch(stream, config, (&mut buffer,))
+                        })?
                     } else {
                         per_op(launches, || empty.launch(stream, config, ()))?
                     };

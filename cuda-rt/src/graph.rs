@@ -1,4 +1,5 @@
-//! Graphs: work captured from a stream once, instantiated, and replayed cheaply.
+//! Graphs: work captured from a stream once (or built node by node), instantiated, and
+//! replayed cheaply.
 //!
 //! [`Stream::capture`] begins a stream capture (`cudaStreamBeginCapture`), runs a closure that
 //! queues work through a [`Capture`] handle, and always ends the capture
@@ -81,6 +82,93 @@
 //!     let mut a = DeviceBuffer::<u32>::new(4).unwrap();
 //!     stream.capture(CaptureMode::Global, |c| c.set_bytes(&c.bind_mut(&mut a), 0)).unwrap()
 //! }; // error: `a` does not live long enough
+//! ```
+//!
+//! # Host nodes
+//! [`Capture::host_fn`] (and [`GraphBuilder::host_fn`]) adds a host node: a closure that runs on
+//! a runtime thread once per launch, ordered with the nodes around it. The graph owns the
+//! closure, then its executable, which drops it only once no launch can call it
+//! ([`Graph::into_raw`] and [`GraphExec::into_raw`] leak it). It may borrow data for `'a`, like
+//! the memory of the copies, and follows the rules of [host callbacks](crate::callback): no
+//! CUDA calls inside, and a panic is caught and reported as
+//! [`ErrorKind::CallbackPanicked`] by the next synchronize of **the thread that made the
+//! graph** (whichever thread launched it). Launches of one executable never overlap, so
+//! neither do the calls of one closure.
+//! ```no_run
+//! use cuda_rt::{CaptureMode, Stream};
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! let mut stream = Stream::new()?;
+//! let replays = AtomicUsize::new(0);
+//! let exec = stream
+//!     .capture(CaptureMode::Global, |c| {
+//!         c.host_fn(|| {
+//!             replays.fetch_add(1, Ordering::Relaxed);
+//!         })
+//!     })?
+//!     .instantiate()?;
+//! cuda_rt::scope(|s| (0..100).try_for_each(|_| s.launch_graph(&stream, &exec)))?;
+//! assert_eq!(replays.load(Ordering::Relaxed), 100);
+//! # Ok::<(), cuda_rt::Error>(())
+//! ```
+//!
+//! # Stages: host buffers refilled between replays
+//! A [`PinnedBuffer`] moved into the graph with [`Capture::adopt_pinned`] becomes a
+//! [`Stage`]; copy nodes read it ([`Capture::copy_stage_to_device`]) or write it
+//! ([`Capture::copy_device_to_stage`]) on every launch. Between launches
+//! [`GraphExec::stage_mut`] and [`GraphExec::stage`] lend it to the host: they first wait for
+//! the executable's launches, and borrow it mutably, so that no launch can be queued while the
+//! buffer is lent. A [`Stage`] is a key naming its graph: a key of another graph is refused
+//! ([`ErrorKind::WrongGraph`]).
+//! ```no_run
+//! use cuda_rt::{CaptureMode, DeviceBuffer, PinnedBuffer, Stream};
+//! let mut stream = Stream::new()?;
+//! let mut device = DeviceBuffer::<f32>::zeroed(1024)?;
+//! let (input, output) = (PinnedBuffer::new(1024)?, PinnedBuffer::new(1024)?);
+//! let mut keys = None;
+//! let graph = stream.capture(CaptureMode::Global, |c| {
+//!     let (input, output, d) = (c.adopt_pinned(input), c.adopt_pinned(output), c.bind_mut(&mut device));
+//!     c.copy_stage_to_device(&input, &d)?;
+//!     // ... kernels on `d` ...
+//!     c.copy_device_to_stage(&d, &output)?;
+//!     keys = Some((input, output));
+//!     Ok(())
+//! })?;
+//! let ((input, output), mut exec) = (keys.unwrap(), graph.instantiate()?);
+//! for step in 0..10 {
+//!     exec.stage_mut(&input)?.fill(step as f32);
+//!     cuda_rt::scope(|s| s.launch_graph(&stream, &exec))?;
+//!     assert_eq!(exec.stage(&output)?[0], step as f32);
+//! }
+//! # Ok::<(), cuda_rt::Error>(())
+//! ```
+//!
+//! # Updating an executable
+//! [`GraphExec::update`] (`cudaGraphExecUpdate`) gives an executable the parameters of another
+//! graph of the same shape (the same work captured again over other memory), cheaper than a new
+//! instantiation: it waits for the executable's launches, then takes the new graph's memory
+//! borrows, closures and stages, and drops the old ones. A graph of another shape is refused,
+//! and both come back in an [`UpdateError`]. See [`GraphExec::update`] for an example.
+//!
+//! # Building node by node
+//! [`Graph::build`] makes a graph without a stream (`cudaGraphCreate` and `cudaGraphAdd*Node`):
+//! each node method of the [`GraphBuilder`] takes the [`Node`]s it depends on and returns its
+//! own. Memory is bound and borrowed as in a capture (the handles are the same types), and
+//! nodes, like those handles, cannot leave the closure.
+//! ```no_run
+//! use cuda_rt::{DeviceBuffer, Graph, PinnedBuffer};
+//! let input = PinnedBuffer::from_slice(&[1.0f32; 4096])?;
+//! let (mut a, mut b) = (DeviceBuffer::<f32>::new(4096)?, DeviceBuffer::<f32>::new(4096)?);
+//! let mut output = PinnedBuffer::<f32>::new(4096)?;
+//! let graph = Graph::build(|g| {
+//!     let (a, b) = (g.bind_mut(&mut a), g.bind_mut(&mut b));
+//!     let clear = g.set_bytes(&[], &b, 0)?;
+//!     let upload = g.copy_to_device(&[], &input, &a)?;
+//!     let copy = g.copy_device_to_device(&[clear, upload], &a, &b)?;
+//!     let download = g.copy_to_host(&[copy], &b, &mut output)?;
+//!     g.host_fn(&[download], || println!("replayed"))?;
+//!     Ok(())
+//! })?;
+//! # Ok::<(), cuda_rt::Error>(())
 //! ```
 
 mod build;
@@ -623,7 +711,9 @@ impl Drop for Graph<'_> {
     }
 }
 
-/// An executable graph (`cudaGraphExec_t`), borrowing the memory its nodes use for `'a`.
+/// An executable graph (`cudaGraphExec_t`), borrowing the memory its nodes use for `'a` and
+/// owning its host nodes' closures and its stages ([`stage`](Self::stage),
+/// [`stage_mut`](Self::stage_mut)).
 ///
 /// Dropping it waits for its launches, then destroys it. The wait lasts as long as the launches
 /// take: forever if they never finish (a kernel that does not end, a host callback earlier on

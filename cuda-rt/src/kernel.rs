@@ -231,8 +231,11 @@ pub trait KernelArg<P: KernelParam, M: LaunchMode>: sealed::Arg<P, M> + Sized {
 pub trait KernelArgs<P: KernelParams, M: LaunchMode>: sealed::Args<P, M> + Sized {
     /// Binds every argument (ordering its memory), then runs `f` with the argument pointers.
     #[doc(hidden)]
-    fn bind_all(self, on: M::On<'_>, f: impl FnOnce(&mut [*mut c_void]) -> Result<()>)
-        -> Result<()>;
+    fn bind_all(
+        self,
+        on: M::On<'_>,
+        f: impl FnOnce(&mut [*mut c_void]) -> Result<()>,
+    ) -> Result<()>;
 }
 
 // Values passed by value.

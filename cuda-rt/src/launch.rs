@@ -316,5 +316,5 @@ pub unsafe fn launch_kernel<'s>(
     let stream = stream.into();
     // SAFETY: the caller's contract; `args` outlives the call (CUDA copies the values).
     unsafe { launch_raw(kernel, &config, stream.as_raw(), args.as_mut_ptr()) }
-    .map_err(|e| e.context("launch_kernel"))
+        .map_err(|e| e.context("launch_kernel"))
 }

@@ -138,11 +138,11 @@ pub use kernel::{
     KernelParams, LaunchMode, OnStream, Slice, SliceMut,
 };
 pub use launch::{launch_kernel, Dim3, LaunchAttributes, LaunchConfig};
-pub use module::Library;
 pub use memory::{
     Chunks, ChunksExactMut, ChunksMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut,
     DeviceSlice, DeviceView, DeviceViewMut,
 };
+pub use module::Library;
 pub use pinned::{
     HostAllocFlags, HostRegisterFlags, Pending, PinnedBuffer, ReadOnly, ReadWrite, RegisterError,
     RegisteredHost, RegistrationAccess,

@@ -138,7 +138,9 @@ impl Drop for LibraryHold {
         }
         // SAFETY: our live library; no kernel of it runs (all devices are idle) and none can be
         // launched (every Kernel holding it is gone).
-        defer_result(unsafe { raw::library_unload(self.raw) }.map_err(|e| e.context("Library::drop")));
+        defer_result(
+            unsafe { raw::library_unload(self.raw) }.map_err(|e| e.context("Library::drop")),
+        );
     }
 }
 

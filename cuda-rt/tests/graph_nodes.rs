@@ -422,8 +422,9 @@ fn a_stage_of_another_graph_is_refused() {
         .unwrap();
     let second_key = second_key.unwrap();
     // In a builder.
+    let other = DeviceBuffer::<u32>::zeroed(16).unwrap();
     let e = Graph::build(|g| {
-        let d = g.bind(&device);
+        let d = g.bind(&other);
         g.copy_device_to_stage(&[], d, &second_key).map(drop)
     })
     .unwrap_err();

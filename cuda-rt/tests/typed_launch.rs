@@ -6,9 +6,7 @@
 //! skips loudly without a GPU.
 
 use cuda_rt::prelude::*;
-use cuda_rt::{
-    CaptureMode, Device, ErrorKind, Kernel, LaunchConfig, Slice, SliceMut,
-};
+use cuda_rt::{CaptureMode, Device, ErrorKind, Kernel, LaunchConfig, Slice, SliceMut};
 use cuda_rt_test_kernels::typed::*;
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
@@ -182,15 +180,42 @@ fn scalars_and_structs_arrive_as_passed() {
         .launch(
             &stream,
             LaunchConfig::new(1, 32),
-            (&mut out, 0xab, 0xbeef, 0xdead_beef, u64::MAX - 5, -3, -300, -70_000, i64::MIN + 1, 2.5, 1e15),
+            (
+                &mut out,
+                0xab,
+                0xbeef,
+                0xdead_beef,
+                u64::MAX - 5,
+                -3,
+                -300,
+                -70_000,
+                i64::MIN + 1,
+                2.5,
+                1e15,
+            ),
         )
         .unwrap();
     assert_eq!(
         out.to_vec().unwrap(),
-        [0xab, 0xbeef, 0xdead_beef, u64::MAX - 5, -3i64 as u64, -300i64 as u64, -70_000i64 as u64, (i64::MIN + 1) as u64, 2, 1_000_000_000_000_000]
+        [
+            0xab,
+            0xbeef,
+            0xdead_beef,
+            u64::MAX - 5,
+            -3i64 as u64,
+            -300i64 as u64,
+            -70_000i64 as u64,
+            (i64::MIN + 1) as u64,
+            2,
+            1_000_000_000_000_000
+        ]
     );
 
-    let p = AffineXor { a: 3, b: 7, shift: 0xf0f0_0000_0000_0001 };
+    let p = AffineXor {
+        a: 3,
+        b: 7,
+        shift: 0xf0f0_0000_0000_0001,
+    };
     let input: Vec<u64> = (0..100_003).map(|i| i * 0x1_0000_0001).collect();
     let mut data = DeviceBuffer::from_slice(&input).unwrap();
     cuda_rt_typed_struct_param()
@@ -217,22 +242,33 @@ fn a_wrong_parameter_list_is_refused() {
     let too_few = unsafe { Kernel::<(SliceMut<u32>, u32)>::from_raw(func) }.unwrap_err();
     assert_eq!(
         too_few.kind(),
-        ErrorKind::KernelSignature { param: 3, expected_bytes: 0, found_bytes: 4 },
+        ErrorKind::KernelSignature {
+            param: 3,
+            expected_bytes: 0,
+            found_bytes: 4
+        },
         "{too_few}"
     );
     // SAFETY: as above.
     let wide = unsafe { Kernel::<(SliceMut<u32>, u64, u32)>::from_raw(func) }.unwrap_err();
     assert_eq!(
         wide.kind(),
-        ErrorKind::KernelSignature { param: 2, expected_bytes: 8, found_bytes: 4 },
+        ErrorKind::KernelSignature {
+            param: 2,
+            expected_bytes: 8,
+            found_bytes: 4
+        },
         "{wide}"
     );
     // SAFETY: as above.
-    let too_many =
-        unsafe { Kernel::<(SliceMut<u32>, u32, u32, u32)>::from_raw(func) }.unwrap_err();
+    let too_many = unsafe { Kernel::<(SliceMut<u32>, u32, u32, u32)>::from_raw(func) }.unwrap_err();
     assert_eq!(
         too_many.kind(),
-        ErrorKind::KernelSignature { param: 4, expected_bytes: 4, found_bytes: 0 },
+        ErrorKind::KernelSignature {
+            param: 4,
+            expected_bytes: 4,
+            found_bytes: 0
+        },
         "{too_many}"
     );
     // The right one is accepted.
@@ -253,11 +289,19 @@ fn a_failed_launch_between_good_ones_is_an_error_and_loses_nothing() {
     kernel.launch(&s1, config(n), (&mut data, 3, 1)).unwrap();
     let bad = LaunchConfig::new(1, 4096);
     let e = kernel.launch(&s2, bad, (&mut data, 5, 5)).unwrap_err();
-    assert_eq!(e.code(), Some(cuda_rt::raw::status::INVALID_CONFIGURATION), "{e}");
+    assert_eq!(
+        e.code(),
+        Some(cuda_rt::raw::status::INVALID_CONFIGURATION),
+        "{e}"
+    );
     let e = kernel
         .launch(&s2, LaunchConfig::new(0, 256), (&mut data, 5, 5))
         .unwrap_err();
-    assert_eq!(e.code(), Some(cuda_rt::raw::status::INVALID_CONFIGURATION), "{e}");
+    assert_eq!(
+        e.code(),
+        Some(cuda_rt::raw::status::INVALID_CONFIGURATION),
+        "{e}"
+    );
     kernel.launch(&s2, config(n), (&mut data, 2, 0)).unwrap();
     let mut expected = pattern(n, 1);
     affine_cpu(&mut expected, 3, 1);
@@ -324,7 +368,9 @@ fn cooperative_launches_synchronize_the_grid() {
     let _serial = serial();
     let kernel = cuda_rt_typed_grid_sync().unwrap();
     let block = 128u32;
-    let per_sm = kernel.max_active_blocks_per_multiprocessor(block, 0).unwrap();
+    let per_sm = kernel
+        .max_active_blocks_per_multiprocessor(block, 0)
+        .unwrap();
     let sms = Device::current().unwrap().multiprocessor_count().unwrap();
     assert!(per_sm > 0);
     let blocks = per_sm * sms;
@@ -332,12 +378,20 @@ fn cooperative_launches_synchronize_the_grid() {
     let mut counter = DeviceBuffer::<u32>::zeroed(1).unwrap();
     let mut out = DeviceBuffer::<u32>::zeroed(blocks as usize).unwrap();
     let cooperative = LaunchConfig::new(blocks, block).with_cooperative(true);
-    kernel.launch(&stream, cooperative, (&mut counter, &mut out)).unwrap();
+    kernel
+        .launch(&stream, cooperative, (&mut counter, &mut out))
+        .unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&c| c == blocks * block));
 
     let too_big = LaunchConfig::new(blocks * 4 + 1, block).with_cooperative(true);
-    let e = kernel.launch(&stream, too_big, (&mut counter, &mut out)).unwrap_err();
-    assert_eq!(e.code(), Some(cuda_rt::raw::status::COOPERATIVE_LAUNCH_TOO_LARGE), "{e}");
+    let e = kernel
+        .launch(&stream, too_big, (&mut counter, &mut out))
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(cuda_rt::raw::status::COOPERATIVE_LAUNCH_TOO_LARGE),
+        "{e}"
+    );
     stream.synchronize().unwrap();
 }
 
@@ -354,13 +408,21 @@ fn cluster_launches_give_blocks_their_ranks() {
     let mut out = DeviceBuffer::<u32>::zeroed(64).unwrap();
     let kernel = cuda_rt_typed_cluster_rank().unwrap();
     kernel
-        .launch(&stream, LaunchConfig::new(64, 32).with_cluster_dims(4), (&mut out,))
+        .launch(
+            &stream,
+            LaunchConfig::new(64, 32).with_cluster_dims(4),
+            (&mut out,),
+        )
         .unwrap();
     let expected: Vec<u32> = (0..64).map(|b| b % 4).collect();
     assert_eq!(out.to_vec().unwrap(), expected);
     // A grid that is no multiple of the cluster is refused.
     let e = kernel
-        .launch(&stream, LaunchConfig::new(63, 32).with_cluster_dims(4), (&mut out,))
+        .launch(
+            &stream,
+            LaunchConfig::new(63, 32).with_cluster_dims(4),
+            (&mut out,),
+        )
         .unwrap_err();
     assert!(e.code().is_some(), "{e}");
 }
@@ -388,7 +450,10 @@ fn programmatic_dependent_launch_keeps_the_data_order() {
             .launch(&stream, pdl, (&mut out, &input))
             .unwrap();
         let expected = round * (round + 1) / 2 + 1;
-        assert!(out.to_vec().unwrap().iter().all(|&x| x == expected), "round {round}");
+        assert!(
+            out.to_vec().unwrap().iter().all(|&x| x == expected),
+            "round {round}"
+        );
     }
 }
 
@@ -449,6 +514,9 @@ fn occupancy_suggestions_are_optimal() {
     let sms = Device::current().unwrap().multiprocessor_count().unwrap();
     assert_eq!(
         best.min_grid_size,
-        kernel.max_active_blocks_per_multiprocessor(best.block_size, 0).unwrap() * sms
+        kernel
+            .max_active_blocks_per_multiprocessor(best.block_size, 0)
+            .unwrap()
+            * sms
     );
 }

@@ -214,7 +214,8 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
     }
 
     /// Adds a host-to-device copy node (`cudaGraphAddMemcpyNode1D`), after `dependencies`. No
-    /// elements: an empty node.
+    /// elements: an empty node. Whether pageable `src` can be used depends on the driver;
+    /// page-locked memory always can.
     ///
     /// # Errors
     /// [`ErrorKind::LengthMismatch`]; CUDA errors.

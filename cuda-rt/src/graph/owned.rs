@@ -2,8 +2,8 @@
 //! shared by the two ways of making a graph (a capture and a builder) while it is made.
 
 use super::host::OwnedHostFn;
-use super::Graph;
 use super::stage::{Stage, Stages};
+use super::Graph;
 use crate::error::Result;
 use crate::memory::{DeviceCopy, DeviceMemory, DeviceMemoryMut, Span, Tracker};
 use crate::pinned::PinnedBuffer;

@@ -122,7 +122,10 @@ pub unsafe fn launch_kernel_ex(
 ///
 /// # Safety
 /// `func` must be a kernel's address registered with this runtime, or a live [`RawKernel`].
-pub unsafe fn func_get_param_info(func: *const c_void, index: usize) -> Result<Option<(usize, usize)>> {
+pub unsafe fn func_get_param_info(
+    func: *const c_void,
+    index: usize,
+) -> Result<Option<(usize, usize)>> {
     not_in_callback("cudaFuncGetParamInfo")?;
     let (mut offset, mut size) = (0usize, 0usize);
     // SAFETY: the caller's contract; both out-pointers are valid.
@@ -198,7 +201,11 @@ pub unsafe fn func_set_max_dynamic_shared_memory(func: *const c_void, bytes: c_i
     check(
         // SAFETY: the caller's contract.
         unsafe {
-            sys::cudaFuncSetAttribute(func, sys::cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
+            sys::cudaFuncSetAttribute(
+                func,
+                sys::cudaFuncAttributeMaxDynamicSharedMemorySize,
+                bytes,
+            )
         },
         "cudaFuncSetAttribute",
     )
@@ -274,7 +281,10 @@ pub unsafe fn library_load_data(image: *const c_void) -> Result<RawLibrary> {
 pub unsafe fn library_unload(library: RawLibrary) -> Result<()> {
     not_in_callback("cudaLibraryUnload")?;
     // SAFETY: the caller's contract.
-    check(unsafe { sys::cudaLibraryUnload(library) }, "cudaLibraryUnload")
+    check(
+        unsafe { sys::cudaLibraryUnload(library) },
+        "cudaLibraryUnload",
+    )
 }
 
 /// `cudaLibraryGetKernel`: the kernel named `name` (its mangled name for C++ kernels).

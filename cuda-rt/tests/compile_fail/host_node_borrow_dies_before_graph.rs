@@ -4,15 +4,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn main() -> cuda_rt::Result<()> {
     let mut stream = Stream::new()?;
-    let graph = {
+    let graph;
+    {
         let calls = AtomicUsize::new(0);
         let calls = &calls;
-        stream.capture(CaptureMode::Global, |c| {
+        graph = stream.capture(CaptureMode::Global, |c| {
             c.host_fn(move || {
                 calls.fetch_add(1, Ordering::Relaxed);
             })
-        })?
-    };
+        })?;
+    }
     let _exec = graph.instantiate()?;
     Ok(())
 }
