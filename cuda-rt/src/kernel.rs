@@ -68,7 +68,7 @@
 //! ```
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::graph::{Capture, Captured, CapturedMut};
+use crate::graph::{Capture, Captured, CapturedMut, GraphBuilder, Node};
 use crate::launch::{launch_raw, LaunchConfig};
 use crate::memory::{DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut};
 use crate::raw;
@@ -693,6 +693,53 @@ impl<'c, 'a> Capture<'c, 'a> {
             unsafe { launch_raw(kernel.func, &config, stream, ptrs.as_mut_ptr()) }
         })
         .map_err(|e| e.context("Capture::launch"))
+    }
+}
+
+impl<'b, 'a> GraphBuilder<'b, 'a> {
+    /// A kernel node running `kernel` with `config` and `args` (values, or memory bound into
+    /// this builder with [`bind`](Self::bind) / [`bind_mut`](Self::bind_mut)) after
+    /// `dependencies` (`cudaGraphAddKernelNode`). The kernel is borrowed for the graph's
+    /// lifetime.
+    ///
+    /// # Errors
+    /// [`ErrorKind::OutOfRange`] when `config` has launch attributes (capture a launch with
+    /// [`Capture::launch`] for those); CUDA errors of the call.
+    pub fn kernel<P: KernelParams, A: KernelArgs<P, InGraph<'b>>>(
+        &self,
+        dependencies: &[Node<'b>],
+        kernel: &'a Kernel<P>,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<Node<'b>> {
+        const WHAT: &str = "GraphBuilder::kernel";
+        if !config.attributes.is_empty() {
+            return Err(Error::new(ErrorKind::OutOfRange, WHAT));
+        }
+        let mut node = None;
+        args.bind_all((), |ptrs| {
+            node = Some(self.add_node(dependencies, |graph, dependencies| {
+                // SAFETY: the builder's graph, used by this thread only, and its nodes;
+                // `kernel` has parameters `P` (its contract) and `ptrs` one pointer per C
+                // parameter, alive for the call (the values are copied into the node); the
+                // memory arguments are bound into this builder, borrowed for 'a, the lifetime of
+                // the graph.
+                unsafe {
+                    raw::graph_add_kernel_node(
+                        graph,
+                        dependencies,
+                        kernel.func,
+                        config.grid.into(),
+                        config.block.into(),
+                        config.shared_memory_bytes,
+                        ptrs.as_mut_ptr(),
+                    )
+                }
+            })?);
+            Ok(())
+        })
+        .map_err(|e| e.context(WHAT))?;
+        node.ok_or_else(|| Error::new(ErrorKind::OutOfRange, WHAT))
     }
 }
 

@@ -56,19 +56,33 @@ const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
 const FATBIN_MAGIC: [u8; 4] = [0x50, 0xed, 0x55, 0xba];
 
 impl Library {
-    /// Loads a cubin, a fatbin or PTX (`cudaLibraryLoadData`). PTX need not end with a NUL
-    /// byte (one is appended on a copy when missing); binary images are passed as they are.
+    /// Loads a cubin, a fatbin or PTX (`cudaLibraryLoadData`): binary images are recognized by
+    /// their magic numbers and passed as they are (after checking that the sizes their headers
+    /// declare lie within `image`); anything else is PTX text, given a NUL byte on a copy when
+    /// it has none.
+    ///
+    /// Broken code may be reported here or only by [`kernel`](Self::kernel), where the driver
+    /// compiles (PTX) or reads a kernel first.
     ///
     /// # Errors
-    /// [`ErrorKind::OutOfRange`] for empty bytes; CUDA errors: `cudaErrorInvalidPtx`,
-    /// `cudaErrorUnsupportedPtxVersion` (PTX newer than the driver), `cudaErrorInvalidImage`,
-    /// `cudaErrorNoKernelImageForDevice`, ...
-    pub fn load(image: &[u8]) -> Result<Library> {
+    /// [`ErrorKind::OutOfRange`] for empty bytes and for a binary image shorter than its header
+    /// says; CUDA errors: `cudaErrorInvalidPtx`, `cudaErrorUnsupportedPtxVersion` (PTX newer
+    /// than the driver), `cudaErrorInvalidImage`, `cudaErrorNoKernelImageForDevice`, ...
+    ///
+    /// # Safety
+    /// A binary image (cubin or fatbin) must be complete and well formed, as nvcc or ptxas
+    /// wrote it (`include_bytes!` of a build output, say): the driver reads it without a length,
+    /// trusting the offsets inside. PTX text carries no such risk ([`load_ptx`](Self::load_ptx)
+    /// is safe).
+    pub unsafe fn load(image: &[u8]) -> Result<Library> {
         const WHAT: &str = "Library::load";
         if image.is_empty() {
             return Err(Error::new(ErrorKind::OutOfRange, WHAT));
         }
         let binary = image.starts_with(&ELF_MAGIC) || image.starts_with(&FATBIN_MAGIC);
+        if binary && !declared_sizes_fit(image) {
+            return Err(Error::new(ErrorKind::OutOfRange, WHAT));
+        }
         let text: Vec<u8>;
         let bytes = if binary || image.ends_with(&[0]) {
             image
@@ -76,8 +90,8 @@ impl Library {
             text = [image, &[0]].concat();
             &text
         };
-        // SAFETY: `bytes` is a binary image or NUL-terminated text, readable during the call (the
-        // driver copies what it keeps); a malformed image is reported by the call.
+        // SAFETY: `bytes` is a binary image that the caller vouches for, or NUL-terminated
+        // text, readable during the call (the driver copies what it keeps).
         let raw = unsafe { raw::library_load_data(bytes.as_ptr().cast::<c_void>()) }
             .map_err(|e| e.context(WHAT))?;
         Ok(Library {
@@ -85,12 +99,29 @@ impl Library {
         })
     }
 
-    /// Loads PTX text (`cudaLibraryLoadData`); see [`load`](Self::load).
+    /// Loads PTX text (`cudaLibraryLoadData`), given a NUL byte on a copy when it has none.
     ///
     /// # Errors
     /// As for [`load`](Self::load).
     pub fn load_ptx(ptx: &str) -> Result<Library> {
-        Library::load(ptx.as_bytes())
+        const WHAT: &str = "Library::load_ptx";
+        if ptx.is_empty() {
+            return Err(Error::new(ErrorKind::OutOfRange, WHAT));
+        }
+        let owned: String;
+        let text = if ptx.ends_with('\0') {
+            ptx
+        } else {
+            owned = format!("{ptx}\0");
+            &owned
+        };
+        // SAFETY: NUL-terminated text (the driver reads up to the first NUL), readable during
+        // the call; whatever the text says, it is parsed as PTX and rejected if malformed.
+        let raw = unsafe { raw::library_load_data(text.as_ptr().cast::<c_void>()) }
+            .map_err(|e| e.context(WHAT))?;
+        Ok(Library {
+            hold: Arc::new(LibraryHold { raw }),
+        })
     }
 
     /// The typed handle of the kernel named `name` (`cudaLibraryGetKernel`; the mangled name
@@ -123,6 +154,52 @@ impl Library {
     pub fn as_raw(&self) -> RawLibrary {
         self.hold.raw
     }
+}
+
+/// Whether the sizes a binary image's header declares lie within it: a fatbin's header and
+/// payload, an ELF file's section and program header tables and its sections' contents.
+fn declared_sizes_fit(image: &[u8]) -> bool {
+    let len = image.len() as u64;
+    let u16_at = |at: usize| image.get(at..at + 2).map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])));
+    let u32_at = |at: usize| {
+        image
+            .get(at..at + 4)
+            .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+    };
+    let u64_at = |at: usize| {
+        image
+            .get(at..at + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8])))
+    };
+    let within = |start: Option<u64>, size: Option<u64>| match (start, size) {
+        (Some(s), Some(n)) => s.checked_add(n).is_some_and(|end| end <= len),
+        _ => false,
+    };
+    if image.starts_with(&FATBIN_MAGIC) {
+        // magic u32, version u16, header size u16, payload size u64.
+        return within(u16_at(6), u64_at(8));
+    }
+    // ELF64, little-endian (cubins are): the header is 64 bytes.
+    if image.len() < 64 || image[4] != 2 || image[5] != 1 {
+        return false;
+    }
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    let (shoff, shentsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
+    let table = |off: Option<u64>, size: Option<u64>, count: Option<u64>| {
+        within(off, size.zip(count).map(|(s, c)| s * c))
+    };
+    if !table(phoff, phentsize, phnum) || !table(shoff, shentsize, shnum) {
+        return false;
+    }
+    let (Some(shoff), Some(shentsize), Some(shnum)) = (shoff, shentsize, shnum) else {
+        return false;
+    };
+    (0..shnum).all(|i| {
+        let at = (shoff + i * shentsize) as usize;
+        // SHT_NOBITS (8) sections occupy no bytes of the file.
+        let kind = u32_at(at + 4);
+        kind == Some(8) || within(u64_at(at + 0x18), u64_at(at + 0x20))
+    })
 }
 
 impl Drop for LibraryHold {

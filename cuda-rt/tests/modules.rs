@@ -59,6 +59,21 @@ fn device_arch() -> u32 {
     cc.major * 10 + cc.minor
 }
 
+/// Loads an image built by this workspace's build script (test-kernels' OUT_DIR).
+fn load_built(image: &[u8]) -> cuda_rt::Result<Library> {
+    // SAFETY: an image nvcc wrote (include_bytes! of the build output), complete and well
+    // formed.
+    unsafe { Library::load(image) }
+}
+
+/// Loads bytes that carry no image magic number: read as PTX text, up to a NUL that `load`
+/// appends when missing.
+fn load_text(bytes: &[u8]) -> cuda_rt::Result<Library> {
+    assert!(!bytes.starts_with(b"\x7fELF") && !bytes.starts_with(&[0x50, 0xed, 0x55, 0xba]));
+    // SAFETY: no binary image: parsed as text, which ends at its NUL.
+    unsafe { Library::load(bytes) }
+}
+
 /// The images this device can run, loaded: the PTX (JIT-compiled from compute_80) on 8.0 and
 /// newer, the cubin on 9.x, the fatbin (built for `CUDA_RT_ARCHS`) always. Says which it
 /// leaves out.
@@ -73,13 +88,13 @@ fn loadable_images() -> Vec<(&'static str, Library)> {
         );
     }
     if arch / 10 == MODULE_CUBIN_ARCH / 10 && arch >= MODULE_CUBIN_ARCH {
-        images.push(("cubin", Library::load(MODULE_CUBIN).unwrap()));
+        images.push(("cubin", load_built(MODULE_CUBIN).unwrap()));
     } else {
         eprintln!(
             "note: the sm_{MODULE_CUBIN_ARCH} cubin is not tried on compute capability {arch}"
         );
     }
-    images.push(("fatbin", Library::load(MODULE_FATBIN).unwrap()));
+    images.push(("fatbin", load_built(MODULE_FATBIN).unwrap()));
     images
 }
 
@@ -310,7 +325,7 @@ fn the_cubin_loads_only_on_its_architecture() {
     let _serial = serial();
     assert!(MODULE_CUBIN.starts_with(b"\x7fELF"));
     let arch = device_arch();
-    let loaded = Library::load(MODULE_CUBIN).and_then(|l| Module::from(&l));
+    let loaded = load_built(MODULE_CUBIN).and_then(|l| Module::from(&l));
     if arch / 10 == MODULE_CUBIN_ARCH / 10 && arch >= MODULE_CUBIN_ARCH {
         let module = loaded.unwrap();
         let mut out = DeviceBuffer::<u32>::zeroed(1000).unwrap();
@@ -342,9 +357,9 @@ fn ptx_loads_with_or_without_a_trailing_nul() {
     let with_nul = format!("{MODULE_PTX}\0");
     let libraries = [
         Library::load_ptx(MODULE_PTX).unwrap(),
-        Library::load(MODULE_PTX.as_bytes()).unwrap(),
+        load_text(MODULE_PTX.as_bytes()).unwrap(),
         Library::load_ptx(&with_nul).unwrap(),
-        Library::load(with_nul.as_bytes()).unwrap(),
+        load_text(with_nul.as_bytes()).unwrap(),
     ];
     for library in &libraries {
         let module = Module::from(library).unwrap();
@@ -435,14 +450,14 @@ fn unknown_names_are_symbol_not_found() {
 fn bad_images_are_errors() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     let _serial = serial();
-    let e = Library::load(&[]).unwrap_err();
+    let e = load_text(&[]).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::OutOfRange, "{e}");
     assert_eq!(
         Library::load_ptx("").unwrap_err().kind(),
         ErrorKind::OutOfRange
     );
     let fill_of = |bytes: &[u8]| {
-        let library = Library::load(bytes)?;
+        let library = load_text(bytes)?;
         // SAFETY: fill_u32's list (kernels/module.cu); these images have no such kernel, and
         // nothing is launched.
         unsafe { library.kernel::<(SliceMut<u32>, u32)>("fill_u32") }
@@ -472,7 +487,7 @@ fn bad_images_are_errors() {
         }
     }
     // The context still works.
-    let library = Library::load(MODULE_FATBIN).unwrap();
+    let library = load_built(MODULE_FATBIN).unwrap();
     let module = Module::from(&library).unwrap();
     let mut out = DeviceBuffer::<u32>::zeroed(100).unwrap();
     module
@@ -578,7 +593,7 @@ fn dropping_the_last_handle_under_a_running_kernel_waits_for_it() {
         assert!(got.iter().all(|&x| x == value), "{kind} image");
     }
     // The device is healthy afterwards: load again and compute.
-    let module = Module::from(&Library::load(MODULE_FATBIN).unwrap()).unwrap();
+    let module = Module::from(&load_built(MODULE_FATBIN).unwrap()).unwrap();
     let mut out = DeviceBuffer::<u32>::zeroed(10).unwrap();
     module
         .fill
@@ -639,4 +654,18 @@ fn check_occupancy<P: KernelParams>(name: &str, kernel: &Kernel<P>, shared: usiz
         );
     }
     assert_eq!(best.min_grid_size, blocks(best.block_size) * sms, "{what}");
+}
+
+/// Binary images shorter than their headers say are refused before the driver reads them.
+#[test]
+fn truncated_binary_images_are_refused() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    for image in [MODULE_CUBIN, MODULE_FATBIN] {
+        for keep in [4, 16, 63, image.len() / 2, image.len() - 1] {
+            // SAFETY: the header checks refuse the truncated image before CUDA reads it (the
+            // assertion below fails otherwise).
+            let e = unsafe { Library::load(&image[..keep]) }.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::OutOfRange, "{keep} bytes: {e}");
+        }
+    }
 }

@@ -520,3 +520,83 @@ fn occupancy_suggestions_are_optimal() {
             * sms
     );
 }
+
+/// The graph of a pipeline step: upload a refillable input, an affine kernel, a sum kernel,
+/// downloads of both results into the graph's own pinned buffers, and a host node counting
+/// the replays; captured from a stream, or built node by node. Replayed 100 times with the
+/// input refilled between replays: every replay's outputs equal the CPU model of the same
+/// step, and the host node ran once per replay.
+#[test]
+fn graphs_with_kernels_and_host_nodes_refilled_between_replays_equal_eager_execution() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let n = 300_007;
+    let affine = cuda_rt_typed_affine().unwrap();
+    let total = cuda_rt_typed_sum().unwrap();
+    for built in [false, true] {
+        let mut stream = Stream::new().unwrap();
+        let mut data = DeviceBuffer::<u32>::zeroed(n).unwrap();
+        let mut sum = DeviceBuffer::<u64>::zeroed(1).unwrap();
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let count = || {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let (input, output, sum_out);
+        let graph = if built {
+            let stages = std::cell::Cell::new(None);
+            let graph = cuda_rt::Graph::build(|b| {
+                let (d, s) = (b.bind_mut(&mut data), b.bind_mut(&mut sum));
+                let i = b.adopt_pinned(PinnedBuffer::<u32>::new(n)?);
+                let o = b.adopt_pinned(PinnedBuffer::<u32>::new(n)?);
+                let so = b.adopt_pinned(PinnedBuffer::<u64>::new(1)?);
+                let up = b.copy_stage_to_device(&[], &i, &d)?;
+                let k = b.kernel(&[up], affine, config(n), (&d, 3u32, 1u32))?;
+                let zero = b.set_bytes(&[], &s, 0)?;
+                let k2 = b.kernel(&[k, zero], total, config(n), (&s, &d))?;
+                let down = b.copy_device_to_stage(&[k2], &d, &o)?;
+                let down_sum = b.copy_device_to_stage(&[k2], &s, &so)?;
+                b.host_fn(&[down, down_sum], count)?;
+                stages.set(Some((i, o, so)));
+                Ok(())
+            })
+            .unwrap();
+            (input, output, sum_out) = stages.take().unwrap();
+            graph
+        } else {
+            let stages = std::cell::Cell::new(None);
+            let graph = stream
+                .capture(CaptureMode::ThreadLocal, |c| {
+                    let (d, s) = (c.bind_mut(&mut data), c.bind_mut(&mut sum));
+                    let i = c.adopt_pinned(PinnedBuffer::<u32>::new(n)?);
+                    let o = c.adopt_pinned(PinnedBuffer::<u32>::new(n)?);
+                    let so = c.adopt_pinned(PinnedBuffer::<u64>::new(1)?);
+                    c.copy_stage_to_device(&i, &d)?;
+                    c.launch(affine, config(n), (&d, 3u32, 1u32))?;
+                    c.set_bytes(&s, 0)?;
+                    c.launch(total, config(n), (&s, &d))?;
+                    c.copy_device_to_stage(&d, &o)?;
+                    c.copy_device_to_stage(&s, &so)?;
+                    c.host_fn(count)?;
+                    stages.set(Some((i, o, so)));
+                    Ok(())
+                })
+                .unwrap();
+            (input, output, sum_out) = stages.take().unwrap();
+            graph
+        };
+        let mut exec = graph.instantiate().unwrap();
+        for replay in 0..100u32 {
+            let fresh = pattern(n, replay.wrapping_mul(0x9e37_79b9));
+            exec.stage_mut(&input).unwrap().copy_from_slice(&fresh);
+            cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).unwrap();
+            let mut expected = fresh;
+            affine_cpu(&mut expected, 3, 1);
+            let expected_sum: u64 = expected.iter().map(|&x| u64::from(x)).sum();
+            assert_eq!(exec.stage(&output).unwrap(), &expected[..], "replay {replay} (built: {built})");
+            assert_eq!(exec.stage(&sum_out).unwrap(), &[expected_sum], "replay {replay}");
+        }
+        drop(exec);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 100, "built: {built}");
+        stream.synchronize().unwrap();
+    }
+}

@@ -304,3 +304,52 @@ pub unsafe fn library_get_kernel(library: RawLibrary, name: &CStr) -> Result<Raw
     )?;
     Ok(kernel)
 }
+
+/// `cudaGraphAddKernelNode`: a kernel node of `graph` after `dependencies`.
+///
+/// # Errors
+/// [`ErrorKind::SizeOverflow`](crate::ErrorKind::SizeOverflow) for dynamic shared memory above
+/// `u32::MAX`; the status of `cudaGraphAddKernelNode` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be a live graph used by no other thread during the call, `dependencies` nodes
+/// of it; `func` and `args` as for [`launch_kernel`](super::launch_kernel) (the argument values
+/// are copied into the node); everything the kernel accesses must stay valid while an
+/// executable graph made from `graph` may run.
+pub unsafe fn graph_add_kernel_node(
+    graph: super::RawGraph,
+    dependencies: &[super::RawGraphNode],
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    shared_memory_bytes: usize,
+    args: *mut *mut c_void,
+) -> Result<super::RawGraphNode> {
+    not_in_callback("cudaGraphAddKernelNode")?;
+    let shared = u32::try_from(shared_memory_bytes).map_err(|_| {
+        crate::Error::new(crate::ErrorKind::SizeOverflow, "cudaGraphAddKernelNode")
+    })?;
+    let params = sys::cudaKernelNodeParams {
+        func: func.cast_mut(),
+        gridDim: grid,
+        blockDim: block,
+        sharedMemBytes: shared,
+        kernelParams: args,
+        extra: std::ptr::null_mut(),
+    };
+    let mut node: super::RawGraphNode = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; `params` and `dependencies` outlive the call.
+        unsafe {
+            sys::cudaGraphAddKernelNode(
+                &mut node,
+                graph,
+                dependencies.as_ptr(),
+                dependencies.len(),
+                &params,
+            )
+        },
+        "cudaGraphAddKernelNode",
+    )?;
+    Ok(node)
+}
