@@ -36,7 +36,7 @@
 use cuda_rt::{
     elapsed_time_between, launch_kernel, scope, CaptureMode, Device, DeviceBuffer, DeviceMemory,
     DeviceMemoryMut, Event, EventFlags, HostRegisterFlags, LaunchConfig, MemPool, PinnedBuffer,
-    RegisteredHost, Stream, StreamFlags,
+    PinnedPool, RegisteredHost, Stream, StreamFlags,
 };
 use cuda_rt_sys as sys;
 use cuda_rt_test_kernels::ffi::{cuda_rt_bench_empty_kernel, cuda_rt_bench_empty_launch};
@@ -206,6 +206,8 @@ struct Settings {
     graph_launches: usize,
     callbacks: usize,
     small_copies: usize,
+    /// Page-locked allocations per trial (each costs tens of µs or more).
+    host_allocs: usize,
 }
 
 impl Settings {
@@ -227,6 +229,7 @@ impl Settings {
             graph_launches: 100,
             callbacks: 1_000,
             small_copies: 1_000,
+            host_allocs: 10,
         }
     }
 
@@ -244,6 +247,7 @@ impl Settings {
             graph_launches: 20,
             callbacks: 20,
             small_copies: 20,
+            host_allocs: 2,
         }
     }
 }
@@ -951,6 +955,77 @@ impl Bench {
         Ok(vec![from_pool, from_default])
     }
 
+    /// A page-locked staging buffer per use, of 64 KiB and of 4 MiB: `cudaHostAlloc` +
+    /// `cudaFreeHost` against `PinnedPool::take` + drop (a cache hit after the warm-up), and
+    /// `cudaHostAlloc` + zero-fill + `cudaFreeHost` against `PinnedBuffer::new` + drop (which
+    /// zero-fills too).
+    fn staging_buffers(&self) -> Vec<Outcome> {
+        let names = [
+            "pinned staging buffer per use, 64 KiB: cudaHostAlloc + cudaFreeHost vs pool hit (PinnedPool::take + drop)",
+            "pinned staging buffer per use, 4 MiB: cudaHostAlloc + cudaFreeHost vs pool hit (PinnedPool::take + drop)",
+            "pinned staging buffer per use, 64 KiB (PinnedBuffer::new + drop)",
+            "pinned staging buffer per use, 4 MiB (PinnedBuffer::new + drop)",
+        ];
+        match self.staging_buffer_rows() {
+            Ok(rows) => names
+                .iter()
+                .zip(rows)
+                .map(|(name, measured)| outcome(name, Goal::None, measured))
+                .collect(),
+            Err(e) => names
+                .iter()
+                .map(|name| outcome(name, Goal::None, Err(e.to_string().into())))
+                .collect(),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn staging_buffer_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
+        const SIZES: [usize; 2] = [64 << 10, 4 << 20];
+        let Settings {
+            host_allocs,
+            records: takes,
+            op_trials,
+            ..
+        } = self.settings;
+        let pool = PinnedPool::new();
+        let mut rows = Vec::new();
+        for bytes in SIZES {
+            rows.push(self.interleave(op_trials, |side| match side {
+                Side::Raw => per_op(host_allocs, || {
+                    let mut ptr = std::ptr::null_mut();
+                    check(
+                        // SAFETY: writes one pointer through a valid pointer.
+                        unsafe { sys::cudaHostAlloc(&mut ptr, bytes, sys::cudaHostAllocDefault) },
+                        "cudaHostAlloc",
+                    )?;
+                    // SAFETY: allocated just above, unused.
+                    check(unsafe { sys::cudaFreeHost(ptr) }, "cudaFreeHost")
+                }),
+                // A hit costs nanoseconds: a longer loop, for the clock's resolution.
+                Side::Safe => per_op(takes, || -> BenchResult<()> {
+                    drop(std::hint::black_box(pool.take::<u8>(bytes)?));
+                    Ok(())
+                }),
+            }));
+        }
+        for bytes in SIZES {
+            rows.push(self.interleave(op_trials, |side| match side {
+                Side::Raw => per_op(host_allocs, || {
+                    let ptr = raw_malloc_host(bytes)?;
+                    // SAFETY: allocated just above, unused.
+                    check(unsafe { sys::cudaFreeHost(ptr) }, "cudaFreeHost")
+                }),
+                Side::Safe => per_op(host_allocs, || -> BenchResult<()> {
+                    drop(std::hint::black_box(PinnedBuffer::<u8>::new(bytes)?));
+                    Ok(())
+                }),
+            }));
+        }
+        pool.close()?;
+        Ok(rows)
+    }
+
     #[allow(clippy::type_complexity)]
     fn event_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
         let Settings {
@@ -1517,6 +1592,7 @@ fn run(settings: Settings) -> BenchResult<()> {
     outcomes.extend(bench.host_register());
     outcomes.extend(bench.events());
     outcomes.extend(bench.allocations());
+    outcomes.extend(bench.staging_buffers());
     outcomes.extend(bench.launches());
     outcomes.extend(bench.callbacks());
     outcomes.extend(bench.graphs());
@@ -1532,7 +1608,7 @@ fn run(settings: Settings) -> BenchResult<()> {
         "Median (p10–p90) over {} interleaved trials per side ({} for bandwidth, {} for host \
          registration, {} for host-func round trips, {} for kernel and graph launches) after {} warm-up \
          rounds; per-operation loops of N = {} records, {} queries, {} kernel or graph launches, {} host-func \
-         round trips, {} small copies. Overhead: median of the paired differences (cuda-rt \
+         round trips, {} small copies, {} page-locked allocations ({} pool takes). Overhead: median of the paired differences (cuda-rt \
          minus raw), p10 … p90. Run took {:.1} s.",
         settings.op_trials,
         settings.bandwidth_trials,
@@ -1545,6 +1621,8 @@ fn run(settings: Settings) -> BenchResult<()> {
         settings.graph_launches,
         settings.callbacks,
         settings.small_copies,
+        settings.host_allocs,
+        settings.records,
         started.elapsed().as_secs_f64()
     );
     let Bench {

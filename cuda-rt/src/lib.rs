@@ -2,8 +2,9 @@
 //!
 //! Every concept of CUDA's asynchronous execution model has a module named for it:
 //! [`error`], [`device`], [`stream`], [`event`], [`memory`] (device memory), [`pinned`]
-//! (page-locked host memory and owned asynchronous copies), [`pool`] (memory pools), [`scope`](mod@scope) (asynchronous work that
-//! borrows), [`callback`], [`graph`], [`launch`]; [`raw`] holds the one-to-one `unsafe` wrappers
+//! (page-locked host memory, owned asynchronous copies, a pool of staging buffers), [`pool`]
+//! (memory pools), [`scope`](mod@scope) (asynchronous work that borrows), [`callback`],
+//! [`graph`], [`launch`]; [`raw`] holds the one-to-one `unsafe` wrappers
 //! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
 //! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
 //! ([`StreamRef`], [`EventRef`], [`DeviceSlice`]) whose `unsafe` `from_raw*` constructor borrows
@@ -143,6 +144,7 @@ pub use memory::{
     DeviceSlice, DeviceView, DeviceViewMut,
 };
 pub use module::Library;
+pub use pinned::pool::{PinnedPool, PinnedPoolUsage};
 pub use pinned::{
     HostAllocFlags, HostRegisterFlags, Pending, PinnedBuffer, ReadOnly, ReadWrite, RegisterError,
     RegisteredHost, RegistrationAccess,
@@ -180,6 +182,9 @@ mod thread_safety {
     assert_impl_all!(DeviceViewMut<'static, f32>: Send, Sync);
     assert_not_impl_any!(DeviceViewMut<'static, f32>: Clone);
     assert_impl_all!(PinnedBuffer<f32>: Send, Sync);
+    assert_impl_all!(PinnedPool: Send, Sync, Default);
+    assert_not_impl_any!(PinnedPool: Clone);
+    assert_impl_all!(PinnedPoolUsage: Send, Sync, Copy);
     assert_impl_all!(RegisteredHost<f32>: Send, Sync);
     assert_impl_all!(RegisteredHost<f32, ReadOnly>: Send, Sync);
     assert_impl_all!(RegisterError<f32>: Send, Sync, std::error::Error);

@@ -160,7 +160,11 @@ impl Library {
 /// payload, an ELF file's section and program header tables and its sections' contents.
 fn declared_sizes_fit(image: &[u8]) -> bool {
     let len = image.len() as u64;
-    let u16_at = |at: usize| image.get(at..at + 2).map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])));
+    let u16_at = |at: usize| {
+        image
+            .get(at..at + 2)
+            .map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])))
+    };
     let u32_at = |at: usize| {
         image
             .get(at..at + 4)

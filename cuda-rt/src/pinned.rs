@@ -11,6 +11,11 @@
 //!   that is leaked (`mem::forget`) leaks the buffer too, so the memory is never freed under the
 //!   copy;
 //! - **borrowed**: inside a [`scope`](crate::scope()), which waits for its copies before returning.
+//!
+//! Staging buffers used over and over can come from a [`PinnedPool`](pool::PinnedPool), which
+//! keeps them page-locked between uses instead of allocating and freeing each time.
+
+pub mod pool;
 
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, Result};
@@ -74,6 +79,9 @@ impl BitOr for HostAllocFlags {
 /// asynchronous copies take it by value ([`Pending`]) or borrow it inside a
 /// [`scope`](crate::scope()).
 ///
+/// One taken from a [`PinnedPool`](pool::PinnedPool) gives its memory back to the pool when
+/// dropped (or closed), instead of freeing it.
+///
 /// # Thread safety
 /// `Send` and `Sync` when `T` is, like a `Vec<T>`.
 ///
@@ -94,14 +102,19 @@ impl BitOr for HostAllocFlags {
 pub struct PinnedBuffer<T: DeviceCopy> {
     ptr: NonNull<T>,
     len: usize,
+    /// Bytes of the allocation at `ptr` (`len` elements' worth, or a pool's size class, which
+    /// may be more); 0 when not `allocated`.
+    capacity: usize,
     flags: HostAllocFlags,
     /// Whether `ptr` came from `cudaHostAlloc` (false for zero bytes).
     allocated: bool,
+    /// The pool the allocation goes back to when the buffer is dropped, if it came from one.
+    pool: Option<pool::PoolLink>,
 }
 
-// SAFETY: owned host memory, like a Vec<T>.
+// SAFETY: owned host memory, like a Vec<T>; the pool link is a handle to a `Send + Sync` pool.
 unsafe impl<T: DeviceCopy + Send> Send for PinnedBuffer<T> {}
-// SAFETY: as above; `&self` only reads.
+// SAFETY: as above; `&self` only reads (the pool link is used only by `drop` and `close`).
 unsafe impl<T: DeviceCopy + Sync> Sync for PinnedBuffer<T> {}
 
 impl<T: DeviceCopy> PinnedBuffer<T> {
@@ -142,12 +155,7 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         };
         let bytes = bytes_of::<T>(len, WHAT)?;
         if bytes == 0 {
-            return Ok(PinnedBuffer {
-                ptr: NonNull::dangling(),
-                len,
-                flags: flags.unwrap_or_default(),
-                allocated: false,
-            });
+            return Ok(PinnedBuffer::empty(len, flags.unwrap_or_default()));
         }
         // SAFETY: no preconditions; the allocation is owned by the buffer built below.
         let ptr = unsafe {
@@ -172,9 +180,24 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         Ok(PinnedBuffer {
             ptr,
             len,
+            capacity: bytes,
             flags: flags.unwrap_or_default(),
             allocated: true,
+            pool: None,
         })
+    }
+
+    /// A buffer of `len` elements of zero bytes in all: nothing allocated.
+    fn empty(len: usize, flags: HostAllocFlags) -> PinnedBuffer<T> {
+        debug_assert_eq!(std::mem::size_of::<T>().checked_mul(len), Some(0));
+        PinnedBuffer {
+            ptr: NonNull::dangling(),
+            len,
+            capacity: 0,
+            flags,
+            allocated: false,
+            pool: None,
+        }
     }
 
     /// The flags it was allocated with.
@@ -197,18 +220,38 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
     }
 
     /// Frees the memory (`cudaFreeHost`), reporting the error (drop reports it to the next
-    /// synchronize).
+    /// synchronize). A buffer from a [`PinnedPool`](pool::PinnedPool) goes back to its pool
+    /// instead, as when dropped, if the pool keeps it.
     ///
     /// # Errors
     /// An error of `cudaFreeHost`.
     pub fn close(self) -> Result<()> {
-        let this = ManuallyDrop::new(self);
-        if !this.allocated {
+        let mut this = ManuallyDrop::new(self);
+        // Takes the pool link out, so that nothing left in `this` needs dropping.
+        if this.nothing_to_free() {
             return Ok(());
         }
         // SAFETY: our allocation, with no copy in flight (we hold it by value); not used again.
         unsafe { raw::free_host(this.ptr.as_ptr().cast()) }
             .map_err(|e| e.context("PinnedBuffer::close"))
+    }
+
+    /// Hands the memory back to the pool it came from, if any (taking the pool link out), and
+    /// says whether nothing is left to free: true when nothing was allocated or the pool kept
+    /// the memory; false when the caller must free it (no pool, or the pool is closed or full).
+    /// Calls no CUDA function. The buffer must not be used afterwards.
+    fn nothing_to_free(&mut self) -> bool {
+        let link = self.pool.take();
+        if !self.allocated {
+            return true;
+        }
+        link.is_some_and(|link| {
+            link.give_back(
+                self.ptr.cast::<u8>(),
+                self.capacity,
+                std::any::TypeId::of::<T>(),
+            )
+        })
     }
 }
 
@@ -230,7 +273,8 @@ impl<T: DeviceCopy> DerefMut for PinnedBuffer<T> {
 
 impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
-        if !self.allocated || crate::callback::leak_if_in_callback("PinnedBuffer::drop") {
+        // Going back to a pool calls no CUDA function, so it is done inside host callbacks too.
+        if self.nothing_to_free() || crate::callback::leak_if_in_callback("PinnedBuffer::drop") {
             return;
         }
         // SAFETY: our allocation, with no copy in flight (see the type's docs); not used again.

@@ -289,9 +289,11 @@ fn a_failed_launch_between_good_ones_is_an_error_and_loses_nothing() {
     kernel.launch(&s1, config(n), (&mut data, 3, 1)).unwrap();
     let bad = LaunchConfig::new(1, 4096);
     let e = kernel.launch(&s2, bad, (&mut data, 5, 5)).unwrap_err();
-    assert_eq!(
-        e.code(),
-        Some(cuda_rt::raw::status::INVALID_CONFIGURATION),
+    // (The runtime calls a block above the device's limit an invalid value.)
+    assert!(
+        [cuda_rt::raw::status::INVALID_CONFIGURATION, cuda_rt::raw::status::INVALID_VALUE]
+            .map(Some)
+            .contains(&e.code()),
         "{e}"
     );
     let e = kernel
@@ -542,13 +544,18 @@ fn graphs_with_kernels_and_host_nodes_refilled_between_replays_equal_eager_execu
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         };
         let (input, output, sum_out);
+        // Page-locked memory is allocated before the capture: cudaHostAlloc is not allowed
+        // while a stream captures.
+        let pinned_in = PinnedBuffer::<u32>::new(n).unwrap();
+        let pinned_out = PinnedBuffer::<u32>::new(n).unwrap();
+        let pinned_sum = PinnedBuffer::<u64>::new(1).unwrap();
         let graph = if built {
             let stages = std::cell::Cell::new(None);
             let graph = cuda_rt::Graph::build(|b| {
                 let (d, s) = (b.bind_mut(&mut data), b.bind_mut(&mut sum));
-                let i = b.adopt_pinned(PinnedBuffer::<u32>::new(n)?);
-                let o = b.adopt_pinned(PinnedBuffer::<u32>::new(n)?);
-                let so = b.adopt_pinned(PinnedBuffer::<u64>::new(1)?);
+                let i = b.adopt_pinned(pinned_in);
+                let o = b.adopt_pinned(pinned_out);
+                let so = b.adopt_pinned(pinned_sum);
                 let up = b.copy_stage_to_device(&[], &i, &d)?;
                 let k = b.kernel(&[up], affine, config(n), (&d, 3u32, 1u32))?;
                 let zero = b.set_bytes(&[], &s, 0)?;
@@ -567,9 +574,9 @@ fn graphs_with_kernels_and_host_nodes_refilled_between_replays_equal_eager_execu
             let graph = stream
                 .capture(CaptureMode::ThreadLocal, |c| {
                     let (d, s) = (c.bind_mut(&mut data), c.bind_mut(&mut sum));
-                    let i = c.adopt_pinned(PinnedBuffer::<u32>::new(n)?);
-                    let o = c.adopt_pinned(PinnedBuffer::<u32>::new(n)?);
-                    let so = c.adopt_pinned(PinnedBuffer::<u64>::new(1)?);
+                    let i = c.adopt_pinned(pinned_in);
+                    let o = c.adopt_pinned(pinned_out);
+                    let so = c.adopt_pinned(pinned_sum);
                     c.copy_stage_to_device(&i, &d)?;
                     c.launch(affine, config(n), (&d, 3u32, 1u32))?;
                     c.set_bytes(&s, 0)?;
@@ -592,11 +599,23 @@ fn graphs_with_kernels_and_host_nodes_refilled_between_replays_equal_eager_execu
             let mut expected = fresh;
             affine_cpu(&mut expected, 3, 1);
             let expected_sum: u64 = expected.iter().map(|&x| u64::from(x)).sum();
-            assert_eq!(exec.stage(&output).unwrap(), &expected[..], "replay {replay} (built: {built})");
-            assert_eq!(exec.stage(&sum_out).unwrap(), &[expected_sum], "replay {replay}");
+            assert_eq!(
+                exec.stage(&output).unwrap(),
+                &expected[..],
+                "replay {replay} (built: {built})"
+            );
+            assert_eq!(
+                exec.stage(&sum_out).unwrap(),
+                &[expected_sum],
+                "replay {replay}"
+            );
         }
         drop(exec);
-        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 100, "built: {built}");
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::Relaxed),
+            100,
+            "built: {built}"
+        );
         stream.synchronize().unwrap();
     }
 }

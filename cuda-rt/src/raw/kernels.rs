@@ -326,9 +326,8 @@ pub unsafe fn graph_add_kernel_node(
     args: *mut *mut c_void,
 ) -> Result<super::RawGraphNode> {
     not_in_callback("cudaGraphAddKernelNode")?;
-    let shared = u32::try_from(shared_memory_bytes).map_err(|_| {
-        crate::Error::new(crate::ErrorKind::SizeOverflow, "cudaGraphAddKernelNode")
-    })?;
+    let shared = u32::try_from(shared_memory_bytes)
+        .map_err(|_| crate::Error::new(crate::ErrorKind::SizeOverflow, "cudaGraphAddKernelNode"))?;
     let params = sys::cudaKernelNodeParams {
         func: func.cast_mut(),
         gridDim: grid,
