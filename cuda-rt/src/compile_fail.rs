@@ -58,6 +58,16 @@ case!(
     "E0597",
     "host_node_borrow_dies_before_graph.rs"
 );
+case!(
+    launch_mutably_while_borrowed,
+    "E0502",
+    "launch_mutably_while_borrowed.rs"
+);
+case!(
+    launch_read_only_for_mutable,
+    "E0277",
+    "launch_read_only_for_mutable.rs"
+);
 case!(not_device_copy, "E0277", "not_device_copy.rs");
 case!(
     pinned_used_while_in_flight,

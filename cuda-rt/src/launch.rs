@@ -1,8 +1,12 @@
-//! Launching kernels.
+//! Launch configurations, and the `unsafe` launch of a kernel by address.
 //!
-//! Kernels are compiled by nvcc (the workspace's crates build theirs with cuda-rt-build). There are two
-//! ways to launch one from Rust, both `unsafe` — the compiler cannot check what a kernel does
-//! with its pointers:
+//! Kernels are compiled by nvcc (the workspace's crates build theirs with cuda-rt-build). The
+//! safe way to launch one is a typed [`Kernel`](crate::Kernel) (see [`kernel`](crate::kernel)):
+//! its arguments are checked and its memory ordered, and only its declaration is `unsafe`. This
+//! module holds what every launch takes, a [`LaunchConfig`] (grid, block, dynamic shared memory,
+//! and the [`LaunchAttributes`] of `cudaLaunchKernelEx`: clusters, cooperative launches,
+//! priority, programmatic dependent launch), and the two `unsafe` ways for code that manages
+//! its own pointers:
 //!
 //! 1. **An `extern "C"` host launcher** written in CUDA C++ next to the kernel, taking a
 //!    `cudaStream_t`: `extern "C" cudaError_t launch_scale(float* data, size_t n, cudaStream_t s)`.
@@ -10,8 +14,8 @@
 //!    buffer's device pointer, inside [`DeviceMemoryMut::enqueue_mut`](crate::DeviceMemoryMut::enqueue_mut)
 //!    so that the buffer orders and outlives the kernel. Turn its status into an error with
 //!    [`Error::from_status`](crate::Error::from_status).
-//! 2. **[`launch_kernel`]** (`cudaLaunchKernel`) with the kernel's address (a `__global__`
-//!    symbol exported from the CUDA code), a [`LaunchConfig`], and one pointer per parameter.
+//! 2. **[`launch_kernel`]** (`cudaLaunchKernel`) with the kernel's address, a [`LaunchConfig`],
+//!    and one pointer per parameter.
 //!
 //! ```no_run
 //! use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, Error, Stream, raw::{RawStatus, RawStream}};

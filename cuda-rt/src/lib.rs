@@ -4,7 +4,8 @@
 //! [`error`], [`device`], [`stream`], [`event`], [`memory`] (device memory), [`pinned`]
 //! (page-locked host memory, owned asynchronous copies, a pool of staging buffers), [`pool`]
 //! (memory pools), [`scope`](mod@scope) (asynchronous work that borrows), [`callback`],
-//! [`graph`], [`launch`]; [`raw`] holds the one-to-one `unsafe` wrappers
+//! [`graph`], [`kernel`] (typed kernels and their launches), [`launch`] (launch
+//! configurations), [`module`] (code loaded at run time); [`raw`] holds the one-to-one `unsafe` wrappers
 //! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
 //! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
 //! ([`StreamRef`], [`EventRef`], [`DeviceSlice`]) whose `unsafe` `from_raw*` constructor borrows
@@ -51,9 +52,14 @@
 //! 5. **No CUDA call from a host callback** (CUDA forbids it): every entry point of this crate
 //!    refuses with [`ErrorKind::InHostCallback`] there, and values dropped there are leaked and
 //!    reported ([`in_host_callback`] tells other crates' `Drop`s).
-//! 6. **Only plain data crosses**: element types implement the `unsafe` marker [`DeviceCopy`]
+//! 6. **A kernel launch is a use of its memory like any other.** A typed [`Kernel`] borrows its
+//!    buffer arguments for the launch (mutably for [`SliceMut`] parameters, shared for
+//!    [`Slice`]) and orders the kernel by their trackers; its parameter list is checked against
+//!    the compiled kernel (`cudaFuncGetParamInfo`). What cannot be checked, that the kernel
+//!    stays within the memory it is given, is the one claim its `unsafe` declaration makes.
+//! 7. **Only plain data crosses**: element types implement the `unsafe` marker [`DeviceCopy`]
 //!    (every bit pattern valid, no ownership).
-//! 7. **`Send`/`Sync` only where CUDA allows**: handles are `Send + Sync` (the runtime API is
+//! 8. **`Send`/`Sync` only where CUDA allows**: handles are `Send + Sync` (the runtime API is
 //!    thread-safe); [`Scope`] and [`Capture`] are neither (their work is waited for, or ended, by
 //!    the thread that began it); [`Graph`] is not `Sync`.
 //!
@@ -156,8 +162,9 @@ pub use stream::{Stream, StreamFlags, StreamRef};
 /// The types and traits most programs use: `use cuda_rt::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        scope, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut,
-        Event, EventFlags, PinnedBuffer, Stream, StreamFlags, StreamRef,
+        kernels, scope, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView,
+        DeviceViewMut, Event, EventFlags, Kernel, LaunchConfig, PinnedBuffer, Slice, SliceMut,
+        Stream, StreamFlags, StreamRef,
     };
 }
 
