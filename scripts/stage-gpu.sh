@@ -6,9 +6,14 @@
 #   2. what bundle.sh does not know about: the shared libraries the interop runtime tests load
 #      from beside their executable, libcuda_rt_interop.a (the standalone C++ program test links
 #      it), the CUB sort benchmark (feature cub-bench), the soak
-#   3. .gpucarry/gpu.tar.xz
+#   3. cuda-rt's examples that check their results against the CPU (the ports of the CUDA
+#      samples: those whose main is `common::main`), built as programs (bundle.sh builds
+#      examples as test harnesses, which never run `main`); bundle.sh's run.sh becomes
+#      .gpu/run-tests.sh, and .gpu/run.sh runs it, then each of .gpu/examples.txt with
+#      CUDA_RT_REQUIRE_GPU=1 (a missing GPU fails, a wrong result exits non-zero)
+#   4. .gpucarry/gpu.tar.xz
 # On the GPU machine, from the checkout root (carry .gpucarry):
-#   tar -xJf .gpucarry/gpu.tar.xz && bash .gpu/run.sh
+#   tar -xJf .gpucarry/gpu.tar.xz && bash .gpu/run.sh     # tests, then the checked examples
 #   .gpu/bin/bench-runtime_overhead --bench; .gpu/bin/bench-sort-cub --bench; .gpu/bin/soak
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
@@ -19,6 +24,58 @@ for so in libmylib_own_static_cudart.so libmylib_shared_cudart.so; do
   found=$(ls -t "$target"/release/build/cuda-rt-interop-*/out/$so | head -1)
   cp "$found" .gpu/bin/
 done
+# Builds cuda-rt's checked examples as programs (bundle.sh's `cargo test --all-targets` builds
+# examples as test harnesses, which hold no tests and never run `main`), stages each as
+# .gpu/bin/example-NAME listed in .gpu/examples.txt (dropping its empty harness), and makes
+# .gpu/run.sh run them after bundle.sh's test run (kept as .gpu/run-tests.sh, same flags:
+# --sanitize, --only NAME).
+stage_checked_examples() {
+  local src name exe
+  CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release -p cuda-rt --examples \
+    --message-format=json-render-diagnostics > .gpu/examples.json
+  : > .gpu/examples.txt
+  for src in $(grep -l 'common::main(' cuda-rt/examples/*.rs); do
+    name=$(basename "$src" .rs)
+    exe=$(executable_of "$name" < .gpu/examples.json | tail -1)
+    [[ -n $exe ]] || { echo "error: cargo built no executable for example $name" >&2; exit 1; }
+    cp "$exe" ".gpu/bin/example-$name"
+    echo "$name" >> .gpu/examples.txt
+    rm -f ".gpu/bin/test-$name"
+    sed -i "/^test test-$name\$/d" .gpu/manifest.txt
+  done
+  rm -f .gpu/examples.json
+  mv .gpu/run.sh .gpu/run-tests.sh
+  cat > .gpu/run.sh <<'RUN'
+#!/usr/bin/env bash
+# Runs the staged test harnesses (.gpu/run-tests.sh, same flags), then the examples of
+# .gpu/examples.txt, each of which checks its results against the CPU and exits non-zero on a
+# mismatch. Exits non-zero if any of them failed.
+cd "$(dirname "$0")/.."
+sanitize=0; only=""; args=("$@")
+while [[ $# -gt 0 ]]; do case "$1" in
+  --sanitize) sanitize=1 ;; --only) only="$2"; shift ;; *) echo "unknown flag $1"; exit 2 ;; esac; shift; done
+bash .gpu/run-tests.sh "${args[@]}"; fail=$?
+logs=.gpu/logs; mkdir -p "$logs"; all="${OUT:-.gpu/logs}/gpu-tests.log"
+export CUDA_RT_REQUIRE_GPU=1 RUST_BACKTRACE=1
+summary=()
+while read -r name; do
+  [[ -z "$only" || "$name" == *"$only"* ]] || continue
+  cmd=(".gpu/bin/example-$name")
+  # The kernel-signature check probes one parameter past the last (an expected API error).
+  (( sanitize )) && cmd=(compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 86 "${cmd[@]}")
+  start=$(date +%s.%N)
+  "${cmd[@]}" > "$logs/example-$name.log" 2>&1; rc=$?
+  secs=$(python3 -c "import time;print(f'{time.time()-$start:.1f}')")
+  { echo "==== example $name (rc=$rc)"; cat "$logs/example-$name.log"; } >> "$all"
+  (( rc != 0 )) && { fail=1; echo "---- example $name FAILED (rc=$rc), last lines:"; tail -25 "$logs/example-$name.log"; }
+  summary+=("$(printf '%-40s rc=%-3s %6ss  %s' "example-$name" "$rc" "$secs" "$(tail -1 "$logs/example-$name.log")")")
+done < .gpu/examples.txt
+echo "==== examples (full output in $all)"; printf '%s\n' "${summary[@]}"
+exit $fail
+RUN
+  chmod +x .gpu/run.sh
+  echo "checked examples staged: $(tr '\n' ' ' < .gpu/examples.txt)"
+}
 executable_of() { # cargo's JSON messages on stdin; prints the executable of target $1
   python3 -c 'import json, sys
 for line in sys.stdin:
@@ -35,6 +92,7 @@ CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release -p cuda-rt-interop
 cp "$target"/release/libcuda_rt_interop.a .gpu/bin/
 CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --example soak \
   --message-format=json-render-diagnostics | executable_of soak | tail -1 | xargs -I{} cp {} .gpu/bin/soak
+stage_checked_examples
 strip --strip-debug .gpu/bin/* 2>/dev/null || true
 grep -qxF '/.gpucarry/' .git/info/exclude || echo '/.gpucarry/' >> .git/info/exclude
 mkdir -p .gpucarry

@@ -291,9 +291,12 @@ fn a_failed_launch_between_good_ones_is_an_error_and_loses_nothing() {
     let e = kernel.launch(&s2, bad, (&mut data, 5, 5)).unwrap_err();
     // (The runtime calls a block above the device's limit an invalid value.)
     assert!(
-        [cuda_rt::raw::status::INVALID_CONFIGURATION, cuda_rt::raw::status::INVALID_VALUE]
-            .map(Some)
-            .contains(&e.code()),
+        [
+            cuda_rt::raw::status::INVALID_CONFIGURATION,
+            cuda_rt::raw::status::INVALID_VALUE
+        ]
+        .map(Some)
+        .contains(&e.code()),
         "{e}"
     );
     let e = kernel

@@ -1,7 +1,8 @@
 //! Kernels that only the workspace's tests, benchmarks and soak use, and their Rust entry
 //! points: a fill from the host and from the device (`kernels/smoke.cu`), an affine map
 //! (`kernels/affine.cu`), a deliberate out-of-bounds store (`kernels/faults.cu`) and an empty
-//! kernel (`kernels/bench_empty.cu`), and the kernels of typed launches (`kernels/typed.cu`).
+//! kernel (`kernels/bench_empty.cu`), the kernels of typed launches (`kernels/typed.cu`), and
+//! those of cuda-rt's ports of the CUDA samples (`kernels/samples.cu`, declared in [`samples`]).
 //!
 //! Built by cuda-rt-build as relocatable device code, so every test binary of the root package
 //! links two libraries with device-side launches: this one and the root package's.
@@ -12,4 +13,5 @@
 pub mod affine;
 pub mod ffi;
 pub mod images;
+pub mod samples;
 pub mod typed;

@@ -1,0 +1,95 @@
+//! Port of the CUDA sample `simpleOccupancy`: a kernel launched with the block size that the
+//! occupancy calculator suggests, and with a fixed one, and how many threads each keeps
+//! resident on a multiprocessor.
+//!
+//! ```text
+//! cargo run --release -p cuda-rt --example simple_occupancy
+//! ```
+//!
+//! The sample shows the occupancy API: `cudaOccupancyMaxPotentialBlockSize` picks the block size
+//! that keeps the most threads resident per multiprocessor (given the kernel's registers and
+//! shared memory), `cudaOccupancyMaxActiveBlocksPerMultiprocessor` says how many blocks of a
+//! given size fit, and the occupancy of a launch is its resident warps over the most a
+//! multiprocessor holds. In cuda-rt these are methods of the typed kernel:
+//! [`Kernel::max_potential_block_size`] and [`Kernel::max_active_blocks_per_multiprocessor`].
+//! The sample divides by `maxThreadsPerMultiProcessor`, which cuda-rt's
+//! [`DeviceProperties`](cuda_rt::DeviceProperties) does not report; the port shows occupancy
+//! relative to the best block size instead (for a kernel as light as this one, the best block
+//! size fills the multiprocessor).
+
+mod common;
+
+use cuda_rt::prelude::*;
+use cuda_rt::{Device, Kernel, LaunchConfig, SliceMut};
+use cuda_rt_test_kernels::samples::samples_square;
+use std::process::ExitCode;
+use std::time::Duration;
+
+const ELEMENTS: usize = 1024 * 1024;
+/// The sample's "manual" configuration: one warp per block, far too small to fill a
+/// multiprocessor (the number of resident blocks is limited).
+const MANUAL_BLOCK_SIZE: u32 = 32;
+
+fn main() -> ExitCode {
+    common::main("simple_occupancy", run)
+}
+
+fn run() -> common::Result {
+    let device = Device::current()?;
+    let square = samples_square()?;
+    let attributes = square.attributes()?;
+    println!(
+        "[{}: {} multiprocessors; samples_square: {} registers per thread]",
+        device.name()?,
+        device.multiprocessor_count()?,
+        attributes.num_regs
+    );
+    let suggestion = square.max_potential_block_size(0)?;
+    println!(
+        "suggested block size {} (at least {} blocks fill the device)",
+        suggestion.block_size, suggestion.min_grid_size
+    );
+    let best_threads = resident_threads(square, suggestion.block_size)?;
+
+    let input: Vec<i32> = (0..ELEMENTS as i32).collect();
+    let expected: Vec<i32> = input.iter().map(|x| x.wrapping_mul(*x)).collect();
+    let stream = Stream::new()?;
+    for (what, block_size) in [
+        ("suggested", suggestion.block_size),
+        ("manual", MANUAL_BLOCK_SIZE),
+    ] {
+        let mut data = DeviceBuffer::from_slice(&input)?;
+        // One thread per element, as in the sample.
+        let config = LaunchConfig::for_items(ELEMENTS as u32, block_size);
+        let elapsed = timed(&stream, || square.launch(&stream, config, (&mut data,)))?;
+        if data.to_vec()? != expected {
+            return Err(format!("{what} configuration: wrong squares").into());
+        }
+        let threads = resident_threads(square, block_size)?;
+        println!(
+            "{what:>9}: {} blocks of {block_size:>4} threads, {:.3} ms, {threads} threads resident per multiprocessor ({:.0}% of the best block size's)",
+            config.grid.x,
+            elapsed.as_secs_f64() * 1e3,
+            100.0 * threads as f64 / best_threads as f64
+        );
+    }
+    Ok(())
+}
+
+/// Threads of blocks of `block_size` that fit on one multiprocessor at once.
+fn resident_threads(kernel: &Kernel<(SliceMut<i32>,)>, block_size: u32) -> cuda_rt::Result<u32> {
+    Ok(kernel.max_active_blocks_per_multiprocessor(block_size, 0)? * block_size)
+}
+
+/// The device time of the work `launch` queues on `stream`, between two events.
+fn timed(
+    stream: &Stream,
+    launch: impl FnOnce() -> cuda_rt::Result<()>,
+) -> cuda_rt::Result<Duration> {
+    let (start, stop) = (Event::new()?, Event::new()?);
+    start.record(stream)?;
+    launch()?;
+    stop.record(stream)?;
+    stop.synchronize()?;
+    Event::elapsed_time_between(&start, &stop)
+}
