@@ -565,6 +565,11 @@ fn print_median_interval(outcomes: &[Outcome], name: &str) {
 /// The graph-launch row, whose median overhead is also given with a confidence interval.
 const GRAPH_LAUNCH_ROW: &str = "graph launch: memset + 2 empty kernels (Scope::launch_graph)";
 /// The kernel-launch rows, measured like graph launches (many short trials).
+const TYPED_LAUNCH_ROWS: [&str; 2] = [
+    "typed launch: Kernel::launch, no parameters",
+    "typed launch: Kernel::launch, one SliceMut (&mut DeviceBuffer, tracked)",
+];
+
 const LAUNCH_ROWS: [&str; 5] = [
     "empty-kernel launch (launch_kernel)",
     "empty-kernel launch inside DeviceBuffer::enqueue_mut (whole buffer, &mut)",
@@ -1317,12 +1322,12 @@ impl Bench {
         };
         vec![
             outcome(
-                "typed launch: Kernel::launch, no parameters",
+                TYPED_LAUNCH_ROWS[0],
                 Goal::MaxOverheadNs(50.0),
                 measure(false),
             ),
             outcome(
-                "typed launch: Kernel::launch, one SliceMut (&mut DeviceBuffer, tracked)",
+                TYPED_LAUNCH_ROWS[1],
                 Goal::MaxOverheadNs(50.0),
                 measure(true),
             ),
@@ -1600,7 +1605,11 @@ fn run(settings: Settings) -> BenchResult<()> {
     println!();
     print_table(&outcomes);
     println!();
-    for row in LAUNCH_ROWS.iter().chain([&GRAPH_LAUNCH_ROW]) {
+    for row in LAUNCH_ROWS
+        .iter()
+        .chain(&TYPED_LAUNCH_ROWS)
+        .chain([&GRAPH_LAUNCH_ROW])
+    {
         print_median_interval(&outcomes, row);
     }
     println!();
