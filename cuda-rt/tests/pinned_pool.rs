@@ -244,7 +244,8 @@ fn a_pool_dropped_under_a_copy_in_flight() {
 }
 
 /// A pooled buffer dropped inside a host callback goes back to its pool (no CUDA call, nothing
-/// leaked); buffers of two pools go back each to its own.
+/// leaked); buffers of two pools go back each to its own; an empty pool dropped inside a
+/// callback leaves its lent memory to be freed when it comes back.
 #[test]
 fn buffers_go_back_to_their_own_pool_also_from_a_host_callback() {
     let Some(_gpu) = gpu_test::gpu() else { return };
@@ -257,10 +258,15 @@ fn buffers_go_back_to_their_own_pool_also_from_a_host_callback() {
     drop(from_b);
     assert_eq!(a.usage().cached_bytes, 4096);
     assert_eq!(b.usage().cached_bytes, 8192);
-    // A pool dropped inside a callback leaks its cached memory and says so.
+    // A pool with nothing cached may be dropped inside a callback: it has nothing to free.
+    // (One with cached memory leaks it there and says so: the unit tests check that with
+    // stand-in blocks, so that no page-locked memory is really leaked here.)
+    a.trim_to(0).unwrap();
+    let lent = a.take::<u8>(100).unwrap();
     stream.launch_host_fn(move || drop(a)).unwrap();
-    let leaked = stream.synchronize().unwrap_err();
-    assert_eq!(leaked.kind(), cuda_rt::ErrorKind::LeakedInCallback);
+    stream.synchronize().unwrap();
+    // Memory lent by a pool dropped meanwhile is freed when it comes back.
+    drop(lent);
     b.close().unwrap();
     no_deferred_errors();
 }
