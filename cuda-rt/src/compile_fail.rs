@@ -49,6 +49,11 @@ case!(
     "host_written_while_graph_reads.rs"
 );
 case!(
+    graph_outlives_its_kernel,
+    "E0505",
+    "graph_outlives_its_kernel.rs"
+);
+case!(
     graph_node_escapes_builder,
     "E0521",
     "graph_node_escapes_builder.rs"

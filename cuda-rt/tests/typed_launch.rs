@@ -626,3 +626,45 @@ fn graphs_with_kernels_and_host_nodes_refilled_between_replays_equal_eager_execu
         stream.synchronize().unwrap();
     }
 }
+
+/// Eight threads make the same declared kernel's handle at once (its first use in this
+/// process races on the cached handle) and each launches it on its own stream over its own
+/// chunk of one buffer: every chunk is right.
+#[test]
+fn first_uses_of_a_declared_kernel_from_eight_threads_at_once() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let n = 8 * 100_003;
+    let input = pattern(n, 77);
+    let mut data = DeviceBuffer::from_slice(&input).unwrap();
+    let barrier = std::sync::Barrier::new(8);
+    std::thread::scope(|t| {
+        for (i, chunk) in data.chunks_mut(n / 8).unwrap().enumerate() {
+            let barrier = &barrier;
+            t.spawn(move || {
+                let stream = Stream::new().unwrap();
+                barrier.wait();
+                let kernel = cuda_rt_typed_struct_param_free_affine();
+                let len = chunk.len();
+                kernel
+                    .launch(&stream, config(len), (chunk, 3 + i as u32, 1))
+                    .unwrap();
+                stream.synchronize().unwrap();
+            });
+        }
+    });
+    let mut expected = input;
+    for (i, chunk) in expected.chunks_mut(n / 8).enumerate() {
+        affine_cpu(chunk, 3 + i as u32, 1);
+    }
+    assert_eq!(data.to_vec().unwrap(), expected);
+}
+
+/// The affine kernel's handle through a declaration of this test file (a second
+/// `kernels!` declaration of one kernel, with a cache of its own, made first here).
+fn cuda_rt_typed_struct_param_free_affine() -> &'static Kernel<(SliceMut<u32>, u32, u32)> {
+    cuda_rt::kernels! {
+        unsafe fn cuda_rt_typed_affine(data: SliceMut<u32>, a: u32, b: u32);
+    }
+    cuda_rt_typed_affine().unwrap()
+}
