@@ -8,10 +8,6 @@
 
 namespace {
 
-constexpr unsigned kThreadsPerBlock = 256;
-// Enough blocks to fill any current GPU several times over; the grid-stride loop covers the rest.
-constexpr size_t kMaxBlocks = 65535;
-
 // u32: wrapping arithmetic (mod 2^32), the same as Rust's wrapping_mul / wrapping_add.
 __device__ __forceinline__ uint32_t scale_add_one(uint32_t x, uint32_t a, uint32_t b) {
     return x * a + b;
@@ -22,34 +18,28 @@ __device__ __forceinline__ float scale_add_one(float x, float a, float b) {
     return __fmaf_rn(x, a, b);
 }
 
+// The grid-stride loop over i < n shared by the kernels below.
 template <typename T>
-__global__ void scale_add(const T* __restrict__ in, T* __restrict__ out, size_t n, T a, T b) {
+__device__ __forceinline__ void scale_add_range(const T* __restrict__ in, T* __restrict__ out,
+                                                size_t n, T a, T b) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
          i += size_t(gridDim.x) * blockDim.x) {
         out[i] = scale_add_one(in[i], a, b);
     }
 }
 
-template <typename T>
-cudaError_t launch_scale_add(const T* in, T* out, size_t n, T a, T b, cudaStream_t stream) {
-    if (n == 0) return cudaSuccess;
-    size_t blocks = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
-    if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-    scale_add<T><<<unsigned(blocks), kThreadsPerBlock, 0, stream>>>(in, out, n, a, b);
-    return cudaGetLastError();
-}
-
 }  // namespace
 
-// out[i] = in[i] * a + b (mod 2^32) for i < n, enqueued on `stream`. Returns the launch status.
-extern "C" cudaError_t cuda_rt_pipeline_scale_add_u32(const uint32_t* in, uint32_t* out, size_t n,
-                                                      uint32_t a, uint32_t b,
-                                                      cudaStream_t stream) {
-    return launch_scale_add(in, out, n, a, b, stream);
+// The kernels, launched from Rust as typed kernels (`cuda_rt::kernels!`, src/scale_add.rs): each
+// buffer is a pointer and its length, and only i < min(in_n, out_n) is touched.
+extern "C" __global__ void cuda_rt_pipeline_scale_add_u32(const uint32_t* in, size_t in_n,
+                                                                 uint32_t* out, size_t out_n,
+                                                                 uint32_t a, uint32_t b) {
+    scale_add_range<uint32_t>(in, out, in_n < out_n ? in_n : out_n, a, b);
 }
 
-// out[i] = fma(in[i], a, b) for i < n, enqueued on `stream`. Returns the launch status.
-extern "C" cudaError_t cuda_rt_pipeline_scale_add_f32(const float* in, float* out, size_t n,
-                                                      float a, float b, cudaStream_t stream) {
-    return launch_scale_add(in, out, n, a, b, stream);
+extern "C" __global__ void cuda_rt_pipeline_scale_add_f32(const float* in, size_t in_n,
+                                                                 float* out, size_t out_n, float a,
+                                                                 float b) {
+    scale_add_range<float>(in, out, in_n < out_n ? in_n : out_n, a, b);
 }

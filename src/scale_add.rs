@@ -5,42 +5,31 @@
 //! H100): far faster than PCIe moves the same bytes, which makes a pipeline built on it bound by
 //! its copies — the case overlap is for.
 
-use cuda_rt::{DeviceMemory, DeviceMemoryMut, Result, StreamRef};
-use cuda_rt_sys::{cudaError_t, cudaStream_t};
+use cuda_rt::{
+    kernels, DeviceMemory, DeviceMemoryMut, Kernel, LaunchConfig, Result, Slice, SliceMut,
+    StreamRef,
+};
 
-mod ffi {
-    use super::*;
-
-    unsafe extern "C" {
-        /// `out[i] = in[i] * a + b (mod 2^32)` for `i < n`, queued on `stream`; returns the
-        /// launch status (`kernels/pipeline.cu`).
-        ///
-        /// # Safety
-        /// `input` and `out` must be device memory valid for `n` elements until the kernel has
-        /// run, ordered after their earlier writes, and `out` not used by other work meanwhile.
-        pub fn cuda_rt_pipeline_scale_add_u32(
-            input: *const u32,
-            out: *mut u32,
-            n: usize,
-            a: u32,
-            b: u32,
-            stream: cudaStream_t,
-        ) -> cudaError_t;
-
-        /// `out[i] = fma(in[i], a, b)` for `i < n`, queued on `stream` (see the u32 version).
-        ///
-        /// # Safety
-        /// As for [`cuda_rt_pipeline_scale_add_u32`].
-        pub fn cuda_rt_pipeline_scale_add_f32(
-            input: *const f32,
-            out: *mut f32,
-            n: usize,
-            a: f32,
-            b: f32,
-            stream: cudaStream_t,
-        ) -> cudaError_t;
-    }
+kernels! {
+    /// `out[i] = in[i] * a + b (mod 2^32)` for `i < min(in.len(), out.len())`
+    /// (`kernels/pipeline.cu`).
+    unsafe fn cuda_rt_pipeline_scale_add_u32(
+        input: Slice<u32>,
+        out: SliceMut<u32>,
+        a: u32,
+        b: u32,
+    );
+    /// `out[i] = fma(in[i], a, b)` for `i < min(in.len(), out.len())`.
+    unsafe fn cuda_rt_pipeline_scale_add_f32(
+        input: Slice<f32>,
+        out: SliceMut<f32>,
+        a: f32,
+        b: f32,
+    );
 }
+
+/// The typed kernel of an element type.
+type ScaleAddKernel<T> = Kernel<(Slice<T>, SliceMut<T>, T, T)>;
 
 /// Element types the kernel is built for: `u32` (wrapping arithmetic) and `f32` (one fused
 /// multiply-add, rounded once).
@@ -48,19 +37,9 @@ pub trait ScaleAddElement: cuda_rt::DeviceCopy + Copy + PartialEq + std::fmt::De
     /// `x * a + b` exactly as the GPU computes it.
     fn scale_add(x: Self, a: Self, b: Self) -> Self;
 
-    /// Queues the kernel over `n` elements.
-    ///
-    /// # Safety
-    /// As for the `extern "C"` launchers: valid, ordered device pointers of `n` elements.
+    /// The kernel for this element type.
     #[doc(hidden)]
-    unsafe fn launch(
-        input: *const Self,
-        out: *mut Self,
-        n: usize,
-        a: Self,
-        b: Self,
-        stream: cudaStream_t,
-    ) -> cudaError_t;
+    fn kernel() -> Result<&'static ScaleAddKernel<Self>>;
 }
 
 impl ScaleAddElement for u32 {
@@ -68,16 +47,8 @@ impl ScaleAddElement for u32 {
         x.wrapping_mul(a).wrapping_add(b)
     }
 
-    unsafe fn launch(
-        input: *const u32,
-        out: *mut u32,
-        n: usize,
-        a: u32,
-        b: u32,
-        stream: cudaStream_t,
-    ) -> cudaError_t {
-        // SAFETY: the caller's contract is the launcher's.
-        unsafe { ffi::cuda_rt_pipeline_scale_add_u32(input, out, n, a, b, stream) }
+    fn kernel() -> Result<&'static ScaleAddKernel<u32>> {
+        cuda_rt_pipeline_scale_add_u32()
     }
 }
 
@@ -86,26 +57,23 @@ impl ScaleAddElement for f32 {
         x.mul_add(a, b)
     }
 
-    unsafe fn launch(
-        input: *const f32,
-        out: *mut f32,
-        n: usize,
-        a: f32,
-        b: f32,
-        stream: cudaStream_t,
-    ) -> cudaError_t {
-        // SAFETY: the caller's contract is the launcher's.
-        unsafe { ffi::cuda_rt_pipeline_scale_add_f32(input, out, n, a, b, stream) }
+    fn kernel() -> Result<&'static ScaleAddKernel<f32>> {
+        cuda_rt_pipeline_scale_add_f32()
     }
 }
 
+/// Threads per block of the launch.
+const THREADS_PER_BLOCK: u32 = 256;
+/// The most blocks of a launch (the kernel's grid-stride loop covers longer arrays).
+const MAX_BLOCKS: usize = 65_535;
+
 /// Queues `output[i] = input[i] * a + b` on `stream` (the `scale_add` kernel of
-/// `kernels/pipeline.cu`), ordered after earlier work on both buffers; later users of `output`
-/// wait for it.
+/// `kernels/pipeline.cu`, a typed launch), ordered after earlier work on both buffers; later
+/// users of `output` wait for it.
 ///
 /// # Errors
-/// A launch error of the kernel (`cudaGetLastError` after the launch), or an error of ordering
-/// the buffers on `stream` (see [`DeviceMemory::enqueue`]).
+/// A launch error of the kernel, or an error of ordering the buffers on `stream` (see
+/// [`Kernel::launch`]).
 ///
 /// # Panics
 /// If the buffers' lengths differ.
@@ -117,21 +85,18 @@ pub fn scale_add<'s, T: ScaleAddElement>(
     b: T,
 ) -> Result<()> {
     assert_eq!(input.len(), output.len(), "scale_add: lengths differ");
-    let stream = stream.into();
     let n = input.len();
-    let status = output.enqueue_mut(stream, |out| {
-        input.enqueue(stream, |input| {
-            // SAFETY: both pointers cover `n` elements of live device memory, ordered on
-            // `stream` after earlier writes and kept alive until the kernel has run by
-            // enqueue/enqueue_mut; `out` is exclusively borrowed (`&mut`), so nothing else
-            // writes or reads it meanwhile.
-            unsafe { T::launch(input, out, n, a, b, stream.as_raw()) }
-        })
-    })??;
-    match cuda_rt::Error::from_status(status, "cuda_rt_pipeline_scale_add") {
-        Some(error) => Err(error.context("scale_add")),
-        None => Ok(()),
+    if n == 0 {
+        return Ok(());
     }
+    let blocks = n.div_ceil(THREADS_PER_BLOCK as usize).min(MAX_BLOCKS) as u32;
+    T::kernel()?
+        .launch(
+            stream,
+            LaunchConfig::new(blocks, THREADS_PER_BLOCK),
+            (input, output, a, b),
+        )
+        .map_err(|e| e.context("scale_add"))
 }
 
 /// The CPU reference: `input[i] * a + b` for every element.
