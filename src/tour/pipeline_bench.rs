@@ -47,6 +47,7 @@ fn raw_run(
     let chunk_len = LEN / chunks;
     let bytes = chunk_len * 4;
     let (origin, end, marks) = (&events[0], &events[1], &events[2..]);
+    let kernel = <u32 as ScaleAddElement>::kernel().unwrap().as_raw();
     // Order the device buffers before raw use (the safe layer's markers), once.
     for (a, b) in lanes.iter() {
         a.synchronize().unwrap();
@@ -79,14 +80,32 @@ fn raw_run(
         if stage_events {
             marks[4 * chunk + 1].record(stream).unwrap();
         }
-        // SAFETY: as above; the kernel reads and writes chunk_len elements of the two buffers.
+        // The same kernel as the safe side's `scale_add`, launched by address.
+        let (mut src, mut src_len) = (dev_in.as_raw_ptr(), chunk_len);
+        let (mut dst, mut dst_len) = (dev_out.as_mut_raw_ptr(), chunk_len);
+        let (mut a, mut b) = (3u32, 1u32);
+        let mut args: [*mut std::ffi::c_void; 6] = [
+            (&raw mut src).cast(),
+            (&raw mut src_len).cast(),
+            (&raw mut dst).cast(),
+            (&raw mut dst_len).cast(),
+            (&raw mut a).cast(),
+            (&raw mut b).cast(),
+        ];
+        let blocks = chunk_len.div_ceil(256).clamp(1, 65_535) as u32;
+        // SAFETY: as above; the kernel's parameters are (const u32*, size_t, u32*, size_t, u32,
+        // u32), matched one for one by `args`, and it touches chunk_len elements of each buffer.
         check(unsafe {
-            u32::launch(
-                dev_in.as_raw_ptr(),
-                dev_out.as_mut_raw_ptr(),
-                chunk_len,
-                3,
-                1,
+            sys::cudaLaunchKernel(
+                kernel,
+                sys::dim3 {
+                    x: blocks,
+                    y: 1,
+                    z: 1,
+                },
+                sys::dim3 { x: 256, y: 1, z: 1 },
+                args.as_mut_ptr(),
+                0,
                 stream.as_raw(),
             )
         });
