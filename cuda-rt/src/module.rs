@@ -225,11 +225,11 @@ impl Drop for LibraryHold {
     }
 }
 
+/// `cudaDeviceSynchronize` on every device (not [`Device::synchronize`](crate::Device::synchronize),
+/// which would also take the calling thread's deferred error as its own).
 fn synchronize_all_devices() -> Result<()> {
-    // SAFETY: no preconditions.
-    let count = unsafe { raw::get_device_count() }?;
-    for device in 0..count {
-        crate::device::with_current(device, || {
+    for device in crate::Device::all()? {
+        crate::device::with_current(device.ordinal(), || {
             // SAFETY: no preconditions.
             unsafe { raw::device_synchronize() }
         })?;
