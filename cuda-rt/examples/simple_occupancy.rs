@@ -12,10 +12,8 @@
 //! given size fit, and the occupancy of a launch is its resident warps over the most a
 //! multiprocessor holds. In cuda-rt these are methods of the typed kernel:
 //! [`Kernel::max_potential_block_size`] and [`Kernel::max_active_blocks_per_multiprocessor`].
-//! The sample divides by `maxThreadsPerMultiProcessor`, which cuda-rt's
-//! [`DeviceProperties`](cuda_rt::DeviceProperties) does not report; the port shows occupancy
-//! relative to the best block size instead (for a kernel as light as this one, the best block
-//! size fills the multiprocessor).
+//! Occupancy is measured, as in the sample, against the threads a multiprocessor can hold
+//! ([`DeviceProperties::max_threads_per_multiprocessor`](cuda_rt::DeviceProperties)).
 
 mod common;
 
@@ -49,7 +47,7 @@ fn run() -> common::Result {
         "suggested block size {} (at least {} blocks fill the device)",
         suggestion.block_size, suggestion.min_grid_size
     );
-    let best_threads = resident_threads(square, suggestion.block_size)?;
+    let most_threads = device.properties()?.max_threads_per_multiprocessor;
 
     let input: Vec<i32> = (0..ELEMENTS as i32).collect();
     let expected: Vec<i32> = input.iter().map(|x| x.wrapping_mul(*x)).collect();
@@ -67,10 +65,10 @@ fn run() -> common::Result {
         }
         let threads = resident_threads(square, block_size)?;
         println!(
-            "{what:>9}: {} blocks of {block_size:>4} threads, {:.3} ms, {threads} threads resident per multiprocessor ({:.0}% of the best block size's)",
+            "{what:>9}: {} blocks of {block_size:>4} threads, {:.3} ms, {threads} threads resident per multiprocessor (occupancy {:.0}%)",
             config.grid.x,
             elapsed.as_secs_f64() * 1e3,
-            100.0 * threads as f64 / best_threads as f64
+            100.0 * threads as f64 / most_threads as f64
         );
     }
     Ok(())

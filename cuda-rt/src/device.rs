@@ -64,6 +64,10 @@ pub struct DeviceProperties {
     pub warp_size: u32,
     /// Most threads per block.
     pub max_threads_per_block: u32,
+    /// Most threads resident on one multiprocessor (what occupancy is measured against).
+    pub max_threads_per_multiprocessor: u32,
+    /// Shared memory per multiprocessor, in bytes.
+    pub shared_memory_per_multiprocessor: usize,
     /// Shared memory per block, in bytes.
     pub shared_memory_per_block: usize,
     /// L2 cache size, in bytes.
@@ -398,6 +402,8 @@ impl Device {
             concurrent_kernels: p.concurrent_kernels != 0,
             warp_size: u(p.warp_size),
             max_threads_per_block: u(p.max_threads_per_block),
+            max_threads_per_multiprocessor: u(p.max_threads_per_multiprocessor),
+            shared_memory_per_multiprocessor: p.shared_memory_per_multiprocessor,
             shared_memory_per_block: p.shared_memory_per_block,
             l2_cache_size: u(p.l2_cache_size) as usize,
             unified_addressing: p.unified_addressing != 0,

@@ -531,6 +531,10 @@ pub struct RawDeviceProperties {
     pub warp_size: i32,
     /// `maxThreadsPerBlock`.
     pub max_threads_per_block: i32,
+    /// `maxThreadsPerMultiProcessor`.
+    pub max_threads_per_multiprocessor: i32,
+    /// `sharedMemPerMultiprocessor`.
+    pub shared_memory_per_multiprocessor: usize,
     /// `sharedMemPerBlock`.
     pub shared_memory_per_block: usize,
     /// `l2CacheSize`.
@@ -583,6 +587,8 @@ pub unsafe fn get_device_properties(device: c_int) -> Result<RawDeviceProperties
         concurrent_kernels: p.concurrentKernels,
         warp_size: p.warpSize,
         max_threads_per_block: p.maxThreadsPerBlock,
+        max_threads_per_multiprocessor: p.maxThreadsPerMultiProcessor,
+        shared_memory_per_multiprocessor: p.sharedMemPerMultiprocessor,
         shared_memory_per_block: p.sharedMemPerBlock,
         l2_cache_size: p.l2CacheSize,
         unified_addressing: p.unifiedAddressing,

@@ -520,6 +520,9 @@ fn occupancy_suggestions_are_optimal() {
     for b in (32..=attributes.max_threads_per_block as u32).step_by(32) {
         assert!(resident(b) <= resident(best.block_size), "block size {b}");
     }
+    let properties = Device::current().unwrap().properties().unwrap();
+    assert!(resident(best.block_size) <= properties.max_threads_per_multiprocessor);
+    assert!(resident(best.block_size) > 0);
     let sms = Device::current().unwrap().multiprocessor_count().unwrap();
     assert_eq!(
         best.min_grid_size,
