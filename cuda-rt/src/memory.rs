@@ -1012,6 +1012,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     ///
     /// # Errors
     /// `Ok(Err(_))`: as for [`close`](Self::close).
+    // The buffer itself comes back on a timeout (it is not dropped, so that it is not freed
+    // under running work): returned by value, as large as it is.
+    #[allow(clippy::result_large_err)]
     pub fn close_timeout(self, timeout: Duration) -> std::result::Result<Result<()>, Self> {
         if self.allocation == Allocation::Synchronous
             && !wait_idle_until(&self, Instant::now() + timeout)
@@ -1170,6 +1173,9 @@ impl<T: DeviceCopy> DeviceSlice<'_, T> {
     ///
     /// # Errors
     /// `Ok(Err(_))`: as for [`close`](Self::close).
+    // The buffer itself comes back on a timeout (it is not dropped, so that it is not freed
+    // under running work): returned by value, as large as it is.
+    #[allow(clippy::result_large_err)]
     pub fn close_timeout(self, timeout: Duration) -> std::result::Result<Result<()>, Self> {
         if !wait_idle_until(&self, Instant::now() + timeout) {
             return Err(self);

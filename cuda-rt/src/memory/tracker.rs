@@ -106,8 +106,24 @@ struct Marker {
     dirty: bool,
 }
 
+/// The same-stream case of [`State::fast`] kept inline, so that a use repeated on one stream
+/// reads no heap memory of the tracker (a kernel launch between two uses evicts it from the
+/// caches). While set, `entries` is exactly one entry, of range `span`, whose marker (`marker`)
+/// is the lazy marker of the owned stream `id`; the uses it lets through are noted here
+/// (`write`, `dirty`) and folded into that entry and marker by [`State::settle_hint`], which
+/// every other access to the state runs first.
+#[derive(Debug, Clone, Copy)]
+struct Hint {
+    id: u64,
+    span: Span,
+    marker: usize,
+    write: bool,
+    dirty: bool,
+}
+
 #[derive(Debug)]
 struct State {
+    hint: Option<Hint>,
     entries: Vec<Entry>,
     markers: Vec<Option<Marker>>,
     /// A use was queued but its marker could not be recorded after it: waits fall back to
@@ -192,6 +208,7 @@ impl Tracker {
     pub(crate) fn new() -> Tracker {
         Tracker {
             state: Mutex::new(State {
+                hint: None,
                 entries: Vec::new(),
                 markers: Vec::new(),
                 poisoned: false,
@@ -201,7 +218,16 @@ impl Tracker {
         }
     }
 
+    /// The state, with its hint settled (see [`Hint`]).
     fn lock(&self) -> MutexGuard<'_, State> {
+        let mut state = self.lock_unsettled();
+        state.settle_hint();
+        state
+    }
+
+    /// The state as it is, for [`State::fast`] (which reads and keeps the hint).
+    #[inline]
+    fn lock_unsettled(&self) -> MutexGuard<'_, State> {
         // No user code runs under the lock and nothing in it panics; a poisoned lock still
         // holds consistent data.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -220,13 +246,14 @@ impl Tracker {
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
         let begun = {
-            let mut state = self.lock();
+            let mut state = self.lock_unsettled();
             if state.fast(span, access, memory_device, &stream) {
                 drop(state);
                 // Raised once the work is queued, also if `enqueue` panics.
                 let _raise = RaiseQueued(&self.queued);
                 return enqueue(stream.as_raw());
             }
+            state.settle_hint();
             state.begin(span, access, memory_device, stream, &self.queued)?
         };
         queue_then_finish(Owner::Shared(self), begun, stream, enqueue)
@@ -249,6 +276,7 @@ impl Tracker {
             // Borrowed exclusively: nobody records the marker before the work is queued.
             return enqueue(stream.as_raw());
         }
+        state.settle_hint();
         let begun = state.begin(span, access, memory_device, stream, queued)?;
         queue_then_finish(Owner::Exclusive(state), begun, stream, enqueue)
     }
@@ -307,6 +335,7 @@ impl Tracker {
         free: impl FnOnce(RawStream) -> Result<()>,
     ) -> Option<Result<()>> {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        state.settle_hint();
         if state.poisoned {
             return None;
         }
@@ -337,6 +366,7 @@ impl Tracker {
     /// Destroys the markers' events (after every use has been waited for or queued behind).
     pub(crate) fn destroy(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        state.hint = None;
         state.entries.clear();
         for marker in state.markers.drain(..).flatten() {
             marker.destroy();
@@ -511,18 +541,51 @@ impl State {
         {
             return false;
         }
+        if let Some(hint) = &mut self.hint {
+            // The hint stands for the whole state (one range, one stream's marker): a use it
+            // does not cover is not a same-stream use.
+            if hint.id != id || !hint.span.contains(span) {
+                return false;
+            }
+            hint.write |= access.writes();
+            hint.dirty = true;
+            return true;
+        }
         if let [entry] = self.entries.as_mut_slice() {
             if entry.span.contains(span) {
                 if let Some(Some(marker)) = self.markers.get_mut(entry.marker) {
                     if marker.is_stream(id) {
                         entry.write |= access.writes();
                         marker.dirty = true;
+                        self.hint = Some(Hint {
+                            id,
+                            span: entry.span,
+                            marker: entry.marker,
+                            write: entry.write,
+                            dirty: false,
+                        });
                         return true;
                     }
                 }
             }
         }
         false
+    }
+
+    /// Folds the uses the hint let through into the entry and marker it stands for, and drops
+    /// it: run before any other access to the state.
+    #[inline]
+    fn settle_hint(&mut self) {
+        if let Some(hint) = self.hint.take() {
+            if let [entry] = self.entries.as_mut_slice() {
+                entry.write |= hint.write;
+            }
+            if hint.dirty {
+                if let Some(Some(marker)) = self.markers.get_mut(hint.marker) {
+                    marker.dirty = true;
+                }
+            }
+        }
     }
 
     /// The first half of a use: checks, waits for what the use must follow, and records the
@@ -868,6 +931,7 @@ mod tests {
 
     fn state() -> State {
         State {
+            hint: None,
             entries: Vec::new(),
             markers: Vec::new(),
             poisoned: false,
