@@ -165,3 +165,13 @@ case!(view_aliasing_mutable, "E0499", "view_aliasing_mutable.rs");
 case!(view_escapes_scope, "E0521", "view_escapes_scope.rs");
 case!(view_outlives_buffer, "E0597", "view_outlives_buffer.rs");
 case!(view_read_only_written, "E0599", "view_read_only_written.rs");
+case!(
+    pending_future_buffer_used_before_handed_back,
+    "E0382",
+    "pending_future_buffer_used_before_handed_back.rs"
+);
+case!(
+    event_future_outlives_event,
+    "E0505",
+    "event_future_outlives_event.rs"
+);

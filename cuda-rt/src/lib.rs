@@ -115,6 +115,7 @@ mod compile_fail;
 pub mod device;
 pub mod error;
 pub mod event;
+pub mod future;
 pub mod graph;
 pub mod kernel;
 pub mod launch;
@@ -136,6 +137,7 @@ pub use error::{
     take_deferred_error, Error, ErrorKind, Result,
 };
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
+pub use future::{DrainedFuture, EventFuture, PendingFuture};
 pub use graph::{
     Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Graph, GraphBuilder, GraphExec,
     Node, Stage, UpdateError,

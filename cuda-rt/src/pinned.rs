@@ -469,6 +469,12 @@ impl<B> Pending<B> {
         }
     }
 
+    /// The completion event and its device, for the future that waits on it
+    /// ([`crate::future`]).
+    pub(crate) fn completion_event(&self) -> (RawEvent, i32) {
+        (self.done.raw, self.done.device)
+    }
+
     /// `cudaEventQuery`: whether the operation has finished, without blocking.
     ///
     /// # Errors

@@ -1,0 +1,673 @@
+//! Futures for `async` code: an event having occurred ([`Event::occurred`]), a stream having
+//! finished the work queued so far ([`Stream::drained`]), and an owned asynchronous copy
+//! handing its buffer back ([`Pending`] implements [`IntoFuture`]).
+//!
+//! They work with any executor (this crate depends on none): a future is woken by a host
+//! function that CUDA runs when the work is done, and every poll also asks CUDA directly.
+//!
+//! ```no_run
+//! use cuda_rt::{DeviceBuffer, DeviceMemory, Event, PinnedBuffer, Stream};
+//! async fn download(stream: &Stream, device: &DeviceBuffer<u32>) -> cuda_rt::Result<Vec<u32>> {
+//!     let staging = PinnedBuffer::new(device.len())?;
+//!     // The buffer is owned by the copy until the future hands it back.
+//!     let staging = device.copy_to_pinned_async(stream, staging)?.await?;
+//!     let done = Event::new()?;
+//!     done.record(stream)?;
+//!     done.occurred().await?;
+//!     stream.drained().await?;
+//!     Ok(staging.to_vec())
+//! }
+//! ```
+//!
+//! # When the point waited for is fixed
+//! Futures are armed when they are made, not at their first poll: [`Stream::drained`] waits for
+//! the work queued before the call, [`Event::occurred`] for the event's most recent record
+//! before the call (or a later one: each poll also asks `cudaEventQuery`, which answers for the
+//! most recent record). A future that is already complete when made queues nothing.
+//!
+//! # How a future is woken
+//! A future shares a small state with a host function (`cudaLaunchHostFunc`) queued to run when
+//! its work is done: an atomic flag and the waker of its last pending poll. The host function
+//! calls no CUDA (it may not): it sets the flag and wakes the waker.
+//! - [`Stream::drained`] records a completion event on the stream (for the polls to query) and
+//!   queues the host function on the stream itself. Later work of the stream waits for the host
+//!   function to return, that is, for the executor's `wake` (which only schedules the task in
+//!   every common executor).
+//! - [`Event::occurred`] and a [`Pending`]'s future queue it on a *waiter stream* of the device,
+//!   made to wait for the event first (`cudaStreamWaitEvent`). Waiter streams come from a
+//!   process-wide pool, one per armed future (host functions of one stream run in order, so a
+//!   shared stream would make every future wait for the ones queued before it), at most 32 per
+//!   device; the user's streams are not touched. Waiter streams are non-blocking and live until
+//!   the process exits.
+//!
+//! CUDA may never run a host function queued behind work that failed with a sticky error.
+//! So that such a future does not hang, every poll also queries the event
+//! (`cudaEventQuery`) and returns its error, and a process-wide *poller* thread wakes every
+//! pending future every 10 ms, so that it is polled again even if its host function never
+//! runs. The poller calls no CUDA and touches no handle (only wakers); it parks while no future
+//! is pending. A future that could not be armed (all 32 waiter streams of the device busy, or
+//! `cudaLaunchHostFunc` refused) is woken by the poller every 1 ms instead: it still completes,
+//! with up to 1 ms of extra latency. These periods bound how late a future learns of an error;
+//! successful work wakes its future from the host function, at once.
+//!
+//! Polls are cheap (an atomic load, one `cudaEventQuery`, a lock to store the waker, no
+//! allocation) and correct under spurious polls, polls with a different waker (the stored one is
+//! replaced) and polls from different threads (the futures are `Send` and `Sync`). A poll inside
+//! a host callback (an executor that polls from `wake`) does not call CUDA: it is ready if the
+//! host function fired, pending otherwise.
+//!
+//! # Errors
+//! A future's output is `Err` when the event's query returns a sticky error (the work, or other
+//! work of the context, failed), or when it could not be made (a failed `cudaEventRecord`, a
+//! call inside a host callback). Other errors of a query or of arming (for instance while
+//! another thread captures a graph in global mode, which makes some calls fail for a while) do
+//! not end the wait: they are deferred to the next synchronize of the thread (see
+//! [`take_deferred_error`](crate::take_deferred_error)), at most one per future, and polling
+//! goes on.
+//!
+//! # Why dropping or leaking a future is safe
+//! A future may be dropped at any `.await` point, or leaked with `mem::forget`:
+//! - [`EventFuture`] and [`DrainedFuture`] give the GPU nothing to touch: they only wait. The
+//!   state the host function uses is in an `Arc` that the host function holds its own reference
+//!   to, so a future dropped or leaked before its host function runs frees nothing the host
+//!   function touches; the host function then wakes nobody. A host function that never runs
+//!   leaks its small state (and a [`DrainedFuture`] dropped before its event occurred destroys
+//!   the event, which CUDA allows with a record pending). Dropping them neither waits nor stops
+//!   the work.
+//! - [`PendingFuture`] *owns* the host buffer that the copy reads or writes, exactly as
+//!   [`Pending`] does (it holds the `Pending` itself until it hands the buffer back). Dropping it
+//!   unfinished drops the `Pending`, which **blocks** until the copy has finished, then frees the
+//!   buffer; leaking it leaks the `Pending` and so the buffer, which is never freed under the
+//!   copy. While the future lives, the buffer cannot be reached (it was moved in), so the CPU
+//!   cannot touch it either. To drop a copy without blocking an executor thread, keep the future
+//!   and await it later, or move it to a thread made for blocking.
+//!
+//! # Cost
+//! Making a future whose work is not done yet: one query, then for [`Event::occurred`] and
+//! `Pending::into_future` one `cudaStreamWaitEvent` and one `cudaLaunchHostFunc` on a pooled
+//! waiter stream; for [`Stream::drained`] one `cudaEventRecord` of a pooled event and one
+//! `cudaLaunchHostFunc`; two small allocations (the shared state, the host function's closure).
+
+mod poller;
+mod pools;
+mod signal;
+
+use crate::error::{defer, Error, ErrorKind, Result};
+use crate::event::{Event, EventRef};
+use crate::pinned::Pending;
+use crate::stream::{Stream, StreamRef};
+use pools::CompletionEvent;
+use signal::Signal;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// Where a wait stands.
+#[derive(Debug)]
+enum State {
+    /// Not finished: the state shared with the host function and the poller.
+    Waiting(Arc<Signal>),
+    /// The result, returned by every later poll.
+    Finished(Result<()>),
+}
+
+/// The wait every future of this module shares: the signal its host function fires, then the
+/// outcome once known.
+#[derive(Debug)]
+struct Wait {
+    state: State,
+    /// Whether a host function is queued to fire the signal.
+    armed: bool,
+    /// Whether the poller watches the signal.
+    watched: bool,
+    /// Whether an error was deferred already (at most one per future).
+    deferred: bool,
+    /// What the future is, for errors.
+    what: &'static str,
+}
+
+impl Wait {
+    fn with_state(state: State, what: &'static str) -> Wait {
+        Wait {
+            state,
+            armed: false,
+            watched: false,
+            deferred: false,
+            what,
+        }
+    }
+
+    /// A wait whose outcome is known when it is made.
+    fn finished(outcome: Result<()>, what: &'static str) -> Wait {
+        Wait::with_state(State::Finished(outcome), what)
+    }
+
+    /// A wait that `arm` arms (by queuing a host function that fires the signal it is given;
+    /// `Ok(false)`: nothing could be queued). An error of `arm` is deferred, and the poller
+    /// alone wakes the future.
+    fn armed_by(what: &'static str, arm: impl FnOnce(&Arc<Signal>) -> Result<bool>) -> Wait {
+        let signal = Arc::new(Signal::new());
+        let armed = arm(&signal);
+        let mut wait = Wait::with_state(State::Waiting(signal), what);
+        match armed {
+            Ok(armed) => wait.armed = armed,
+            Err(e) => wait.defer_once(e),
+        }
+        wait
+    }
+
+    /// The outcome of the query made when the future is made: `Some` if the wait is over
+    /// already (done, or a sticky error, or refused inside a host callback).
+    fn settled_by(query: Result<bool>, what: &'static str) -> Option<Wait> {
+        match query {
+            Ok(true) => Some(Wait::finished(Ok(()), what)),
+            Err(e) if e.is_sticky() || e.kind() == ErrorKind::InHostCallback => {
+                Some(Wait::finished(Err(e.context(what)), what))
+            }
+            Ok(false) | Err(_) => None,
+        }
+    }
+
+    /// Whether the wait finished successfully.
+    fn succeeded(&self) -> bool {
+        matches!(self.state, State::Finished(Ok(())))
+    }
+
+    fn defer_once(&mut self, error: Error) {
+        if !self.deferred {
+            self.deferred = true;
+            defer(error.context(self.what));
+        }
+    }
+
+    fn finish(&mut self, outcome: Result<()>) -> Poll<Result<()>> {
+        if let State::Waiting(signal) = std::mem::replace(&mut self.state, State::Finished(outcome))
+        {
+            signal.close();
+        }
+        Poll::Ready(outcome)
+    }
+
+    /// One poll: `query` is the `cudaEventQuery` of the event waited for.
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        query: impl FnOnce() -> Result<bool>,
+    ) -> Poll<Result<()>> {
+        let signal = match &self.state {
+            State::Finished(outcome) => return Poll::Ready(*outcome),
+            State::Waiting(signal) => Arc::clone(signal),
+        };
+        let fired = signal.has_fired();
+        if crate::callback::in_callback() {
+            // CUDA must not be called here; the host function's flag is all there is to go by.
+            if fired {
+                return self.finish(Ok(()));
+            }
+        } else {
+            match query() {
+                Ok(true) => return self.finish(Ok(())),
+                Err(e) if e.is_sticky() => return self.finish(Err(e.context(self.what))),
+                // The host function ran, so the point waited for has passed; the event was
+                // recorded again since (not done yet), or the query failed for a reason that
+                // says nothing about the work.
+                Ok(false) if fired => return self.finish(Ok(())),
+                Err(e) if fired => {
+                    self.defer_once(e);
+                    return self.finish(Ok(()));
+                }
+                Err(e) => self.defer_once(e),
+                Ok(false) => {}
+            }
+        }
+        if signal.register(cx.waker()) {
+            // Fired after the query: poll again to settle it.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        if !self.watched {
+            self.watched = poller::watch(signal, self.armed);
+        }
+        if !self.watched {
+            // No poller thread: get polled again at once rather than risk never being woken.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if let State::Waiting(signal) = &self.state {
+            signal.close();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+
+/// A future that is ready when an event has occurred: made by [`Event::occurred`].
+///
+/// Output: `Ok(())`, or the sticky error of the work (see the [module docs](self)).
+///
+/// # Thread safety
+/// `Send` and `Sync`; it may be polled from any thread. It borrows the event (each poll queries
+/// it), and nothing else: dropping it neither waits nor stops anything.
+#[derive(Debug)]
+#[must_use = "a future does nothing unless awaited; dropping it stops no work"]
+pub struct EventFuture<'a> {
+    event: EventRef<'a>,
+    wait: Wait,
+}
+
+impl<'a> EventFuture<'a> {
+    fn new(event: EventRef<'a>) -> EventFuture<'a> {
+        const WHAT: &str = "Event::occurred";
+        if let Some(wait) = Wait::settled_by(event.has_occurred(), WHAT) {
+            return EventFuture { event, wait };
+        }
+        let wait = Wait::armed_by(WHAT, |signal| {
+            // SAFETY: no preconditions.
+            let device = unsafe { crate::raw::get_device() }?;
+            // SAFETY: the event is live for 'a, which includes this call.
+            unsafe { pools::arm_after_event(event.as_raw(), device, signal) }
+        });
+        EventFuture { event, wait }
+    }
+}
+
+impl Future for EventFuture<'_> {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = self.get_mut();
+        let event = this.event;
+        this.wait.poll(cx, || event.has_occurred())
+    }
+}
+
+impl Event {
+    /// A future that is ready once the event has occurred: its most recent
+    /// [`record`](Self::record) before this call, or a later one. Polls ask `cudaEventQuery`;
+    /// the future is woken by a host function (`cudaLaunchHostFunc`) queued on a pooled waiter
+    /// stream of the calling thread's current device after `cudaStreamWaitEvent` on the event
+    /// (see the [module docs](crate::future)). Ready at once for an event never recorded.
+    ///
+    /// # Errors
+    /// The output is the sticky error of the work waited for, or an error of the first
+    /// `cudaEventQuery` ([`ErrorKind::InHostCallback`] inside a host callback).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f() -> cuda_rt::Result<()> {
+    /// let stream = cuda_rt::Stream::new()?;
+    /// let done = cuda_rt::Event::new()?;
+    /// done.record(&stream)?;
+    /// done.occurred().await?;
+    /// assert!(done.has_occurred()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn occurred(&self) -> EventFuture<'_> {
+        EventFuture::new(self.as_event_ref())
+    }
+}
+
+impl<'a> EventRef<'a> {
+    /// A future that is ready once the event has occurred (see [`Event::occurred`]).
+    ///
+    /// # Errors
+    /// As for [`Event::occurred`].
+    pub fn occurred(&self) -> EventFuture<'a> {
+        EventFuture::new(*self)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams
+
+/// A future that is ready when the work queued on a stream before it was made has finished:
+/// made by [`Stream::drained`].
+///
+/// Output: `Ok(())`, or the sticky error of the work (see the [module docs](self)).
+///
+/// # Thread safety
+/// `Send` and `Sync`; it may be polled from any thread. It borrows nothing (it owns the event
+/// it records), so it is `'static`: it can be spawned. Dropping it neither waits nor stops
+/// anything.
+#[derive(Debug)]
+#[must_use = "a future does nothing unless awaited; dropping it stops no work"]
+pub struct DrainedFuture {
+    /// Recorded on the stream when made; `None` when the future was complete when made.
+    event: Option<CompletionEvent>,
+    wait: Wait,
+}
+
+impl DrainedFuture {
+    fn new(stream: StreamRef<'_>) -> DrainedFuture {
+        const WHAT: &str = "Stream::drained";
+        let unarmed = |wait| DrainedFuture { event: None, wait };
+        if let Some(wait) = Wait::settled_by(stream.query(), WHAT) {
+            return unarmed(wait);
+        }
+        let event = match stream
+            .device_ordinal()
+            .and_then(CompletionEvent::take)
+            .and_then(|event| {
+                // SAFETY: the event is live and of the stream's device; the stream is live for
+                // its lifetime, which includes this call.
+                unsafe { crate::raw::event_record(event.raw(), stream.as_raw()) }.map(|()| event)
+            }) {
+            Ok(event) => event,
+            Err(e) => return unarmed(Wait::finished(Err(e.context(WHAT)), WHAT)),
+        };
+        let wait = Wait::armed_by(WHAT, |signal| {
+            let signal = Arc::clone(signal);
+            // The host function calls no CUDA: it sets the signal and wakes its waker.
+            crate::callback::launch_host_fn(stream, move || signal.fire()).map(|()| true)
+        });
+        DrainedFuture {
+            event: Some(event),
+            wait,
+        }
+    }
+}
+
+impl Future for DrainedFuture {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = self.get_mut();
+        let event = this.event.as_ref().map(CompletionEvent::raw);
+        this.wait.poll(cx, || match event {
+            // SAFETY: the event is owned by the future, live.
+            Some(event) => unsafe { crate::raw::event_query(event) },
+            None => Ok(true),
+        })
+    }
+}
+
+impl Drop for DrainedFuture {
+    fn drop(&mut self) {
+        if let Some(event) = self.event.take() {
+            // Recycled only when its record has occurred; destroyed otherwise (CUDA lets a
+            // record pending complete on its own).
+            if self.wait.succeeded() {
+                // SAFETY: the event is live (ours).
+                match unsafe { crate::raw::event_query(event.raw()) } {
+                    Ok(true) => return event.recycle(),
+                    Ok(false) => {}
+                    Err(e) => self.wait.defer_once(e),
+                }
+            }
+            drop(event);
+        }
+    }
+}
+
+impl Stream {
+    /// A future that is ready once all work queued on the stream before this call has
+    /// finished: the asynchronous form of [`synchronize`](Self::synchronize). Records a pooled
+    /// completion event (`cudaEventRecord`, queried by polls) and queues a host function
+    /// (`cudaLaunchHostFunc`) that wakes the future; work queued later waits for that host
+    /// function, which only wakes the task (see the [module docs](crate::future)). Ready at once,
+    /// queuing nothing, when `cudaStreamQuery` says the stream is idle.
+    ///
+    /// Unlike `synchronize`, it does not return deferred errors.
+    ///
+    /// # Errors
+    /// The output is the sticky error of the work waited for, or an error of making the future
+    /// (`cudaStreamQuery`, `cudaEventRecord`; [`ErrorKind::InHostCallback`] inside a host
+    /// callback).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn f() -> cuda_rt::Result<()> {
+    /// use cuda_rt::{DeviceBuffer, DeviceMemoryMut, Stream};
+    /// let stream = Stream::new()?;
+    /// let mut buffer = DeviceBuffer::<u8>::new(1 << 20)?;
+    /// buffer.set_bytes_async(&stream, 7)?;
+    /// stream.drained().await?;
+    /// assert!(stream.query()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn drained(&self) -> DrainedFuture {
+        DrainedFuture::new(self.as_stream_ref())
+    }
+}
+
+impl StreamRef<'_> {
+    /// A future that is ready once all work queued on the stream before this call has finished
+    /// (see [`Stream::drained`]). For [`StreamRef::per_thread`], the calling thread's stream.
+    ///
+    /// # Errors
+    /// As for [`Stream::drained`].
+    pub fn drained(&self) -> DrainedFuture {
+        DrainedFuture::new(*self)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pending
+
+/// The future of a [`Pending`] operation (`pending.await`, or `pending.into_future()`): ready
+/// with what [`Pending::wait`] returns, the buffer handed back once the operation has finished.
+///
+/// # Drop
+/// Dropping it unfinished drops the [`Pending`], which **blocks** until the operation has
+/// finished before the buffer is freed; leaking it leaks the buffer (see the
+/// [module docs](self)).
+///
+/// # Panics
+/// Polling it again after it returned `Ready` (the buffer was handed back already).
+///
+/// # Thread safety
+/// `Send`/`Sync` when the buffer is; it may be polled from any thread.
+#[derive(Debug)]
+#[must_use = "dropping an unfinished PendingFuture blocks until the operation has finished"]
+pub struct PendingFuture<B> {
+    /// The operation, until its buffer is handed back.
+    pending: Option<Pending<B>>,
+    wait: Wait,
+}
+
+// The buffer is never pinned: it is only moved out, by value.
+impl<B> Unpin for PendingFuture<B> {}
+
+impl<B> IntoFuture for Pending<B> {
+    type Output = Result<B>;
+    type IntoFuture = PendingFuture<B>;
+
+    /// Arms the future: one `cudaEventQuery`, then, unless the operation has finished, a
+    /// `cudaStreamWaitEvent` and a `cudaLaunchHostFunc` on a pooled waiter stream of the
+    /// operation's device (see the [module docs](crate::future)).
+    fn into_future(self) -> PendingFuture<B> {
+        const WHAT: &str = "Pending::into_future";
+        let wait = match Wait::settled_by(self.is_complete(), WHAT) {
+            Some(wait) => wait,
+            None => {
+                let (event, device) = self.completion_event();
+                Wait::armed_by(WHAT, |signal| {
+                    // SAFETY: the event is the Pending's, live while `self` is.
+                    unsafe { pools::arm_after_event(event, device, signal) }
+                })
+            }
+        };
+        PendingFuture {
+            pending: Some(self),
+            wait,
+        }
+    }
+}
+
+impl<B> Future for PendingFuture<B> {
+    type Output = Result<B>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<B>> {
+        let this = self.get_mut();
+        let Some(pending) = this.pending.as_ref() else {
+            panic!("PendingFuture polled after it handed its buffer back");
+        };
+        match this.wait.poll(cx, || pending.is_complete()) {
+            Poll::Pending => Poll::Pending,
+            // The operation has finished, or failed with a sticky error (or its outcome was
+            // known when the future was made): `wait` returns at once, with the buffer or the
+            // error (the buffer is then leaked, as by `Pending::wait`).
+            Poll::Ready(_) => match this.pending.take() {
+                Some(pending) => Poll::Ready(pending.wait()),
+                None => panic!("PendingFuture polled after it handed its buffer back"),
+            },
+        }
+    }
+}
+
+mod thread_safety {
+    use super::*;
+    use crate::PinnedBuffer;
+    use static_assertions::assert_impl_all;
+
+    assert_impl_all!(EventFuture<'static>: Send, Sync, Unpin);
+    assert_impl_all!(DrainedFuture: Send, Sync, Unpin);
+    assert_impl_all!(PendingFuture<PinnedBuffer<f32>>: Send, Sync, Unpin);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signal::tests::counting;
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    /// A wait on a fake event: `done` says whether it has occurred.
+    fn fake_wait() -> (Wait, Arc<Signal>) {
+        let mut shared = None;
+        let wait = Wait::armed_by("test", |signal| {
+            shared = Some(Arc::clone(signal));
+            Ok(true)
+        });
+        (wait, shared.unwrap())
+    }
+
+    #[test]
+    fn a_wait_is_pending_until_its_host_function_fires_then_ready_for_good() {
+        let (mut wait, signal) = fake_wait();
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        assert!(wait.poll(&mut cx, || Ok(false)).is_pending());
+        // Spurious polls stay pending and wake nobody.
+        assert!(wait.poll(&mut cx, || Ok(false)).is_pending());
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        // A re-poll with another waker: that one is woken.
+        let (other, other_waker) = counting();
+        assert!(wait
+            .poll(&mut Context::from_waker(&other_waker), || Ok(false))
+            .is_pending());
+        signal.fire();
+        assert_eq!(other.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        // Fired: ready, even if the event was recorded again since (the query says not yet).
+        assert_eq!(wait.poll(&mut cx, || Ok(false)), Poll::Ready(Ok(())));
+        // Polled after completion: the same outcome, without a query.
+        assert_eq!(
+            wait.poll(&mut cx, || panic!("queried after completion")),
+            Poll::Ready(Ok(()))
+        );
+        // Finished: the poller lets the signal go.
+        assert!(signal.is_done());
+    }
+
+    #[test]
+    fn a_query_that_says_done_or_failed_ends_the_wait_without_the_host_function() {
+        let (mut wait, _signal) = fake_wait();
+        let (_, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(wait.poll(&mut cx, || Ok(true)), Poll::Ready(Ok(())));
+
+        // A sticky error: the host function will never run.
+        let (mut wait, signal) = fake_wait();
+        assert!(wait.poll(&mut cx, || Ok(false)).is_pending());
+        let sticky =
+            Error::from_status(crate::raw::status::ILLEGAL_ADDRESS, "cudaEventQuery").unwrap();
+        let Poll::Ready(Err(e)) = wait.poll(&mut cx, || Err(sticky)) else {
+            panic!("a sticky error must end the wait");
+        };
+        assert!(e.is_sticky());
+        assert_eq!(wait.poll(&mut cx, || Ok(true)), Poll::Ready(Err(e)));
+        assert!(signal.is_done() && !signal.has_fired());
+    }
+
+    #[test]
+    fn other_query_errors_are_deferred_once_and_the_wait_goes_on() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        while crate::take_deferred_error().is_some() {}
+        let (mut wait, signal) = fake_wait();
+        let (_, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let transient =
+            Error::from_status(crate::raw::status::INVALID_VALUE, "cudaEventQuery").unwrap();
+        assert!(!transient.is_sticky());
+        for _ in 0..3 {
+            assert!(wait.poll(&mut cx, || Err(transient)).is_pending());
+        }
+        signal.fire();
+        assert_eq!(wait.poll(&mut cx, || Err(transient)), Poll::Ready(Ok(())));
+        let deferred = crate::take_deferred_error().unwrap();
+        assert_eq!(deferred.what(), "test");
+        assert!(crate::take_deferred_error().is_none());
+    }
+
+    #[test]
+    fn a_dropped_wait_leaves_its_host_function_a_valid_signal() {
+        let (wait, signal) = fake_wait();
+        drop(wait);
+        assert!(signal.is_done());
+        // The host function runs later: nothing to wake, nothing freed under it.
+        signal.fire();
+        assert_eq!(Arc::strong_count(&signal), 1);
+        // A leaked wait leaves the signal alive too.
+        let (wait, signal) = fake_wait();
+        std::mem::forget(wait);
+        signal.fire();
+        assert_eq!(Arc::strong_count(&signal), 2);
+    }
+
+    #[test]
+    fn a_wait_that_could_not_be_armed_is_woken_by_the_poller() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        let mut wait = Wait::armed_by("test", |_| {
+            Err(
+                Error::from_status(crate::raw::status::INVALID_VALUE, "cudaLaunchHostFunc")
+                    .unwrap(),
+            )
+        });
+        assert!(!wait.armed);
+        assert_eq!(crate::take_deferred_error().unwrap().what(), "test");
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        assert!(wait.poll(&mut cx, || Ok(false)).is_pending());
+        let started = std::time::Instant::now();
+        while count.0.load(Ordering::SeqCst) < 2 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(wait.poll(&mut cx, || Ok(true)), Poll::Ready(Ok(())));
+    }
+
+    #[test]
+    fn a_poll_inside_a_host_callback_calls_no_cuda() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        let (mut wait, signal) = fake_wait();
+        let (_, waker) = counting();
+        let me = crate::error::thread_tag();
+        crate::callback::run_guarded(me, || {
+            let mut cx = Context::from_waker(&waker);
+            assert!(wait.poll(&mut cx, || panic!("CUDA queried")).is_pending());
+            signal.fire();
+            assert_eq!(
+                wait.poll(&mut cx, || panic!("CUDA queried")),
+                Poll::Ready(Ok(()))
+            );
+        });
+        assert!(crate::take_deferred_error().is_none());
+    }
+}

@@ -1,0 +1,597 @@
+//! Futures on a GPU: events, drained streams and owned copies awaited with a minimal executor
+//! (a `block_on` that parks the thread), with data checked against the CPU; futures pending
+//! behind a long kernel and ready after it; many futures from many threads; futures dropped
+//! before completion and polled after it; random sequences of copies, kernels, awaits and drops
+//! on several streams against a CPU model. Each test skips loudly without a GPU.
+
+use cuda_rt::prelude::*;
+use cuda_rt::{DrainedFuture, Pending};
+use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
+use std::future::{Future, IntoFuture};
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// Deferred errors are per thread but the checks of "nothing was deferred" are easier alone.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Wakes a parked thread, counting wakes.
+struct ThreadWaker {
+    thread: Thread,
+    wakes: AtomicUsize,
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+fn thread_waker() -> (Arc<ThreadWaker>, Waker) {
+    let inner = Arc::new(ThreadWaker {
+        thread: std::thread::current(),
+        wakes: AtomicUsize::new(0),
+    });
+    (Arc::clone(&inner), Waker::from(inner))
+}
+
+/// How long any await may take before the test calls it a hang.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Runs `future` to completion on this thread, parking between polls.
+fn block_on<F: IntoFuture>(future: F) -> F::Output {
+    let mut future = pin!(future.into_future());
+    let (_, waker) = thread_waker();
+    let mut cx = Context::from_waker(&waker);
+    let started = Instant::now();
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        assert!(started.elapsed() < HANG, "a future never became ready");
+        std::thread::park_timeout(Duration::from_secs(1));
+    }
+}
+
+/// Polls every future until all are ready (one task, one waker): a minimal `join_all`.
+fn join_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
+    let (_, waker) = thread_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    let started = Instant::now();
+    while outputs.iter().any(Option::is_none) {
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                if let Poll::Ready(value) = Pin::new(future).poll(&mut cx) {
+                    *output = Some(value);
+                }
+            }
+        }
+        assert!(started.elapsed() < HANG, "futures never became ready");
+        if outputs.iter().any(Option::is_none) {
+            std::thread::park_timeout(Duration::from_secs(1));
+        }
+    }
+    outputs.into_iter().map(Option::unwrap).collect()
+}
+
+/// One poll with a waker that only counts.
+fn poll_once<F: Future + Unpin>(future: &mut F) -> (Poll<F::Output>, Arc<ThreadWaker>) {
+    let (count, waker) = thread_waker();
+    let poll = Pin::new(future).poll(&mut Context::from_waker(&waker));
+    (poll, count)
+}
+
+/// Holds `stream` at a host function until the returned flag is set (never calls CUDA inside
+/// the callback): work queued after it waits, deterministically.
+fn stall(stream: &Stream) -> Arc<AtomicBool> {
+    let release = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&release);
+    stream
+        .launch_host_fn(move || {
+            let started = Instant::now();
+            while !flag.load(Ordering::Acquire) && started.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+    release
+}
+
+fn no_deferred_errors() {
+    if let Some(e) = cuda_rt::take_deferred_error() {
+        panic!("deferred error: {e}");
+    }
+}
+
+#[test]
+fn an_upload_a_kernel_and_a_download_awaited_give_the_cpu_result() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let input: Vec<u32> = (0..1 << 20)
+        .map(|i: u32| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let expected: Vec<u32> = input.iter().map(|&x| affine_u32_cpu(x, 3, 11)).collect();
+    let mut device = DeviceBuffer::<u32>::new(input.len()).unwrap();
+    let output = block_on(async {
+        let staging = PinnedBuffer::from_slice(&input)?;
+        let staging = device.copy_from_pinned_async(&stream, staging)?.await?;
+        affine_u32(&mut device, &stream, 3, 11)?;
+        let done = Event::new()?;
+        done.record(&stream)?;
+        done.occurred().await?;
+        stream.drained().await?;
+        let staging = device.copy_to_pinned_async(&stream, staging)?.await?;
+        Ok::<_, cuda_rt::Error>(staging.to_vec())
+    })
+    .unwrap();
+    assert!(output == expected);
+    stream.synchronize().unwrap();
+    no_deferred_errors();
+}
+
+#[test]
+fn futures_are_pending_behind_a_long_kernel_and_ready_after_it() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let len = 16 << 20; // 64 MiB of u32
+    let mut device = DeviceBuffer::<u32>::zeroed(len).unwrap();
+    let started = Instant::now();
+    let passes = 1000u32;
+    for _ in 0..passes {
+        affine_u32(&mut device, &stream, 1, 1).unwrap();
+    }
+    let done = Event::new().unwrap();
+    done.record(&stream).unwrap();
+    let mut occurred = done.occurred();
+    let mut drained = stream.drained();
+    let mut download = device
+        .copy_to_pinned_async(&stream, PinnedBuffer::new(len).unwrap())
+        .unwrap()
+        .into_future();
+    let (first, _) = poll_once(&mut occurred);
+    let (second, _) = poll_once(&mut drained);
+    let (third, _) = poll_once(&mut download);
+    let queued = started.elapsed();
+    assert!(
+        first.is_pending() && second.is_pending() && third.is_pending(),
+        "the GPU finished {passes} passes in {queued:?}: not pending"
+    );
+    block_on(occurred).unwrap();
+    let kernel_done = started.elapsed();
+    block_on(drained).unwrap();
+    let host = block_on(download).unwrap();
+    println!(
+        "queued in {queued:?}, event future ready after {kernel_done:?}, all after {:?}",
+        started.elapsed()
+    );
+    assert!(host.iter().all(|&x| x == passes));
+    no_deferred_errors();
+}
+
+#[test]
+fn futures_wake_their_task_from_the_host_function() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let release = stall(&stream);
+    let done = Event::new().unwrap();
+    done.record(&stream).unwrap();
+    let mut occurred = done.occurred();
+    let mut drained = stream.drained();
+    let (poll, occurred_wakes) = poll_once(&mut occurred);
+    assert!(poll.is_pending());
+    let (poll, drained_wakes) = poll_once(&mut drained);
+    assert!(poll.is_pending());
+    // Spurious polls, and a re-poll with another waker: still pending.
+    for _ in 0..3 {
+        assert!(poll_once(&mut occurred).0.is_pending());
+    }
+    let (poll, latest) = poll_once(&mut occurred);
+    assert!(poll.is_pending());
+    let released = Instant::now();
+    release.store(true, Ordering::Release);
+    // The latest waker is woken.
+    while latest.wakes.load(Ordering::SeqCst) == 0
+        || drained_wakes.wakes.load(Ordering::SeqCst) == 0
+    {
+        assert!(released.elapsed() < HANG, "never woken");
+        std::thread::yield_now();
+    }
+    println!(
+        "woken {:?} after the stream was released",
+        released.elapsed()
+    );
+    assert!(poll_once(&mut occurred).0.is_ready());
+    assert!(poll_once(&mut drained).0.is_ready());
+    let _ = occurred_wakes;
+    // Polled after completion: the same result, again and again.
+    for _ in 0..3 {
+        assert!(matches!(poll_once(&mut occurred).0, Poll::Ready(Ok(()))));
+        assert!(matches!(poll_once(&mut drained).0, Poll::Ready(Ok(()))));
+    }
+    no_deferred_errors();
+}
+
+#[test]
+fn futures_of_finished_or_never_recorded_work_are_ready_at_once() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::new().unwrap();
+    let never = Event::new().unwrap();
+    assert!(poll_once(&mut never.occurred()).0.is_ready());
+    assert!(poll_once(&mut stream.drained()).0.is_ready());
+    assert!(poll_once(&mut StreamRef::per_thread().drained())
+        .0
+        .is_ready());
+    assert!(poll_once(&mut StreamRef::legacy().drained()).0.is_ready());
+    let device = DeviceBuffer::<u8>::zeroed(64).unwrap();
+    let pending = device
+        .copy_to_pinned_async(&stream, PinnedBuffer::new(64).unwrap())
+        .unwrap();
+    stream.synchronize().unwrap();
+    let (poll, _) = poll_once(&mut pending.into_future());
+    let Poll::Ready(Ok(host)) = poll else {
+        panic!("not ready")
+    };
+    assert!(host.iter().all(|&b| b == 0));
+    no_deferred_errors();
+}
+
+#[test]
+fn futures_dropped_or_leaked_before_completion_leave_the_work_running_and_the_data_intact() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let input: Vec<u32> = (0..1 << 16).collect();
+    let mut device = DeviceBuffer::<u32>::zeroed(input.len()).unwrap();
+    let release = stall(&stream);
+    // An upload behind the stall, its future polled once then dropped: the drop waits for the
+    // copy (released from another thread), then frees the staging buffer.
+    let upload = device
+        .copy_from_pinned_async(&stream, PinnedBuffer::from_slice(&input).unwrap())
+        .unwrap();
+    let mut upload = upload.into_future();
+    assert!(poll_once(&mut upload).0.is_pending());
+    let done = Event::new().unwrap();
+    done.record(&stream).unwrap();
+    let mut occurred = done.occurred();
+    assert!(poll_once(&mut occurred).0.is_pending());
+    let mut drained = stream.drained();
+    assert!(poll_once(&mut drained).0.is_pending());
+    // Event and stream futures: dropped and leaked without waiting.
+    drop(occurred);
+    std::mem::forget(drained);
+    drop(stream.drained());
+    let releaser = {
+        let release = Arc::clone(&release);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            release.store(true, Ordering::Release);
+        })
+    };
+    let dropped = Instant::now();
+    drop(upload);
+    assert!(
+        dropped.elapsed() >= Duration::from_millis(40),
+        "the drop did not wait"
+    );
+    releaser.join().unwrap();
+    // Work keeps running: a kernel after the dropped futures, then the data.
+    affine_u32(&mut device, &stream, 2, 1).unwrap();
+    stream.synchronize().unwrap();
+    let expected: Vec<u32> = input.iter().map(|&x| affine_u32_cpu(x, 2, 1)).collect();
+    assert!(device.to_vec().unwrap() == expected);
+    // A leaked copy future leaks its buffer, and the copy still completes.
+    let leaked = device
+        .copy_to_pinned_async(&stream, PinnedBuffer::new(input.len()).unwrap())
+        .unwrap()
+        .into_future();
+    std::mem::forget(leaked);
+    stream.synchronize().unwrap();
+    no_deferred_errors();
+}
+
+#[test]
+fn many_futures_from_many_threads_all_complete() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let streams: Vec<Stream> = (0..4)
+        .map(|_| Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..8u32 {
+            let stream = &streams[t as usize % streams.len()];
+            s.spawn(move || {
+                let len = 4096 + t as usize * 1000;
+                let mut device = DeviceBuffer::<u32>::zeroed(len).unwrap();
+                for round in 0..50u32 {
+                    affine_u32(&mut device, stream, 1, t + round).unwrap();
+                    // 40+ futures at once: more than the waiter streams of a device.
+                    let events: Vec<Event> = (0..5).map(|_| Event::new().unwrap()).collect();
+                    for event in &events {
+                        event.record(stream).unwrap();
+                    }
+                    let mut waits: Vec<_> = events.iter().map(Event::occurred).collect();
+                    waits.extend(events.iter().map(|e| e.as_event_ref().occurred()));
+                    for result in join_all(waits) {
+                        result.unwrap();
+                    }
+                    let drains: Vec<DrainedFuture> = (0..3).map(|_| stream.drained()).collect();
+                    for result in join_all(drains) {
+                        result.unwrap();
+                    }
+                }
+                let expected: u32 = (0..50u32).map(|round| t + round).sum();
+                let host = block_on(
+                    device
+                        .copy_to_pinned_async(stream, PinnedBuffer::new(len).unwrap())
+                        .unwrap(),
+                )
+                .unwrap();
+                assert!(host.iter().all(|&x| x == expected), "thread {t}");
+            });
+        }
+    });
+    // Futures polled on another thread than the one that made them.
+    let stream = &streams[0];
+    let release = stall(stream);
+    let drained = stream.drained();
+    let event = Event::new().unwrap();
+    event.record(stream).unwrap();
+    let waiter = std::thread::scope(|s| {
+        let handle = s.spawn(|| block_on(async { event.occurred().await.and(drained.await) }));
+        std::thread::sleep(Duration::from_millis(20));
+        release.store(true, Ordering::Release);
+        handle.join().unwrap()
+    });
+    waiter.unwrap();
+    no_deferred_errors();
+}
+
+/// A small deterministic generator (splitmix64).
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// One stream of the random sequence: its buffer, the CPU model of it, and a download in
+/// flight (with what it must find).
+struct Lane {
+    stream: Stream,
+    device: DeviceBuffer<u32>,
+    model: Vec<u32>,
+    download: Option<(cuda_rt::PendingFuture<PinnedBuffer<u32>>, Vec<u32>)>,
+}
+
+#[test]
+fn random_sequences_of_copies_kernels_awaits_and_drops_match_a_cpu_model() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    for seed in 0..6u64 {
+        let mut state = seed;
+        let lanes_count = 2 + (next(&mut state) % 3) as usize;
+        let mut lanes: Vec<Lane> = (0..lanes_count)
+            .map(|i| {
+                let len = 1000 + (next(&mut state) % 100_000) as usize;
+                let model: Vec<u32> = (0..len as u32).map(|x| x ^ (i as u32)).collect();
+                Lane {
+                    stream: Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+                    device: DeviceBuffer::from_slice(&model).unwrap(),
+                    model,
+                    download: None,
+                }
+            })
+            .collect();
+        for step in 0..300 {
+            let lane = &mut lanes[(next(&mut state) % lanes_count as u64) as usize];
+            match next(&mut state) % 8 {
+                // A kernel.
+                0 | 1 => {
+                    let (a, b) = (next(&mut state) as u32 | 1, next(&mut state) as u32);
+                    affine_u32(&mut lane.device, &lane.stream, a, b).unwrap();
+                    for x in &mut lane.model {
+                        *x = affine_u32_cpu(*x, a, b);
+                    }
+                }
+                // An upload, awaited or dropped (its drop waits).
+                2 => {
+                    let values: Vec<u32> = (0..lane.model.len())
+                        .map(|_| next(&mut state) as u32)
+                        .collect();
+                    let pending: Pending<_> = lane
+                        .device
+                        .copy_from_pinned_async(
+                            &lane.stream,
+                            PinnedBuffer::from_slice(&values).unwrap(),
+                        )
+                        .unwrap();
+                    if next(&mut state) % 2 == 0 {
+                        let back = block_on(pending).unwrap();
+                        assert!(*back == values[..]);
+                    } else {
+                        let mut future = pending.into_future();
+                        let _ = poll_once(&mut future);
+                        drop(future);
+                    }
+                    lane.model = values;
+                }
+                // A download started (awaited later, or dropped).
+                3 | 4 => {
+                    if lane.download.is_none() {
+                        let future = lane
+                            .device
+                            .copy_to_pinned_async(
+                                &lane.stream,
+                                PinnedBuffer::new(lane.model.len()).unwrap(),
+                            )
+                            .unwrap()
+                            .into_future();
+                        lane.download = Some((future, lane.model.clone()));
+                    }
+                }
+                // A download finished, or dropped unfinished.
+                5 => {
+                    if let Some((mut future, expected)) = lane.download.take() {
+                        if next(&mut state) % 3 == 0 {
+                            let _ = poll_once(&mut future);
+                            drop(future);
+                        } else {
+                            let host = block_on(future).unwrap();
+                            assert!(*host == expected[..], "seed {seed} step {step}");
+                        }
+                    }
+                }
+                // A drained stream, awaited or dropped.
+                6 => {
+                    let drained = lane.stream.drained();
+                    if next(&mut state) % 2 == 0 {
+                        block_on(drained).unwrap();
+                    } else {
+                        drop(drained);
+                    }
+                }
+                // An event recorded on the lane, awaited.
+                _ => {
+                    let done = Event::new().unwrap();
+                    done.record(&lane.stream).unwrap();
+                    block_on(done.occurred()).unwrap();
+                    assert!(done.has_occurred().unwrap());
+                }
+            }
+        }
+        for mut lane in lanes {
+            if let Some((future, expected)) = lane.download.take() {
+                assert!(*block_on(future).unwrap() == expected[..]);
+            }
+            block_on(lane.stream.drained()).unwrap();
+            assert!(lane.device.to_vec().unwrap() == lane.model, "seed {seed}");
+        }
+    }
+    no_deferred_errors();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A sticky error before the host functions: the futures must not hang
+
+/// Names the scenario a child process plays (the test binary re-runs itself).
+const CHILD: &str = "CUDA_RT_FUTURES_CHILD";
+const STICKY_TEST: &str = "futures_behind_a_sticky_error_return_it_instead_of_hanging";
+
+/// In a child process (a fault ends its CUDA context): futures armed behind an out-of-bounds
+/// write, whose host functions CUDA may never run, each return the sticky error within
+/// seconds (the poller wakes them; each poll queries CUDA).
+#[test]
+fn futures_behind_a_sticky_error_return_it_instead_of_hanging() {
+    if std::env::var(CHILD).is_ok() {
+        println!();
+        return futures_behind_a_sticky_error_child();
+    }
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut child = std::process::Command::new(exe)
+        .args(["--exact", STICKY_TEST, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning the child test process");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child hung: a future behind a sticky error never finished");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    for line in stdout.lines().filter(|l| l.starts_with("CHILD ")) {
+        println!("  | {line}");
+    }
+    assert!(status.success(), "child failed:\n{stdout}");
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("CHILD sticky"))
+            .count(),
+        3,
+        "{stdout}"
+    );
+    // The parent's context is unaffected.
+    let stream = Stream::new().unwrap();
+    block_on(stream.drained()).unwrap();
+}
+
+fn futures_behind_a_sticky_error_child() {
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let mut buffer = DeviceBuffer::<u32>::zeroed(1024).unwrap();
+    let release = stall(&stream);
+    let n = buffer.len();
+    let status = buffer
+        .enqueue_mut(&stream, |ptr| {
+            // SAFETY: the store lands 256 GiB past the buffer, in unmapped device memory: the
+            // device faults; no host memory is touched. This process is a child that expects it.
+            unsafe {
+                cuda_rt_test_kernels::ffi::cuda_rt_faults_write_out_of_bounds(
+                    ptr,
+                    n,
+                    1 << 36,
+                    stream.as_raw(),
+                )
+            }
+        })
+        .unwrap();
+    cuda_rt::raw::check(status, "cuda_rt_faults_write_out_of_bounds").unwrap();
+    let done = Event::new().unwrap();
+    done.record(&stream).unwrap();
+    let mut occurred = done.occurred();
+    let mut drained = stream.drained();
+    let mut download = buffer
+        .copy_to_pinned_async(&stream, PinnedBuffer::new(n).unwrap())
+        .unwrap()
+        .into_future();
+    assert!(poll_once(&mut occurred).0.is_pending());
+    assert!(poll_once(&mut drained).0.is_pending());
+    assert!(poll_once(&mut download).0.is_pending());
+    release.store(true, Ordering::Release);
+    let started = Instant::now();
+    let results = [
+        block_on(occurred),
+        block_on(drained),
+        block_on(download).map(drop),
+    ];
+    for result in results {
+        let e = result.expect_err("a future behind a fault succeeded");
+        println!(
+            "CHILD sticky={} after {:?}: {e}",
+            e.is_sticky(),
+            started.elapsed()
+        );
+        assert!(e.is_sticky());
+    }
+    // Everything is dropped in a dead context: leaked and deferred, never a hang or a panic.
+    drop(buffer);
+    drop(stream);
+    while cuda_rt::take_deferred_error().is_some() {}
+}
