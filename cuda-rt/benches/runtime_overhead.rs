@@ -1463,6 +1463,172 @@ impl Bench {
 
     /// A 4 KiB upload from page-locked memory and the wait for it: `cudaMemcpyAsync` +
     /// `cudaStreamSynchronize` against `copy_from_pinned_async` + `Pending::wait`.
+    /// Futures: the wake latency of `.await` on an event behind an empty kernel (against
+    /// `cudaEventSynchronize` and against spinning on `cudaEventQuery`), and 4 KiB pinned
+    /// uploads awaited on four streams by one thread (against the same uploads with a
+    /// blocking wait after each, on one stream).
+    fn futures(&self) -> Vec<Outcome> {
+        const NAMES: [&str; 3] = [
+            "await an event behind an empty kernel (Event::occurred) vs spinning cudaEventQuery",
+            "await an event behind an empty kernel (Event::occurred) vs cudaEventSynchronize",
+            "4 KiB pinned H2D per copy: awaited on 4 streams by one thread vs blocking waits",
+        ];
+        match self.future_rows() {
+            Ok(rows) => NAMES
+                .iter()
+                .zip(rows)
+                .zip([Goal::MaxOverheadNs(2000.0), Goal::None, Goal::None])
+                .map(|((name, measured), goal)| outcome(name, goal, measured))
+                .collect(),
+            Err(e) => NAMES
+                .iter()
+                .map(|name| outcome(name, Goal::None, Err(e.to_string().into())))
+                .collect(),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn future_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
+        const BYTES: usize = 4096;
+        const STREAMS: usize = 4;
+        let Settings {
+            small_copies,
+            op_trials,
+            callbacks,
+            ..
+        } = self.settings;
+        let rs = self.raw_stream;
+        let stream = &self.stream;
+        let waker =
+            std::task::Waker::from(std::sync::Arc::new(ThreadWaker(std::thread::current())));
+        // SAFETY: returns the address of a kernel compiled into this program.
+        let kernel = unsafe { cuda_rt_bench_empty_kernel() };
+        let one = sys::dim3 { x: 1, y: 1, z: 1 };
+        let raw_event = raw_event_with(sys::cudaEventDisableTiming)?;
+        let event = Event::with_flags(EventFlags::DISABLE_TIMING)?;
+        let raw_behind_kernel = || -> BenchResult<()> {
+            let mut no_args: [*mut c_void; 0] = [];
+            // SAFETY: an empty kernel of this program without parameters, on a live stream;
+            // the event is live.
+            unsafe {
+                check(
+                    sys::cudaLaunchKernel(kernel, one, one, no_args.as_mut_ptr(), 0, rs),
+                    "cudaLaunchKernel",
+                )?;
+                check(sys::cudaEventRecord(raw_event, rs), "cudaEventRecord")
+            }
+        };
+        let safe_behind_kernel = || -> BenchResult<()> {
+            let mut no_args: [*mut c_void; 0] = [];
+            // SAFETY: as above.
+            unsafe { launch_kernel(kernel, LaunchConfig::new(1, 1), stream, &mut no_args) }?;
+            event.record(stream)?;
+            Ok(())
+        };
+        let awaited = |raw_wait: &dyn Fn() -> BenchResult<()>| {
+            self.interleave(op_trials.max(41), |side| match side {
+                Side::Raw => per_op(callbacks, || {
+                    raw_behind_kernel()?;
+                    raw_wait()
+                }),
+                Side::Safe => per_op(callbacks, || -> BenchResult<()> {
+                    safe_behind_kernel()?;
+                    block_on(&waker, event.occurred())?;
+                    Ok(())
+                }),
+            })
+        };
+        let spin = awaited(&|| loop {
+            // SAFETY: a live event.
+            match unsafe { sys::cudaEventQuery(raw_event) } {
+                s if s == sys::cudaSuccess => return Ok(()),
+                s if s == sys::cudaErrorNotReady => std::hint::spin_loop(),
+                s => return Err(raw_error(s, "cudaEventQuery")),
+            }
+        });
+        let synchronize = awaited(&|| {
+            // SAFETY: a live event.
+            check(
+                unsafe { sys::cudaEventSynchronize(raw_event) },
+                "cudaEventSynchronize",
+            )
+        });
+
+        // Uploads: blocking waits on one stream against awaited chains on four.
+        let (raw_dev, raw_host) = (raw_malloc(BYTES)?, raw_malloc_host(BYTES)?);
+        let streams: Vec<Stream> = (0..STREAMS)
+            .map(|_| Stream::with_flags(StreamFlags::NON_BLOCKING))
+            .collect::<cuda_rt::Result<_>>()?;
+        let mut lanes: Vec<(DeviceBuffer<u8>, Option<PinnedBuffer<u8>>)> = (0..STREAMS)
+            .map(|_| {
+                Ok((
+                    DeviceBuffer::<u8>::new(BYTES)?,
+                    Some(PinnedBuffer::<u8>::new(BYTES)?),
+                ))
+            })
+            .collect::<cuda_rt::Result<_>>()?;
+        let per_lane = (small_copies / STREAMS).max(1);
+        let uploads = self.interleave(op_trials, |side| match side {
+            Side::Raw => per_op(per_lane * STREAMS, || {
+                // SAFETY: live stream; `BYTES`-byte device and page-locked allocations,
+                // waited for before the next copy.
+                unsafe {
+                    check(
+                        sys::cudaMemcpyAsync(
+                            raw_dev,
+                            raw_host,
+                            BYTES,
+                            sys::cudaMemcpyHostToDevice,
+                            rs,
+                        ),
+                        "cudaMemcpyAsync",
+                    )?;
+                }
+                raw_stream_synchronize(rs)
+            }),
+            Side::Safe => {
+                let start = Instant::now();
+                let chains: Vec<
+                    std::pin::Pin<Box<dyn std::future::Future<Output = BenchResult<()>> + '_>>,
+                > = lanes
+                    .iter_mut()
+                    .zip(&streams)
+                    .map(|((dev, pinned), stream)| {
+                        Box::pin(async move {
+                            let mut buffer = pinned.take().ok_or("pinned buffer lost")?;
+                            for _ in 0..per_lane {
+                                buffer = dev.copy_from_pinned_async(stream, buffer)?.await?;
+                            }
+                            *pinned = Some(buffer);
+                            Ok(())
+                        })
+                            as std::pin::Pin<
+                                Box<dyn std::future::Future<Output = BenchResult<()>> + '_>,
+                            >
+                    })
+                    .collect();
+                for chain in run_all(&waker, chains) {
+                    chain?;
+                }
+                Ok(nanos(start.elapsed()) / (per_lane * STREAMS) as f64)
+            }
+        });
+        raw_stream_synchronize(rs)?;
+        release(vec![RawHandle::Device(raw_dev), RawHandle::Host(raw_host)])?;
+        for (dev, pinned) in lanes {
+            if let Some(buffer) = pinned {
+                buffer.close()?;
+            }
+            dev.close()?;
+        }
+        check(
+            // SAFETY: our event, not used after this.
+            unsafe { sys::cudaEventDestroy(raw_event) },
+            "cudaEventDestroy",
+        )?;
+        Ok(vec![spin, synchronize, uploads])
+    }
+
     fn small_copies(&self) -> Vec<Outcome> {
         const NAME: &str = "4 KiB pinned H2D, enqueue + wait (Pending)";
         let measured = (|| -> BenchResult<BenchResult<(Vec<f64>, Vec<f64>)>> {
@@ -1514,6 +1680,55 @@ impl Bench {
             Err(e) => outcome(NAME, Goal::None, Err(e)),
         }]
     }
+}
+
+/// Wakes the thread that polls (the executor of `block_on` and `run_all`).
+struct ThreadWaker(std::thread::Thread);
+
+impl std::task::Wake for ThreadWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// The smallest executor: polls `future` on this thread, parking between wakes.
+fn block_on<F: std::future::Future>(waker: &std::task::Waker, future: F) -> F::Output {
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+        std::thread::park();
+    }
+}
+
+/// Runs `futures` to completion on this thread, polling each one still running whenever woken:
+/// one thread driving several streams' chains of awaited work.
+fn run_all<T>(
+    waker: &std::task::Waker,
+    mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + '_>>>,
+) -> Vec<T> {
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    let mut left = futures.len();
+    while left > 0 {
+        for (future, output) in futures.iter_mut().zip(&mut outputs) {
+            if output.is_none() {
+                if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+                    *output = Some(value);
+                    left -= 1;
+                }
+            }
+        }
+        if left > 0 {
+            std::thread::park();
+        }
+    }
+    outputs.into_iter().flatten().collect()
 }
 
 fn gpu_description() -> BenchResult<String> {
@@ -1602,6 +1817,7 @@ fn run(settings: Settings) -> BenchResult<()> {
     outcomes.extend(bench.callbacks());
     outcomes.extend(bench.graphs());
     outcomes.extend(bench.small_copies());
+    outcomes.extend(bench.futures());
     println!();
     print_table(&outcomes);
     println!();
