@@ -5,7 +5,8 @@
 //! (page-locked host memory, owned asynchronous copies, a pool of staging buffers), [`pool`]
 //! (memory pools), [`scope`](mod@scope) (asynchronous work that borrows), [`callback`],
 //! [`graph`], [`kernel`] (typed kernels and their launches), [`launch`] (launch
-//! configurations), [`module`] (code loaded at run time); [`raw`] holds the one-to-one `unsafe` wrappers
+//! configurations), [`module`] (code loaded at run time), [`future`] (GPU work awaited:
+//! events, drained streams, owned copies); [`raw`] holds the one-to-one `unsafe` wrappers
 //! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
 //! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
 //! ([`StreamRef`], [`EventRef`], [`DeviceSlice`]) whose `unsafe` `from_raw*` constructor borrows

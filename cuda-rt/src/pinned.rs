@@ -392,7 +392,9 @@ impl Drop for DoneEvent {
 /// Its completion event is recorded after the operation on the operation's stream; events are
 /// reused from one `Pending` to the next, and waits spin like `cudaEventSynchronize` on an event
 /// without `cudaEventBlockingSync` ([`wait_sleeping`](Self::wait_sleeping) lets the CPU go
-/// instead).
+/// instead). In async code, `.await` it (it is [`IntoFuture`](std::future::IntoFuture), see
+/// [`future`](crate::future)): the task sleeps until a host function queued behind the
+/// operation wakes it, and the buffer comes back.
 ///
 /// # Drop
 /// Dropping waits for the operation (`cudaEventSynchronize`) for as long as it takes: forever
