@@ -6,6 +6,7 @@ mod sort_common;
 use cuda_rt::{DeviceBuffer, DeviceSlice, Stream};
 use cuda_rt_kernels::sort::{self, Order, SortError, SortWorkspace};
 use sort_common::{assert_same_keys, cpu_permutation, cpu_sorted, make, Dist};
+use std::future::Future;
 
 #[test]
 fn sorts_device_buffers_with_a_reused_workspace() {
@@ -293,4 +294,77 @@ fn disjoint_views_of_one_buffer_sort_on_two_streams() {
     expected_high.sort_unstable_by(|a, b| b.cmp(a));
     assert_eq!(out[..mid], expected_low[..]);
     assert_eq!(out[mid..], expected_high[..]);
+}
+
+/// A waker that unparks the calling thread.
+fn thread_waker() -> std::task::Waker {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())))
+}
+
+/// The smallest executor: polls `future` on this thread, parking between wakes.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let waker = thread_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+        std::thread::park();
+    }
+}
+
+/// Awaited sorts (`sort_async`) equal the CPU's, over sizes past the strategy thresholds,
+/// and a sort whose future is dropped after its first poll still finishes right, before the
+/// workspace sorts again on another stream.
+#[test]
+fn awaited_sorts_equal_the_cpu_and_dropped_ones_still_finish() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let (s1, s2) = (Stream::new().unwrap(), Stream::new().unwrap());
+    let mut workspace = SortWorkspace::new();
+    for (i, n) in [0usize, 1, 4097, 300_001, 3_000_017]
+        .into_iter()
+        .enumerate()
+    {
+        let input: Vec<u32> = make(Dist::Uniform, n, 40 + i as u64);
+        let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+        block_on(workspace.sort_async(&s1, &mut keys, Order::Ascending)).unwrap();
+        assert_same_keys(
+            &keys.to_vec().unwrap(),
+            &cpu_sorted(&input, Order::Ascending),
+            "awaited u32 sort",
+        );
+    }
+    // Dropped after one poll (the sort of 8M keys is still running then, almost surely).
+    let big: Vec<u32> = make(Dist::Uniform, 8 << 20, 77);
+    let mut dropped_keys = DeviceBuffer::from_slice(&big).unwrap();
+    {
+        let waker = thread_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut future =
+            std::pin::pin!(workspace.sort_async(&s1, &mut dropped_keys, Order::Descending));
+        let first = future.as_mut().poll(&mut cx);
+        println!("first poll of an 8M-key sort: ready = {}", first.is_ready());
+    }
+    let other: Vec<u32> = make(Dist::Uniform, 1_000_003, 78);
+    let mut other_keys = DeviceBuffer::from_slice(&other).unwrap();
+    workspace
+        .sort(&s2, &mut other_keys, Order::Ascending)
+        .unwrap();
+    assert_same_keys(
+        &other_keys.to_vec().unwrap(),
+        &cpu_sorted(&other, Order::Ascending),
+        "sort after a dropped awaited sort",
+    );
+    assert_same_keys(
+        &dropped_keys.to_vec().unwrap(),
+        &cpu_sorted(&big, Order::Descending),
+        "the sort whose future was dropped",
+    );
 }

@@ -65,6 +65,12 @@ pub struct SortWorkspace {
     staging: Staging,
     /// The device of the workspace's memory (of the stream of the sort that allocated it).
     device: Option<i32>,
+    /// Recorded after the sort of [`sort_async`](Self::sort_async), whose future may be
+    /// dropped or forgotten before that sort has finished.
+    async_done: Option<cuda_rt::Event>,
+    /// A sort of `sort_async` was queued and not yet seen to finish: the next use of the
+    /// workspace waits for `async_done` first.
+    async_pending: bool,
 }
 
 impl std::fmt::Debug for SortWorkspace {
@@ -91,6 +97,8 @@ impl SortWorkspace {
             strategy: Strategy::AUTO,
             staging: Staging::new(),
             device: None,
+            async_done: None,
+            async_pending: false,
         }
     }
 
@@ -101,7 +109,23 @@ impl SortWorkspace {
             strategy,
             staging: Staging::new(),
             device: None,
+            async_done: None,
+            async_pending: false,
         }
+    }
+
+    /// Waits for a sort of [`sort_async`](Self::sort_async) whose future was dropped or
+    /// forgotten before it finished (`cudaEventSynchronize`), so that the workspace is idle
+    /// again.
+    fn settle_async(&mut self) -> Result<(), SortError> {
+        if self.async_pending {
+            if let Some(done) = &self.async_done {
+                // SAFETY: our live event, recorded after that sort.
+                unsafe { cuda::event_synchronize(done.as_raw()) }.map_err(SortError::from_call)?;
+            }
+            self.async_pending = false;
+        }
+        Ok(())
     }
 
     /// Refuses a stream of another device than the workspace's memory; an empty workspace
@@ -156,6 +180,7 @@ impl SortWorkspace {
         order: Order,
     ) -> Result<(), SortError> {
         super::raw::refuse_in_host_callback("SortWorkspace::sort")?;
+        self.settle_async()?;
         let stream = stream.into();
         self.check_device(stream, "SortWorkspace::sort")?;
         let n = keys.len();
@@ -178,6 +203,69 @@ impl SortWorkspace {
             enqueued
         });
         self.complete(stream, queued, outcome)
+    }
+
+    /// [`sort`](Self::sort) as a future: queues the sort, then lets the task sleep until the
+    /// stream has drained ([`StreamRef::drained`]) instead of blocking the thread, then reads
+    /// the sort's outcome.
+    ///
+    /// The future borrows the workspace and the keys. Dropped or forgotten before it finishes,
+    /// it leaves the sort running: the keys stay ordered by their tracker (later uses wait for
+    /// the sort), and the workspace's next use waits for it, as does dropping the workspace.
+    ///
+    /// # Errors
+    /// As for [`sort`](Self::sort).
+    pub async fn sort_async<'s, K: SortKey + DeviceCopy>(
+        &mut self,
+        stream: impl Into<StreamRef<'s>>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        order: Order,
+    ) -> Result<(), SortError> {
+        const WHAT: &str = "SortWorkspace::sort_async";
+        super::raw::refuse_in_host_callback(WHAT)?;
+        self.settle_async()?;
+        let stream = stream.into();
+        self.check_device(stream, WHAT)?;
+        if self.async_done.is_none() {
+            self.async_done = Some(
+                cuda_rt::Event::with_flags(cuda_rt::EventFlags::DISABLE_TIMING)
+                    .map_err(SortError::Runtime)?,
+            );
+        }
+        let n = keys.len();
+        let strategy = self.strategy;
+        let raw = &mut self.raw;
+        let mut queued = false;
+        let outcome = keys.enqueue_mut(stream, |k| {
+            // SAFETY: as in `sort`: `k` points to n keys, ordered and kept alive by
+            // enqueue_mut; the workspace is idle (settled above).
+            let enqueued = unsafe {
+                raw.enqueue(
+                    &RawSortBuffers::keys(k, n),
+                    order,
+                    strategy,
+                    stream.as_raw(),
+                )
+            };
+            queued = enqueued.is_ok();
+            enqueued
+        });
+        let mut drained = Ok(());
+        if queued {
+            if let Some(done) = &self.async_done {
+                // Recorded before the first await: a dropped future leaves it to wait for.
+                match done.record(stream) {
+                    Ok(()) => self.async_pending = true,
+                    Err(e) => drained = Err(SortError::Runtime(e)),
+                }
+            }
+            if drained.is_ok() {
+                drained = stream.drained().await.map_err(SortError::Runtime);
+            }
+            self.async_pending = false;
+        }
+        // The sort's own outcome first (the stream is drained: reading it waits no longer).
+        self.complete(stream, queued, outcome).and(drained)
     }
 
     /// The end of every sort of device memory: when the sort was queued, waits for it and
@@ -229,6 +317,7 @@ impl SortWorkspace {
     ) -> Result<(), SortError> {
         let bytes = const { value_bytes::<V>() };
         super::raw::refuse_in_host_callback("SortWorkspace::sort_pairs")?;
+        self.settle_async()?;
         let stream = stream.into();
         self.check_device(stream, "SortWorkspace::sort_pairs")?;
         let n = keys.len();
@@ -287,6 +376,7 @@ impl SortWorkspace {
     ) -> Result<(), SortError> {
         let bytes = size_of_val(keys);
         super::raw::refuse_in_host_callback("SortWorkspace::sort_slice")?;
+        self.settle_async()?;
         if keys.is_empty() {
             return Ok(());
         }
