@@ -179,29 +179,8 @@ impl SortWorkspace {
         keys: &mut impl DeviceMemoryMut<K>,
         order: Order,
     ) -> Result<(), SortError> {
-        super::raw::refuse_in_host_callback("SortWorkspace::sort")?;
-        self.settle_async()?;
         let stream = stream.into();
-        self.check_device(stream, "SortWorkspace::sort")?;
-        let n = keys.len();
-        let strategy = self.strategy;
-        let raw = &mut self.raw;
-        let mut queued = false;
-        let outcome = keys.enqueue_mut(stream, |k| {
-            // SAFETY: `k` points to n keys, ordered and kept alive by enqueue_mut, and written
-            // only by the sort's work on `stream`; the workspace is idle (every method waits
-            // for its sort before returning).
-            let enqueued = unsafe {
-                raw.enqueue(
-                    &RawSortBuffers::keys(k, n),
-                    order,
-                    strategy,
-                    stream.as_raw(),
-                )
-            };
-            queued = enqueued.is_ok();
-            enqueued
-        });
+        let (queued, outcome) = self.queue_keys(stream, keys, order, "SortWorkspace::sort")?;
         self.complete(stream, queued, outcome)
     }
 
@@ -221,35 +200,15 @@ impl SortWorkspace {
         keys: &mut impl DeviceMemoryMut<K>,
         order: Order,
     ) -> Result<(), SortError> {
-        const WHAT: &str = "SortWorkspace::sort_async";
-        super::raw::refuse_in_host_callback(WHAT)?;
-        self.settle_async()?;
         let stream = stream.into();
-        self.check_device(stream, WHAT)?;
         if self.async_done.is_none() {
             self.async_done = Some(
                 cuda_rt::Event::with_flags(cuda_rt::EventFlags::DISABLE_TIMING)
                     .map_err(SortError::Runtime)?,
             );
         }
-        let n = keys.len();
-        let strategy = self.strategy;
-        let raw = &mut self.raw;
-        let mut queued = false;
-        let outcome = keys.enqueue_mut(stream, |k| {
-            // SAFETY: as in `sort`: `k` points to n keys, ordered and kept alive by
-            // enqueue_mut; the workspace is idle (settled above).
-            let enqueued = unsafe {
-                raw.enqueue(
-                    &RawSortBuffers::keys(k, n),
-                    order,
-                    strategy,
-                    stream.as_raw(),
-                )
-            };
-            queued = enqueued.is_ok();
-            enqueued
-        });
+        let (queued, outcome) =
+            self.queue_keys(stream, keys, order, "SortWorkspace::sort_async")?;
         let mut drained = Ok(());
         if queued {
             if let Some(done) = &self.async_done {
@@ -266,6 +225,50 @@ impl SortWorkspace {
         }
         // The sort's own outcome first (the stream is drained: reading it waits no longer).
         self.complete(stream, queued, outcome).and(drained)
+    }
+
+    /// The first half of a sort of device memory, for [`sort`](Self::sort) and
+    /// [`sort_async`](Self::sort_async): the checks, then the sort queued on `stream` inside
+    /// `enqueue_mut` of the keys. Returns whether it was queued, and the outcome for
+    /// [`complete`](Self::complete).
+    #[allow(clippy::type_complexity)]
+    fn queue_keys<K: SortKey + DeviceCopy>(
+        &mut self,
+        stream: StreamRef<'_>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        order: Order,
+        what: &'static str,
+    ) -> Result<
+        (
+            bool,
+            cuda_rt::Result<Result<super::ffi::SortLayout, SortError>>,
+        ),
+        SortError,
+    > {
+        super::raw::refuse_in_host_callback(what)?;
+        self.settle_async()?;
+        self.check_device(stream, what)?;
+        let n = keys.len();
+        let strategy = self.strategy;
+        let raw = &mut self.raw;
+        let mut queued = false;
+        let outcome = keys.enqueue_mut(stream, |k| {
+            // SAFETY: `k` points to n keys, ordered and kept alive by enqueue_mut, and written
+            // only by the sort's work on `stream`; the workspace is idle (every method waits
+            // for its sort before returning, and a sort whose future was dropped was waited
+            // for by `settle_async` above).
+            let enqueued = unsafe {
+                raw.enqueue(
+                    &RawSortBuffers::keys(k, n),
+                    order,
+                    strategy,
+                    stream.as_raw(),
+                )
+            };
+            queued = enqueued.is_ok();
+            enqueued
+        });
+        Ok((queued, outcome))
     }
 
     /// The end of every sort of device memory: when the sort was queued, waits for it and
