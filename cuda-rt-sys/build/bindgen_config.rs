@@ -9,10 +9,20 @@ use std::path::Path;
 /// Generates the bindings of `cuda_runtime_api.h` (with driver_types.h and the headers it
 /// includes) found in `include_dir`, formatted, as Rust source text.
 pub fn generate(include_dir: &Path) -> Result<String, bindgen::BindgenError> {
+    generate_for(include_dir, &[])
+}
+
+/// [`generate`] with more arguments for clang: `--target=...` and that target's system headers
+/// generate the bindings another target would get (the tests compare layouts across targets).
+pub fn generate_for(
+    include_dir: &Path,
+    clang_args: &[&str],
+) -> Result<String, bindgen::BindgenError> {
     let header = include_dir.join("cuda_runtime_api.h");
     let bindings = bindgen::Builder::default()
         .header(header.to_string_lossy())
         .clang_arg(format!("-I{}", include_dir.display()))
+        .clang_args(clang_args)
         .clang_args(["-x", "c", "-std=c11"])
         // The whole runtime API: functions, types and constants named cuda*/CUDA*; the types
         // they use (dim3, CUuuid, ...) follow recursively.

@@ -47,8 +47,11 @@ impl Toolkit {
         })
     }
 
+    /// `bin/nvcc` (`bin\\nvcc.exe` on a Windows build machine).
     pub fn nvcc(&self) -> PathBuf {
-        self.root.join("bin").join("nvcc")
+        self.root
+            .join("bin")
+            .join(format!("nvcc{}", std::env::consts::EXE_SUFFIX))
     }
 
     /// `CUDART_VERSION` from `cuda_runtime_api.h` (e.g. 13000 for CUDA 13.0).
@@ -72,6 +75,7 @@ fn has_cudart(dir: &Path) -> bool {
         "libcudart.so.13",
         "libcudart.so.12",
         "cudart.lib",
+        "cudart_static.lib",
     ]
     .iter()
     .any(|f| dir.join(f).is_file())
@@ -166,8 +170,9 @@ pub fn not_found_message(searched: &[String]) -> String {
 
 fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
+    let file = format!("{program}{}", std::env::consts::EXE_SUFFIX);
     std::env::split_paths(&path)
-        .map(|d| d.join(program))
+        .map(|d| d.join(&file))
         .find(|p| p.is_file())
 }
 

@@ -32,26 +32,51 @@ impl Mode {
     }
 }
 
+/// Whether the crate is being built for Windows (the target's OS, not the build machine's).
+pub fn target_is_windows() -> bool {
+    std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "windows")
+}
+
 /// Prints the link directives; returns the library folder used.
 pub fn emit(toolkit: &Toolkit, mode: Mode) -> Result<PathBuf, String> {
+    let windows = target_is_windows();
     match mode {
         Mode::Static => {
+            // MSVC names the static runtime cudart_static.lib; Linux libcudart_static.a.
+            let file = if windows {
+                "cudart_static.lib"
+            } else {
+                "libcudart_static.a"
+            };
             let dir = toolkit
                 .lib_dirs
                 .iter()
-                .find(|d| d.join("libcudart_static.a").is_file())
+                .find(|d| d.join(file).is_file())
                 .ok_or_else(|| {
                     format!(
-                        "no libcudart_static.a under {}; use feature `dynamic`, or a toolkit with the static runtime",
+                        "no {file} under {}; use feature `dynamic`, or a toolkit with the static runtime",
                         toolkit.root.display()
                     )
                 })?;
             println!("cargo:rustc-link-search=native={}", dir.display());
             println!("cargo:rustc-link-lib=static=cudart_static");
-            // What libcudart_static.a needs from the system.
-            for lib in ["dl", "pthread", "rt"] {
-                println!("cargo:rustc-link-lib=dylib={lib}");
+            if !windows {
+                // What libcudart_static.a needs from the system (Linux).
+                for lib in ["dl", "pthread", "rt"] {
+                    println!("cargo:rustc-link-lib=dylib={lib}");
+                }
             }
+            Ok(dir.clone())
+        }
+        Mode::Dynamic if windows => {
+            // cudart.lib is the import library of cudart64_*.dll, found at run time on PATH.
+            let dir = toolkit
+                .lib_dirs
+                .iter()
+                .find(|d| d.join("cudart.lib").is_file())
+                .ok_or_else(|| format!("no cudart.lib under {}", toolkit.root.display()))?;
+            println!("cargo:rustc-link-search=native={}", dir.display());
+            println!("cargo:rustc-link-lib=dylib=cudart");
             Ok(dir.clone())
         }
         Mode::Dynamic => {
@@ -78,12 +103,25 @@ pub fn emit(toolkit: &Toolkit, mode: Mode) -> Result<PathBuf, String> {
                 .join("cudart-link");
             std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
             let link = out.join("libcudart.so");
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&so, &link)
-                .map_err(|e| format!("{}: {e}", link.display()))?;
+            unversioned_name(&so, &link)?;
             println!("cargo:rustc-link-search=native={}", out.display());
             println!("cargo:rustc-link-lib=dylib=cudart");
             Ok(dir)
         }
     }
+}
+
+/// Makes `link` name the shared library `so` for the linker: a symbolic link where the build
+/// machine has them, else a copy (the binary records the library's soname, not this path).
+fn unversioned_name(so: &std::path::Path, link: &std::path::Path) -> Result<(), String> {
+    match std::fs::remove_file(link) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot replace {}: {e}", link.display())),
+    }
+    #[cfg(unix)]
+    let made = std::os::unix::fs::symlink(so, link);
+    #[cfg(not(unix))]
+    let made = std::fs::copy(so, link).map(drop);
+    made.map_err(|e| format!("{}: {e}", link.display()))
 }

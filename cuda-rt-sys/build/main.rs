@@ -4,6 +4,9 @@
 
 #[cfg(feature = "bindgen")]
 mod bindgen_config;
+// Fields that only the tests and scripts/update-bindings.sh read (where the files came from).
+#[allow(dead_code)]
+mod committed;
 mod env;
 mod find_toolkit;
 mod link;
@@ -11,11 +14,24 @@ mod provision;
 
 fn main() {
     println!("cargo:rerun-if-changed=build");
-    println!("cargo:rerun-if-changed=src/bindings_13_0.rs");
+    println!("cargo:rerun-if-changed=src/bindings");
+    let names: Vec<String> = committed::COMMITTED
+        .iter()
+        .map(|c| format!("\"{}\"", c.name))
+        .collect();
+    println!(
+        "cargo::rustc-check-cfg=cfg(cuda_rt_sys_bindings, values({}, \"generated\"))",
+        names.join(", ")
+    );
+    println!("cargo::rustc-check-cfg=cfg(cuda_rt_sys_docs_only)");
+    println!("cargo::rustc-check-cfg=cfg(cuda_rt_sys_cudart_12)");
 
-    // docs.rs (or anyone documenting without a toolkit): nothing to find or link.
+    // docs.rs (or anyone documenting without a toolkit): nothing to find or link; the
+    // documentation shows the newest committed bindings.
     if env::var("DOCS_RS").is_some() {
         println!("cargo:rustc-cfg=cuda_rt_sys_docs_only");
+        let newest = committed::COMMITTED.last().expect("bindings are committed");
+        println!("cargo:rustc-cfg=cuda_rt_sys_bindings=\"{}\"", newest.name);
         return;
     }
 
@@ -27,10 +43,13 @@ fn main() {
             Err(message) => fail(&message),
         },
     };
-    let version = toolkit
-        .read_cudart_version()
-        .unwrap_or_else(|message| fail(&message));
-    check_version_against_bindings(version);
+    let version = match env::var("CUDA_RT_SYS_CUDART_VERSION") {
+        Some(v) => parse_version_override(&v.to_string_lossy()).unwrap_or_else(|m| fail(&m)),
+        None => toolkit
+            .read_cudart_version()
+            .unwrap_or_else(|message| fail(&message)),
+    };
+    choose_bindings(version);
     println!(
         "cargo:rerun-if-changed={}",
         toolkit.include_dir.join("cuda_runtime_api.h").display()
@@ -59,31 +78,91 @@ fn main() {
     println!("cargo:rustc-env=CUDA_RT_SYS_TOOLKIT_VERSION={version}");
 }
 
-/// The committed bindings were generated from CUDA 13.0 headers.
-const BINDINGS_CUDART_VERSION: u32 = 13000;
-
-fn check_version_against_bindings(found: u32) {
+/// Picks the bindings for `found` (a `CUDART_VERSION`) and tells rustc which, through the
+/// `cuda_rt_sys_bindings` cfg: the ones generated now with feature `bindgen`, else the
+/// committed file that serves that version.
+fn choose_bindings(found: u32) {
+    if found / 1000 == 12 {
+        // CUDA 12 headers rename `cudaGetDeviceProperties` to `_v2` (see src/lib.rs).
+        println!("cargo:rustc-cfg=cuda_rt_sys_cudart_12");
+    }
     if cfg!(feature = "bindgen") {
-        return; // the bindings are generated from this very toolkit
+        println!("cargo:rustc-cfg=cuda_rt_sys_bindings=\"generated\"");
+        return;
     }
-    if found / 1000 != BINDINGS_CUDART_VERSION / 1000 {
-        fail(&format!(
-            "the CUDA toolkit found is version {}.{} but the committed bindings of cuda-rt-sys are \
-             for CUDA {}.{}. Enable the `bindgen` feature of cuda-rt-sys to generate bindings from \
-             this toolkit's headers (needs libclang), or point CUDA_PATH at a CUDA {}.x toolkit.",
-            found / 1000,
-            (found % 1000) / 10,
-            BINDINGS_CUDART_VERSION / 1000,
-            (BINDINGS_CUDART_VERSION % 1000) / 10,
-            BINDINGS_CUDART_VERSION / 1000,
-        ));
-    }
-    if found != BINDINGS_CUDART_VERSION {
-        println!(
-            "cargo:warning=cuda-rt-sys: toolkit CUDA {found} differs in its minor version from the \
-             committed bindings (CUDA {BINDINGS_CUDART_VERSION}); enable feature `bindgen` for exact bindings"
+    // The committed files were generated for 64-bit Linux (x86_64 and aarch64 give the same).
+    // Windows has 32-bit `long`, which changes `cudaPointerAttributes`; 32-bit targets change
+    // every pointer.
+    if link::target_is_windows() {
+        fail(
+            "the committed bindings are for 64-bit Linux; on Windows `long` is 32-bit, which \
+             changes the layout of `cudaPointerAttributes`. Enable the `bindgen` feature of \
+             cuda-rt-sys to generate bindings from your toolkit's headers (needs libclang: \
+             install LLVM and set LIBCLANG_PATH).",
         );
     }
+    if std::env::var("CARGO_CFG_TARGET_POINTER_WIDTH").is_ok_and(|w| w != "64") {
+        fail("CUDA 12 and 13 support 64-bit targets only");
+    }
+    let chosen = match committed::choose(found) {
+        Some(committed::Choice::Exact(c)) => c,
+        Some(committed::Choice::NewerMinor(c)) => {
+            println!(
+                "cargo:warning=cuda-rt-sys: CUDA {} is newer than the newest headers the committed \
+                 bindings were checked against (CUDA {}); using those. Enable feature `bindgen` \
+                 for bindings of exactly this version.",
+                committed::dotted(found),
+                committed::dotted(c.last)
+            );
+            c
+        }
+        None => {
+            let supported: Vec<String> = committed::COMMITTED
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}-{}",
+                        committed::dotted(c.first),
+                        committed::dotted(c.last)
+                    )
+                })
+                .collect();
+            fail(&format!(
+                "the CUDA toolkit found is version {}, and cuda-rt-sys has committed bindings for \
+                 CUDA {} only. Point CUDA_PATH at a supported toolkit, or enable the `bindgen` \
+                 feature of cuda-rt-sys to generate bindings from this toolkit's headers (needs \
+                 libclang; the safe layer cuda-rt needs CUDA 12.0 or newer).",
+                committed::dotted(found),
+                supported.join(", ")
+            ))
+        }
+    };
+    println!("cargo:rustc-cfg=cuda_rt_sys_bindings=\"{}\"", chosen.name);
+}
+
+/// `CUDA_RT_SYS_CUDART_VERSION`: `12040`, `12.4` or `12.4.1`.
+fn parse_version_override(text: &str) -> Result<u32, String> {
+    let bad = || {
+        format!(
+            "CUDA_RT_SYS_CUDART_VERSION={text:?} is not a CUDA version; write it as CUDART_VERSION \
+             (`12040`) or as major.minor (`12.4`)"
+        )
+    };
+    let text = text.trim();
+    if let Ok(v) = text.parse::<u32>() {
+        return if (1000..100_000).contains(&v) {
+            Ok(v)
+        } else {
+            Err(bad())
+        };
+    }
+    let mut parts = text.split('.');
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    if minor > 99 {
+        return Err(bad());
+    }
+    Ok(major * 1000 + minor * 10)
 }
 
 #[cfg(feature = "bindgen")]

@@ -18,15 +18,32 @@ assert_eq_size!(cudaError_t, u32);
 assert_eq_size!(cudaMemcpyKind, u32);
 assert_eq_size!(cudaStreamCaptureMode, u32);
 
-// Structs whose layout is part of the ABI (x86-64 / aarch64 Linux, CUDA 13.0).
+// Structs whose layout is part of the ABI (64-bit Linux and Windows), the same in every
+// supported version.
 const_assert_eq!(size_of::<dim3>(), 12);
 const_assert_eq!(align_of::<cudaDeviceProp>(), 8);
-const_assert_eq!(size_of::<cudaDeviceProp>(), 1008);
 const_assert_eq!(size_of::<cudaKernelNodeParams>(), 56);
 const_assert_eq!(size_of::<cudaLaunchConfig_t>(), 56);
 const_assert_eq!(align_of::<cudaLaunchConfig_t>(), 8);
 const_assert_eq!(size_of::<cudaLaunchAttribute>(), 72);
-const_assert_eq!(size_of::<cudaPointerAttributes>(), 88);
+const_assert_eq!(size_of::<cudaFuncAttributes>(), 144);
+
+// Those that changed between majors: CUDA 13 dropped fields of `cudaDeviceProp` (`clockRate`,
+// ...) and grew `cudaPointerAttributes` by a reserved tail.
+#[cfg(cuda_rt_sys_cudart_12)]
+mod cuda_12 {
+    use super::*;
+    const_assert_eq!(CUDART_VERSION / 1000, 12);
+    const_assert_eq!(size_of::<cudaDeviceProp>(), 1032);
+    const_assert_eq!(size_of::<cudaPointerAttributes>(), 24);
+}
+#[cfg(not(cuda_rt_sys_cudart_12))]
+mod cuda_13 {
+    use super::*;
+    const_assert_eq!(CUDART_VERSION / 1000, 13);
+    const_assert_eq!(size_of::<cudaDeviceProp>(), 1008);
+    const_assert_eq!(size_of::<cudaPointerAttributes>(), 88);
+}
 
 // Values of constants the safe layer uses.
 const_assert_eq!(cudaSuccess, 0);

@@ -11,12 +11,32 @@
 //! (`cudaError_t = u32`, `cudaMemcpyKind = u32`, ...) with one constant per value, named as in C
 //! (`cudaSuccess`, `cudaMemcpyHostToDevice`, ...).
 //!
-//! # Bindings
-//! The bindings for CUDA 13.0 are committed (`src/bindings_13_0.rs`), so building needs no
-//! libclang. The feature `bindgen` regenerates them at build time from the headers of the
-//! toolkit found; `scripts/update-bindings.sh` refreshes the committed file; a test checks that
-//! the committed file equals a fresh generation. A toolkit of another major version than the
-//! committed bindings is refused unless the feature `bindgen` is on.
+//! # Bindings and CUDA versions
+//! Bindings are committed for CUDA 12.0 through 13.5, one file per ABI, and the build script
+//! picks the one for the `CUDART_VERSION` of the toolkit it finds; building needs no libclang.
+//!
+//! | Toolkit | File | Generated from |
+//! |---|---|---|
+//! | 12.0 – 12.9 | `src/bindings/cuda_12.rs` | 12.9 headers |
+//! | 13.0 | `src/bindings/cuda_13_0.rs` | 13.0 headers |
+//! | 13.1 | `src/bindings/cuda_13_1.rs` | 13.1 headers |
+//! | 13.2 – 13.3 | `src/bindings/cuda_13_2.rs` | 13.3 headers |
+//! | 13.4 – 13.5 | `src/bindings/cuda_13_4.rs` | 13.5 headers |
+//!
+//! Every 12.x minor has the same sizes, alignments and field offsets (later minors only name
+//! bytes that earlier ones called `reserved`), so the 12.9 file serves them all; it declares
+//! functions that older 12.x runtimes lack (`cudaLibraryLoadData` and `cudaStreamGetDevice`
+//! came in 12.8, `cudaFuncGetParamInfo` in 12.4, edge data in 12.3), and calling one of those
+//! against an older runtime fails to link. CUDA 13 minors grew structs, hence a file per change.
+//! A newer minor than listed uses the newest file of its major, with a build warning.
+//!
+//! [`CUDART_VERSION`] is the version of the headers the bindings were generated from;
+//! [`TOOLKIT_CUDART_VERSION`] that of the toolkit this build links (they differ within a row of
+//! the table). The feature `bindgen` generates bindings at build time from the headers of the
+//! toolkit found instead (any version, needs libclang). `CUDA_RT_SYS_CUDART_VERSION` (`12.4` or
+//! `12040`) overrides the version read from the headers, for cross builds. Tests check each
+//! committed file against a fresh generation (`scripts/update-bindings.sh` refreshes them) and
+//! the ABI of the toolkit found against the file chosen for it.
 //!
 //! # Finding the toolkit
 //! The build script looks, in this order, at `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`,
@@ -52,13 +72,43 @@
     rustdoc::all
 )]
 
-#[cfg(not(feature = "bindgen"))]
-include!("bindings_13_0.rs");
-
-#[cfg(feature = "bindgen")]
+#[cfg(cuda_rt_sys_bindings = "cuda_12")]
+include!("bindings/cuda_12.rs");
+#[cfg(cuda_rt_sys_bindings = "cuda_13_0")]
+include!("bindings/cuda_13_0.rs");
+#[cfg(cuda_rt_sys_bindings = "cuda_13_1")]
+include!("bindings/cuda_13_1.rs");
+#[cfg(cuda_rt_sys_bindings = "cuda_13_2")]
+include!("bindings/cuda_13_2.rs");
+#[cfg(cuda_rt_sys_bindings = "cuda_13_4")]
+include!("bindings/cuda_13_4.rs");
+#[cfg(cuda_rt_sys_bindings = "generated")]
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
-/// `CUDART_VERSION` of the headers the committed bindings were generated from.
-pub const BINDINGS_CUDART_VERSION: u32 = 13000;
+/// CUDA 12 headers `#define` `cudaGetDeviceProperties` as `cudaGetDeviceProperties_v2`, the
+/// symbol the 12.x runtime exports for the 12.x `cudaDeviceProp`; CUDA 13 exports the plain
+/// name. This alias gives Rust the name C code compiles to.
+#[cfg(cuda_rt_sys_cudart_12)]
+pub use cudaGetDeviceProperties_v2 as cudaGetDeviceProperties;
+
+/// `CUDART_VERSION` of the toolkit this build found and links (for example `12040` for
+/// CUDA 12.4); `0` when documenting without a toolkit.
+pub const TOOLKIT_CUDART_VERSION: u32 = parse_u32(option_env!("CUDA_RT_SYS_TOOLKIT_VERSION"));
+
+/// `CUDART_VERSION` of the headers the bindings in use were generated from (the same as
+/// [`CUDART_VERSION`]).
+pub const BINDINGS_CUDART_VERSION: u32 = CUDART_VERSION;
+
+const fn parse_u32(text: Option<&str>) -> u32 {
+    let Some(text) = text else { return 0 };
+    let bytes = text.as_bytes();
+    let mut value = 0u32;
+    let mut i = 0;
+    while i < bytes.len() {
+        value = value * 10 + (bytes[i] - b'0') as u32;
+        i += 1;
+    }
+    value
+}
 
 mod abi_checks;

@@ -1,44 +1,208 @@
-//! The committed bindings equal a fresh generation from the toolkit's headers, with the one
-//! canonical configuration. Needs libclang at run time (Debian: libclang-dev); without it the
-//! test says it was skipped, unless `CI` or `CUDA_RT_SYS_REQUIRE_LIBCLANG=1` is set, where it fails.
+//! The committed bindings against the headers of the toolkit found: the file chosen for its
+//! version equals a fresh generation when the toolkit is the version the file was generated
+//! from, and has the toolkit's ABI (every size, alignment and field offset both know, except
+//! `reserved` tails) for any version it serves. The bindings are also the same for aarch64
+//! Linux. Needs libclang at run time (Debian: libclang-dev); without it the tests say they were
+//! skipped, unless `CI` or `CUDA_RT_SYS_REQUIRE_LIBCLANG=1` is set, where they fail.
 
 #[allow(dead_code)]
 #[path = "../build/bindgen_config.rs"]
 mod bindgen_config;
+#[allow(dead_code)]
+#[path = "../build/committed.rs"]
+mod committed;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-#[test]
-fn committed_bindings_equal_a_fresh_generation() {
-    let Some(include_dir) = option_env!("CUDA_RT_SYS_INCLUDE_DIR") else {
-        println!("skipped committed_bindings_equal_a_fresh_generation: built without a toolkit (DOCS_RS)");
-        return;
+/// The committed files, by name.
+const FILES: &[(&str, &str)] = &[
+    ("cuda_12", include_str!("../src/bindings/cuda_12.rs")),
+    ("cuda_13_0", include_str!("../src/bindings/cuda_13_0.rs")),
+    ("cuda_13_1", include_str!("../src/bindings/cuda_13_1.rs")),
+    ("cuda_13_2", include_str!("../src/bindings/cuda_13_2.rs")),
+    ("cuda_13_4", include_str!("../src/bindings/cuda_13_4.rs")),
+];
+
+/// The include folder and version of the toolkit the build found, or `None` (after saying
+/// why) when `test` cannot run here.
+fn toolkit(test: &str) -> Option<(&'static str, u32)> {
+    let (Some(include_dir), Some(version)) = (
+        option_env!("CUDA_RT_SYS_INCLUDE_DIR"),
+        option_env!("CUDA_RT_SYS_TOOLKIT_VERSION"),
+    ) else {
+        println!("skipped {test}: built without a toolkit (DOCS_RS)");
+        return None;
     };
-    if option_env!("CUDA_RT_SYS_TOOLKIT_VERSION") != Some("13000") {
-        println!("skipped committed_bindings_equal_a_fresh_generation: the toolkit found is not CUDA 13.0");
-        return;
-    }
     if !Path::new(include_dir).join("cuda_runtime_api.h").is_file() {
         // The test binary was built elsewhere (e.g. staged for the GPU machine) and the headers
         // it was built against are not on this machine.
+        println!("skipped {test}: the toolkit headers at {include_dir} are not on this machine");
+        return None;
+    }
+    Some((include_dir, version.parse().expect("a CUDART_VERSION")))
+}
+
+/// The committed file the build chose for `version`, with its entry.
+fn chosen(version: u32) -> (committed::Committed, &'static str) {
+    let entry = match committed::choose(version) {
+        Some(committed::Choice::Exact(c) | committed::Choice::NewerMinor(c)) => c,
+        None => panic!("no committed bindings for CUDA {version}"),
+    };
+    let text = FILES
+        .iter()
+        .find(|(name, _)| *name == entry.name)
+        .map(|(_, text)| *text)
+        .expect("every committed entry has a file");
+    (entry, text)
+}
+
+/// Bindings generated from `include_dir` (plus `clang_args`), or `None` when skipped.
+fn generate(test: &str, include_dir: &str, clang_args: &'static [&'static str]) -> Option<String> {
+    let dir = include_dir.to_owned();
+    match gpu_test::generated::with_libclang(test, move || {
+        bindgen_config::generate_for(Path::new(&dir), clang_args)
+    }) {
+        None => None,
+        Some(Ok(text)) => Some(text),
+        Some(Err(e)) => panic!("bindgen failed on {include_dir} {clang_args:?}: {e}"),
+    }
+}
+
+#[test]
+fn committed_bindings_equal_a_fresh_generation() {
+    let test = "committed_bindings_equal_a_fresh_generation";
+    let Some((include_dir, version)) = toolkit(test) else {
+        return;
+    };
+    let (entry, text) = chosen(version);
+    if version != entry.source {
         println!(
-            "skipped committed_bindings_equal_a_fresh_generation: the toolkit headers at {include_dir} are not on this machine"
+            "skipped {test}: src/bindings/{}.rs was generated from CUDA {} headers, the toolkit \
+             found is CUDA {} (its ABI is compared by toolkit_abi_matches_the_chosen_bindings)",
+            entry.name,
+            committed::dotted(entry.source),
+            committed::dotted(version)
         );
         return;
     }
-    let generated =
-        gpu_test::generated::with_libclang("committed_bindings_equal_a_fresh_generation", || {
-            bindgen_config::generate(Path::new(include_dir))
-        });
-    let fresh = match generated {
-        None => return,
-        Some(Ok(text)) => text,
-        Some(Err(e)) => panic!("bindgen failed on {include_dir}: {e}"),
+    let Some(fresh) = generate(test, include_dir, &[]) else {
+        return;
     };
     gpu_test::generated::assert_committed_is_fresh(
         &fresh,
-        include_str!("../src/bindings_13_0.rs"),
-        "src/bindings_13_0.rs",
+        text,
+        &format!("src/bindings/{}.rs", entry.name),
         "cuda-rt-sys/scripts/update-bindings.sh",
     );
+}
+
+#[test]
+fn toolkit_abi_matches_the_chosen_bindings() {
+    let test = "toolkit_abi_matches_the_chosen_bindings";
+    let Some((include_dir, version)) = toolkit(test) else {
+        return;
+    };
+    let (entry, text) = chosen(version);
+    let Some(fresh) = generate(test, include_dir, &[]) else {
+        return;
+    };
+    let found = layout_facts(&fresh);
+    let committed = layout_facts(text);
+    assert!(
+        found.len() > 300,
+        "only {} layout facts parsed from the fresh bindings: has bindgen's layout-test format changed?",
+        found.len()
+    );
+    let mut compared = 0;
+    let mut mismatches = Vec::new();
+    for (fact, value) in &found {
+        let Some(other) = committed.get(fact) else {
+            continue; // a type or field one of the two versions lacks
+        };
+        if fact.ends_with("::reserved") {
+            continue; // later minors name bytes of the reserved tail: it starts later
+        }
+        compared += 1;
+        if other != value {
+            mismatches.push(format!(
+                "{fact}: {value} in CUDA {}, {other} in src/bindings/{}.rs",
+                committed::dotted(version),
+                entry.name
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "the ABI of the toolkit found differs from the committed bindings chosen for it:\n{}",
+        mismatches.join("\n")
+    );
+    println!(
+        "{compared} sizes, alignments and offsets of CUDA {} equal those of src/bindings/{}.rs",
+        committed::dotted(version),
+        entry.name
+    );
+}
+
+#[test]
+fn bindings_are_the_same_for_aarch64_linux() {
+    let test = "bindings_are_the_same_for_aarch64_linux";
+    let Some((include_dir, _)) = toolkit(test) else {
+        return;
+    };
+    // Debian: libc6-dev-arm64-cross puts aarch64's C headers here.
+    const SYSROOT: &str = "/usr/aarch64-linux-gnu/include";
+    if !Path::new(SYSROOT).is_dir() {
+        assert!(
+            std::env::var("CUDA_RT_SYS_REQUIRE_CROSS_HEADERS").as_deref() != Ok("1"),
+            "{SYSROOT} is missing (apt-get install libc6-dev-arm64-cross) and \
+             CUDA_RT_SYS_REQUIRE_CROSS_HEADERS=1 requires this test to run"
+        );
+        println!("skipped {test}: no aarch64 C headers at {SYSROOT} (apt-get install libc6-dev-arm64-cross)");
+        return;
+    }
+    let Some(host) = generate(test, include_dir, &[]) else {
+        return;
+    };
+    let Some(aarch64) = generate(
+        test,
+        include_dir,
+        &["--target=aarch64-unknown-linux-gnu", "-isystem", SYSROOT],
+    ) else {
+        return;
+    };
+    gpu_test::generated::assert_committed_is_fresh(
+        &aarch64,
+        &host,
+        "the bindings generated for x86_64 Linux",
+        "(they should not differ from aarch64 Linux's: both are LP64 with the same alignments)",
+    );
+}
+
+/// Every `size_of`, `align_of` and `offset_of!` that bindgen's layout tests state, by name
+/// (`size X`, `align X`, `offset X::field`).
+fn layout_facts(text: &str) -> BTreeMap<String, u64> {
+    let mut facts = BTreeMap::new();
+    for (marker, kind) in [
+        ("[\"Size of ", "size"),
+        ("[\"Alignment of ", "align"),
+        ("[\"Offset of field: ", "offset"),
+    ] {
+        let mut rest = text;
+        while let Some(start) = rest.find(marker) {
+            rest = &rest[start + marker.len()..];
+            let Some(end) = rest.find("\"]") else { break };
+            let name = &rest[..end];
+            // `...[::core::mem::size_of::<X>() - 1032usize];`, possibly over two lines.
+            let Some(minus) = rest.find(" - ") else { break };
+            let digits: String = rest[minus + 3..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(value) = digits.parse() {
+                facts.insert(format!("{kind} {name}"), value);
+            }
+        }
+    }
+    facts
 }

@@ -24,7 +24,8 @@
 //!
 //! The argument tuple's types must match `P` (the compiler checks), and `P` is checked against
 //! the compiled kernel when the handle is made: the number of C parameters and the size of
-//! each (`cudaFuncGetParamInfo`); a mismatch is [`ErrorKind::KernelSignature`].
+//! each (`cudaFuncGetParamInfo`, CUDA 12.4 and newer; earlier runtimes cannot tell, and the
+//! declaration's claim stands alone); a mismatch is [`ErrorKind::KernelSignature`].
 //!
 //! What no one can check is what the kernel does. Making a handle is `unsafe`
 //! ([`Kernel::from_raw`], [`Library::kernel`](crate::Library::kernel), the `unsafe fn` of the
@@ -482,7 +483,7 @@ impl<P: KernelParams> Kernel<P> {
     /// CUDA code linked into the program (its host stub, e.g. the symbol of an
     /// `extern "C" __global__` function), or a `cudaKernel_t` cast to a pointer. Checks `P`
     /// against the kernel's parameters (`cudaFuncGetParamInfo`: their number and sizes;
-    /// unchecked where the driver cannot tell).
+    /// unchecked where the driver or the runtime, before CUDA 12.4, cannot tell).
     ///
     /// # Errors
     /// [`ErrorKind::KernelSignature`] when `P` does not match the kernel's parameters; CUDA

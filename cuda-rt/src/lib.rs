@@ -5,7 +5,7 @@
 //! (page-locked host memory, owned asynchronous copies, a pool of staging buffers), [`pool`]
 //! (memory pools), [`scope`](mod@scope) (asynchronous work that borrows), [`callback`],
 //! [`graph`], [`kernel`] (typed kernels and their launches), [`launch`] (launch
-//! configurations), [`module`] (code loaded at run time), [`future`] (GPU work awaited:
+//! configurations), [`module`] (code loaded at run time, CUDA 12.8 and newer), [`future`] (GPU work awaited:
 //! events, drained streams, owned copies); [`raw`] holds the one-to-one `unsafe` wrappers
 //! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
 //! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
@@ -56,7 +56,7 @@
 //! 6. **A kernel launch is a use of its memory like any other.** A typed [`Kernel`] borrows its
 //!    buffer arguments for the launch (mutably for [`SliceMut`] parameters, shared for
 //!    [`Slice`]) and orders the kernel by their trackers; its parameter list is checked against
-//!    the compiled kernel (`cudaFuncGetParamInfo`). What cannot be checked, that the kernel
+//!    the compiled kernel (`cudaFuncGetParamInfo`, CUDA 12.4 and newer). What cannot be checked, that the kernel
 //!    stays within the memory it is given, is the one claim its `unsafe` declaration makes.
 //! 7. **Only plain data crosses**: element types implement the `unsafe` marker [`DeviceCopy`]
 //!    (every bit pattern valid, no ownership).
@@ -121,6 +121,7 @@ pub mod graph;
 pub mod kernel;
 pub mod launch;
 pub mod memory;
+#[cfg(cudart_ge = "12.8")]
 pub mod module;
 pub mod pinned;
 pub mod pool;
@@ -152,6 +153,7 @@ pub use memory::{
     Chunks, ChunksExactMut, ChunksMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut,
     DeviceSlice, DeviceView, DeviceViewMut,
 };
+#[cfg(cudart_ge = "12.8")]
 pub use module::Library;
 pub use pinned::pool::{PinnedPool, PinnedPoolUsage};
 pub use pinned::{

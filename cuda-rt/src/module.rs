@@ -1,6 +1,9 @@
 //! Code loaded at run time: a [`Library`] from PTX, cubin or fatbin bytes
 //! (`cudaLibraryLoadData`), and its typed kernels.
 //!
+//! The runtime has these calls from CUDA 12.8 on: built against an older toolkit, cuda-rt has
+//! no `module`.
+//!
 //! PTX is compiled by the driver for the device it runs on (just in time), so a library built
 //! as PTX for an older architecture runs on newer GPUs; cubin runs on the architecture it was
 //! built for; a fatbin carries several of both and the driver picks.

@@ -113,13 +113,23 @@ pub mod status {
         sys::cudaErrorInvalidAddressSpace,
         sys::cudaErrorInvalidPc,
         sys::cudaErrorLaunchFailure,
-        sys::cudaErrorTensorMemoryLeak,
+        // Named from CUDA 12.8 on; sticky whichever runtime reports them.
+        TENSOR_MEMORY_LEAK,
         sys::cudaErrorECCUncorrectable,
         sys::cudaErrorNvlinkUncorrectable,
-        sys::cudaErrorContained,
+        CONTAINED,
         sys::cudaErrorMpsClientTerminated,
         sys::cudaErrorExternalDevice,
     ];
+    /// `cudaErrorTensorMemoryLeak` (CUDA 12.8 and newer headers; the value is fixed).
+    const TENSOR_MEMORY_LEAK: RawStatus = 721;
+    /// `cudaErrorContained` (CUDA 12.8 and newer headers; the value is fixed).
+    const CONTAINED: RawStatus = 226;
+    #[cfg(cudart_ge = "12.8")]
+    const _: () = {
+        assert!(TENSOR_MEMORY_LEAK == sys::cudaErrorTensorMemoryLeak);
+        assert!(CONTAINED == sys::cudaErrorContained);
+    };
 }
 
 /// Flag values of the runtime, re-exported for the safe layer's flag types.
@@ -825,13 +835,19 @@ pub unsafe fn stream_get_priority(stream: RawStream) -> Result<c_int> {
     Ok(priority)
 }
 
-/// `cudaStreamGetDevice`.
+/// `cudaStreamGetDevice`: the device `stream` belongs to.
+///
+/// Runtimes before CUDA 12.8 lack the call; there the default-stream handles (null,
+/// `cudaStreamLegacy`, `cudaStreamPerThread`) answer the current device, and other streams ask
+/// the driver (`cuStreamGetDevice`, drivers of CUDA 12.8 and newer, found with
+/// `cudaGetDriverEntryPoint`), or fail with `cudaErrorNotSupported` on older drivers.
 ///
 /// # Errors
 /// The status of `cudaStreamGetDevice` when it is not `cudaSuccess`.
 ///
 /// # Safety
 /// As for [`stream_synchronize`].
+#[cfg(cudart_ge = "12.8")]
 pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
     not_in_callback("cudaStreamGetDevice")?;
     let mut device = 0;
@@ -840,6 +856,67 @@ pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
         unsafe { sys::cudaStreamGetDevice(stream, &mut device) },
         "cudaStreamGetDevice",
     )?;
+    Ok(device)
+}
+
+/// `cudaStreamGetDevice`: the device `stream` belongs to.
+///
+/// Runtimes before CUDA 12.8 lack the call; here the default-stream handles (null,
+/// `cudaStreamLegacy`, `cudaStreamPerThread`) answer the current device, and other streams ask
+/// the driver (`cuStreamGetDevice`, in drivers of CUDA 12.8 and newer, found with
+/// `cudaGetDriverEntryPoint`), or fail with `cudaErrorNotSupported` on older drivers.
+///
+/// # Errors
+/// The status of the driver's `cuStreamGetDevice` when it is not `CUDA_SUCCESS` (driver and
+/// runtime share these codes), or `cudaErrorNotSupported`.
+///
+/// # Safety
+/// As for [`stream_synchronize`].
+#[cfg(not(cudart_ge = "12.8"))]
+pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
+    use std::sync::OnceLock;
+    /// `CUresult cuStreamGetDevice(CUstream, CUdevice*)`, `CUdevice` being an `int`.
+    type StreamGetDevice = unsafe extern "C" fn(RawStream, *mut c_int) -> RawStatus;
+    static DRIVER: OnceLock<Option<StreamGetDevice>> = OnceLock::new();
+
+    not_in_callback("cudaStreamGetDevice")?;
+    if stream.is_null() || stream == STREAM_LEGACY || stream == STREAM_PER_THREAD {
+        // SAFETY: no precondition.
+        return unsafe { get_device() };
+    }
+    let entry = DRIVER.get_or_init(|| {
+        let mut func: *mut c_void = std::ptr::null_mut();
+        let mut found = sys::cudaDriverEntryPointSymbolNotFound;
+        // SAFETY: a NUL-terminated name and valid out-pointers.
+        let status = unsafe {
+            sys::cudaGetDriverEntryPoint(
+                c"cuStreamGetDevice".as_ptr(),
+                &mut func,
+                u64::from(sys::cudaEnableDefault),
+                &mut found,
+            )
+        };
+        if status != sys::cudaSuccess {
+            // A failed lookup leaves its status as the thread's last error: consume it.
+            consume_last_error(status);
+            return None;
+        }
+        if found != sys::cudaDriverEntryPointSuccess || func.is_null() {
+            return None;
+        }
+        // SAFETY: the driver's `cuStreamGetDevice` has this signature (cuda.h).
+        Some(unsafe { std::mem::transmute::<*mut c_void, StreamGetDevice>(func) })
+    });
+    let Some(get) = entry else {
+        // Neither this runtime (before 12.8) nor the driver (before 12.8) can tell.
+        return Err(Error::cuda(
+            sys::cudaErrorNotSupported,
+            "cudaStreamGetDevice",
+        ));
+    };
+    let mut device = 0;
+    // SAFETY: the caller's contract (a live stream); writes one int through a valid pointer.
+    check(unsafe { get(stream, &mut device) }, "cuStreamGetDevice")?;
     Ok(device)
 }
 
@@ -1506,7 +1583,8 @@ pub struct GraphEdge {
     pub full: bool,
 }
 
-/// `cudaGraphGetEdges` with edge data: every dependency of the graph.
+/// `cudaGraphGetEdges` with edge data (`cudaGraphGetEdges_v2` in CUDA 12.3 to 12.9): every
+/// dependency of the graph. Runtimes before 12.3 have no edge data: every edge is full.
 ///
 /// # Errors
 /// The status of `cudaGraphGetEdges` when it is not `cudaSuccess`.
@@ -1519,7 +1597,7 @@ pub unsafe fn graph_get_edges(graph: RawGraph) -> Result<Vec<GraphEdge>> {
     check(
         // SAFETY: the caller's contract; null arrays ask for the count only.
         unsafe {
-            sys::cudaGraphGetEdges(
+            get_edges(
                 graph,
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
@@ -1535,18 +1613,12 @@ pub unsafe fn graph_get_edges(graph: RawGraph) -> Result<Vec<GraphEdge>> {
     }
     let mut from = vec![std::ptr::null_mut(); count];
     let mut to = vec![std::ptr::null_mut(); count];
-    let empty = sys::cudaGraphEdgeData {
-        from_port: 0,
-        to_port: 0,
-        type_: 0,
-        reserved: [0; 5],
-    };
-    let mut data = vec![empty; count];
+    let mut data = vec![EdgeData::default(); count];
     let mut written = count;
     check(
         // SAFETY: the caller's contract; each array has room for `written` entries.
         unsafe {
-            sys::cudaGraphGetEdges(
+            get_edges(
                 graph,
                 from.as_mut_ptr(),
                 to.as_mut_ptr(),
@@ -1561,10 +1633,64 @@ pub unsafe fn graph_get_edges(graph: RawGraph) -> Result<Vec<GraphEdge>> {
         .map(|i| GraphEdge {
             from: from[i],
             to: to[i],
-            full: u32::from(data[i].type_) == sys::cudaGraphDependencyTypeDefault
-                && u32::from(data[i].from_port) == sys::cudaGraphKernelNodePortDefault,
+            full: data[i].is_full(),
         })
         .collect())
+}
+
+/// The edge data of one graph edge, where the runtime has it.
+#[cfg(cudart_ge = "12.3")]
+type EdgeData = sys::cudaGraphEdgeData;
+
+/// Runtimes before 12.3 have no edge data; a stand-in that says "full".
+#[cfg(not(cudart_ge = "12.3"))]
+#[derive(Clone, Copy, Default)]
+struct EdgeData;
+
+trait FullEdge {
+    /// Whether this is the default edge data (`cudaGraphDependencyTypeDefault` from
+    /// `cudaGraphKernelNodePortDefault`).
+    fn is_full(&self) -> bool;
+}
+
+#[cfg(cudart_ge = "12.3")]
+impl FullEdge for EdgeData {
+    fn is_full(&self) -> bool {
+        u32::from(self.type_) == sys::cudaGraphDependencyTypeDefault
+            && u32::from(self.from_port) == sys::cudaGraphKernelNodePortDefault
+    }
+}
+
+#[cfg(not(cudart_ge = "12.3"))]
+impl FullEdge for EdgeData {
+    fn is_full(&self) -> bool {
+        true
+    }
+}
+
+/// The runtime's edge query of this version, taking edge data where it has it.
+///
+/// # Safety
+/// As `cudaGraphGetEdges`: `graph` live; the arrays null or with room for `*count` entries.
+unsafe fn get_edges(
+    graph: RawGraph,
+    from: *mut RawGraphNode,
+    to: *mut RawGraphNode,
+    data: *mut EdgeData,
+    count: *mut usize,
+) -> RawStatus {
+    #[cfg(cudart_ge = "13.0")]
+    // SAFETY: the caller's contract.
+    return unsafe { sys::cudaGraphGetEdges(graph, from, to, data, count) };
+    #[cfg(all(cudart_ge = "12.3", not(cudart_ge = "13.0")))]
+    // SAFETY: the caller's contract.
+    return unsafe { sys::cudaGraphGetEdges_v2(graph, from, to, data, count) };
+    #[cfg(not(cudart_ge = "12.3"))]
+    {
+        let _ = data; // no edge data before 12.3: every edge is full
+                      // SAFETY: the caller's contract.
+        unsafe { sys::cudaGraphGetEdges(graph, from, to, count) }
+    }
 }
 
 /// `cudaGraphAddEventRecordNode`: adds a node that records `event` once all of `dependencies`

@@ -5,12 +5,16 @@
 use super::{check, consume_last_error, not_in_callback, Dim3, RawStream};
 use crate::error::Result;
 use cuda_rt_sys as sys;
-use std::ffi::{c_int, c_void, CStr};
+#[cfg(cudart_ge = "12.8")]
+use std::ffi::CStr;
+use std::ffi::{c_int, c_void};
 
-/// A raw library handle (`cudaLibrary_t`): code loaded at run time.
+/// A raw library handle (`cudaLibrary_t`): code loaded at run time (CUDA 12.8 and newer).
+#[cfg(cudart_ge = "12.8")]
 pub type RawLibrary = sys::cudaLibrary_t;
 /// A raw kernel handle (`cudaKernel_t`) of a loaded library; CUDA accepts it, cast to
-/// `*const c_void`, wherever it takes a kernel's address.
+/// `*const c_void`, wherever it takes a kernel's address (CUDA 12.8 and newer).
+#[cfg(cudart_ge = "12.8")]
 pub type RawKernel = sys::cudaKernel_t;
 
 /// One launch attribute of `cudaLaunchKernelExC` (`cudaLaunchAttribute`).
@@ -122,6 +126,7 @@ pub unsafe fn launch_kernel_ex(
 ///
 /// # Safety
 /// `func` must be a kernel's address registered with this runtime, or a live [`RawKernel`].
+#[cfg(cudart_ge = "12.4")]
 pub unsafe fn func_get_param_info(
     func: *const c_void,
     index: usize,
@@ -138,6 +143,25 @@ pub unsafe fn func_get_param_info(
     }
     check(status, "cudaFuncGetParamInfo")?;
     Ok(Some((offset, size)))
+}
+
+/// `cudaFuncGetParamInfo` on a runtime before CUDA 12.4, which lacks it: always
+/// `cudaErrorNotSupported` (the answer of a driver that cannot tell).
+///
+/// # Errors
+/// `cudaErrorNotSupported`.
+///
+/// # Safety
+/// None: nothing is called.
+#[cfg(not(cudart_ge = "12.4"))]
+pub unsafe fn func_get_param_info(
+    _func: *const c_void,
+    _index: usize,
+) -> Result<Option<(usize, usize)>> {
+    Err(crate::Error::cuda(
+        sys::cudaErrorNotSupported,
+        "cudaFuncGetParamInfo",
+    ))
 }
 
 /// What `cudaFuncGetAttributes` says of a kernel (the fields this crate reads).
@@ -249,6 +273,7 @@ pub unsafe fn occupancy_max_active_blocks_per_multiprocessor(
 /// # Safety
 /// `image` must point to a complete cubin, fatbin, or NUL-terminated PTX image, readable for the
 /// duration of the call.
+#[cfg(cudart_ge = "12.8")]
 pub unsafe fn library_load_data(image: *const c_void) -> Result<RawLibrary> {
     not_in_callback("cudaLibraryLoadData")?;
     let mut library: RawLibrary = std::ptr::null_mut();
@@ -278,6 +303,7 @@ pub unsafe fn library_load_data(image: *const c_void) -> Result<RawLibrary> {
 ///
 /// # Safety
 /// `library` must be a live library; no kernel of it may run or be launched afterwards.
+#[cfg(cudart_ge = "12.8")]
 pub unsafe fn library_unload(library: RawLibrary) -> Result<()> {
     not_in_callback("cudaLibraryUnload")?;
     // SAFETY: the caller's contract.
@@ -294,6 +320,7 @@ pub unsafe fn library_unload(library: RawLibrary) -> Result<()> {
 ///
 /// # Safety
 /// `library` must be a live library.
+#[cfg(cudart_ge = "12.8")]
 pub unsafe fn library_get_kernel(library: RawLibrary, name: &CStr) -> Result<RawKernel> {
     not_in_callback("cudaLibraryGetKernel")?;
     let mut kernel: RawKernel = std::ptr::null_mut();
