@@ -1,11 +1,12 @@
 //! The committed bindings: which file serves which CUDA runtime versions.
 //!
 //! Shared by the build script (to choose a file) and by the tests (to regenerate the chosen
-//! file and compare). One entry per ABI: CUDA 12.0 through 12.9 share every size, alignment and
-//! field offset except the `reserved` tails that later minors carve new fields out of, so one
-//! file, generated from the newest 12.x headers, serves them all. CUDA 13 minors grew
-//! structs (`cudaKernelNodeParamsV2`, `cudaHostNodeParamsV2`, `cudaMemsetParamsV2`), so each
-//! minor that changed a size has its own file.
+//! file and compare). One entry per ABI: minors that share every size, alignment and field
+//! offset of their named types (except the `reserved` tails that later minors carve new fields
+//! out of) share a file, generated from the newest of them. CUDA 12.9 grew
+//! `cudaChildGraphNodeParams`; CUDA 13 minors grew `cudaKernelNodeParamsV2`,
+//! `cudaHostNodeParamsV2`, `cudaMemsetParamsV2` and others: each minor that changed a size
+//! starts a file.
 
 /// One committed bindings file.
 #[derive(Debug, Clone, Copy)]
@@ -27,8 +28,18 @@ pub struct Committed {
 /// Every committed file, oldest first.
 pub const COMMITTED: &[Committed] = &[
     Committed {
-        name: "cuda_12",
+        name: "cuda_12_0",
         first: 12000,
+        last: 12080,
+        source: 12080,
+        source_wheels: [
+            "nvidia-cuda-runtime-cu12==12.8.90",
+            "nvidia-cuda-nvcc-cu12==12.8.93",
+        ],
+    },
+    Committed {
+        name: "cuda_12_9",
+        first: 12090,
         last: 12090,
         source: 12090,
         source_wheels: [

@@ -15,7 +15,7 @@ trap 'rm -rf "$work"' EXIT
 python3 - build/committed.rs > "$work/list" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-for m in re.finditer(r'name: "(\w+)".*?source_wheels: \["([^"]+)", "([^"]+)"\]', text, re.S):
+for m in re.finditer(r'name: "(\w+)".*?source_wheels: \[\s*"([^"]+)",\s*"([^"]+)",?\s*\]', text, re.S):
     print(*m.groups())
 PY
 

@@ -17,18 +17,19 @@
 //!
 //! | Toolkit | File | Generated from |
 //! |---|---|---|
-//! | 12.0 – 12.9 | `src/bindings/cuda_12.rs` | 12.9 headers |
+//! | 12.0 – 12.8 | `src/bindings/cuda_12_0.rs` | 12.8 headers |
+//! | 12.9 | `src/bindings/cuda_12_9.rs` | 12.9 headers |
 //! | 13.0 | `src/bindings/cuda_13_0.rs` | 13.0 headers |
 //! | 13.1 | `src/bindings/cuda_13_1.rs` | 13.1 headers |
 //! | 13.2 – 13.3 | `src/bindings/cuda_13_2.rs` | 13.3 headers |
 //! | 13.4 – 13.5 | `src/bindings/cuda_13_4.rs` | 13.5 headers |
 //!
-//! Every 12.x minor has the same sizes, alignments and field offsets (later minors only name
-//! bytes that earlier ones called `reserved`), so the 12.9 file serves them all; it declares
-//! functions that older 12.x runtimes lack (`cudaLibraryLoadData` and `cudaStreamGetDevice`
-//! came in 12.8, `cudaFuncGetParamInfo` in 12.4, edge data in 12.3), and calling one of those
-//! against an older runtime fails to link. CUDA 13 minors grew structs, hence a file per change.
-//! A newer minor than listed uses the newest file of its major, with a build warning.
+//! The minors of a row have the same sizes, alignments and field offsets (later minors only
+//! name bytes that earlier ones called `reserved`); a row's file comes from its newest minor and
+//! declares functions that its older minors lack (`cudaLibraryLoadData` and
+//! `cudaStreamGetDevice` came in 12.8, `cudaFuncGetParamInfo` in 12.4, edge data in 12.3):
+//! calling one of those against an older runtime fails to link. A newer minor than listed uses
+//! the newest file of its major, with a build warning.
 //!
 //! [`CUDART_VERSION`] is the version of the headers the bindings were generated from;
 //! [`TOOLKIT_CUDART_VERSION`] that of the toolkit this build links (they differ within a row of
@@ -72,8 +73,10 @@
     rustdoc::all
 )]
 
-#[cfg(cuda_rt_sys_bindings = "cuda_12")]
-include!("bindings/cuda_12.rs");
+#[cfg(cuda_rt_sys_bindings = "cuda_12_0")]
+include!("bindings/cuda_12_0.rs");
+#[cfg(cuda_rt_sys_bindings = "cuda_12_9")]
+include!("bindings/cuda_12_9.rs");
 #[cfg(cuda_rt_sys_bindings = "cuda_13_0")]
 include!("bindings/cuda_13_0.rs");
 #[cfg(cuda_rt_sys_bindings = "cuda_13_1")]

@@ -1,7 +1,7 @@
 //! The committed bindings against the headers of the toolkit found: the file chosen for its
 //! version equals a fresh generation when the toolkit is the version the file was generated
-//! from, and has the toolkit's ABI (every size, alignment and field offset both know, except
-//! `reserved` tails) for any version it serves. The bindings are also the same for aarch64
+//! from, and has the toolkit's ABI (every size, alignment and field offset of named types both
+//! know, except `reserved` tails) for any version it serves. The bindings are also the same for aarch64
 //! Linux. Needs libclang at run time (Debian: libclang-dev); without it the tests say they were
 //! skipped, unless `CI` or `CUDA_RT_SYS_REQUIRE_LIBCLANG=1` is set, where they fail.
 
@@ -17,7 +17,8 @@ use std::path::Path;
 
 /// The committed files, by name.
 const FILES: &[(&str, &str)] = &[
-    ("cuda_12", include_str!("../src/bindings/cuda_12.rs")),
+    ("cuda_12_0", include_str!("../src/bindings/cuda_12_0.rs")),
+    ("cuda_12_9", include_str!("../src/bindings/cuda_12_9.rs")),
     ("cuda_13_0", include_str!("../src/bindings/cuda_13_0.rs")),
     ("cuda_13_1", include_str!("../src/bindings/cuda_13_1.rs")),
     ("cuda_13_2", include_str!("../src/bindings/cuda_13_2.rs")),
@@ -122,6 +123,11 @@ fn toolkit_abi_matches_the_chosen_bindings() {
         };
         if fact.ends_with("::reserved") {
             continue; // later minors name bytes of the reserved tail: it starts later
+        }
+        if fact.contains("__bindgen_ty_") {
+            // Anonymous members are numbered in order of appearance, which new members shift;
+            // their sizes and offsets show in the named types that hold them.
+            continue;
         }
         compared += 1;
         if other != value {
