@@ -13,6 +13,8 @@ const THRESHOLDS: &[(&str, u32)] = &[
     ("12.8", 12080),
     // The 13.x API (cudaGraphGetEdges with edge data, no `_v2` names).
     ("13.0", 13000),
+    // cudaMemLocation's `id` inside a union.
+    ("13.2", 13020),
 ];
 
 fn main() {

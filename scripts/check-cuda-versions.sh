@@ -2,11 +2,11 @@
 # Checks cuda-rt-sys and cuda-rt against the runtimes of CUDA versions other than the ones CI
 # builds the whole workspace with: the oldest 12.x, the newest 12.x and the newest 13.x on PyPI.
 # For each, from the runtime wheel (headers and libcudart.so) plus the wheel with `crt/`:
-#   - cuda-rt (library, tests, examples) compiles against the committed bindings chosen for it,
+#   - the cuda-rt library compiles against the committed bindings chosen for it,
 #     with the items that runtime lacks gated off (so nothing calls a missing function);
 #   - the ABI of its headers equals that of the committed bindings file chosen for it
 #     (cuda-rt-sys's bindings tests, which need libclang).
-# Linking needs the static runtime, which these wheels lack (12.9's has it): `cargo check`, and
+# Linking needs the static runtime, which these wheels lack (12.9's has it): `cargo clippy`, and
 # the dynamic feature so that the build script accepts the libcudart.so it finds.
 # Wheels are kept in .cuda-toolkit/headers-<version>/ (a few MB each, 40 MB for 12.x's crt).
 set -euo pipefail
@@ -31,8 +31,8 @@ for entry in "${versions[@]}"; do
   fi
   echo "== CUDA $version ($runtime)"
   start=$(date +%s)
-  CUDA_PATH="$root" cargo check --quiet -p cuda-rt --no-default-features --features dynamic \
-    --all-targets --target-dir "$target"
+  CUDA_PATH="$root" cargo clippy --quiet -p cuda-rt --no-default-features --features dynamic \
+    --lib --target-dir "$target" -- -D warnings
   CUDA_PATH="$root" cargo test --quiet -p cuda-rt-sys --no-default-features --features dynamic \
     --test bindings_fresh --target-dir "$target" -- --nocapture 2>&1 \
     | grep -E 'equal those|skipped|test result'

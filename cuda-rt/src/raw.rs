@@ -1171,17 +1171,13 @@ pub unsafe fn device_get_default_mem_pool(device: c_int) -> Result<RawMemPool> {
 /// None beyond CUDA's: the pool must be destroyed once, with [`mem_pool_destroy`].
 pub unsafe fn mem_pool_create(device: c_int) -> Result<RawMemPool> {
     not_in_callback("cudaMemPoolCreate")?;
+    // Zero for every field this crate does not set (maxSize 0: no limit; usage 0; the
+    // reserved bytes, which CUDA requires to be zero and whose extent varies by version).
     let props = sys::cudaMemPoolProps {
         allocType: sys::cudaMemAllocationTypePinned,
         handleTypes: sys::cudaMemHandleTypeNone,
-        location: sys::cudaMemLocation {
-            type_: sys::cudaMemLocationTypeDevice,
-            id: device,
-        },
-        win32SecurityAttributes: std::ptr::null_mut(),
-        maxSize: 0,
-        usage: 0,
-        reserved: [0; 54],
+        location: device_location(device),
+        ..Default::default()
     };
     let mut pool = std::ptr::null_mut();
     check(
@@ -1190,6 +1186,21 @@ pub unsafe fn mem_pool_create(device: c_int) -> Result<RawMemPool> {
         "cudaMemPoolCreate",
     )?;
     Ok(pool)
+}
+
+/// A `cudaMemLocation` naming device `device` (its `id` became a union member in CUDA 13.2).
+fn device_location(device: c_int) -> sys::cudaMemLocation {
+    #[cfg(not(cudart_ge = "13.2"))]
+    let location = sys::cudaMemLocation {
+        type_: sys::cudaMemLocationTypeDevice,
+        id: device,
+    };
+    #[cfg(cudart_ge = "13.2")]
+    let location = sys::cudaMemLocation {
+        type_: sys::cudaMemLocationTypeDevice,
+        __bindgen_anon_1: sys::cudaMemLocation__bindgen_ty_1 { id: device },
+    };
+    location
 }
 
 /// `cudaMemPoolDestroy`. Allocations still outstanding keep the pool's memory until they are
@@ -1613,6 +1624,7 @@ pub unsafe fn graph_get_edges(graph: RawGraph) -> Result<Vec<GraphEdge>> {
     }
     let mut from = vec![std::ptr::null_mut(); count];
     let mut to = vec![std::ptr::null_mut(); count];
+    #[allow(clippy::default_constructed_unit_structs)] // a unit struct before CUDA 12.3
     let mut data = vec![EdgeData::default(); count];
     let mut written = count;
     check(

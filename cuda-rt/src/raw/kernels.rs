@@ -2,7 +2,7 @@
 //! occupancy, and libraries loaded at run time. Part of the [raw layer](super): one CUDA call
 //! each, every status turned into a `Result`.
 
-use super::{check, consume_last_error, not_in_callback, Dim3, RawStream};
+use super::{check, not_in_callback, Dim3, RawStream};
 use crate::error::Result;
 use cuda_rt_sys as sys;
 #[cfg(cudart_ge = "12.8")]
@@ -138,7 +138,7 @@ pub unsafe fn func_get_param_info(
     if status == sys::cudaErrorInvalidValue {
         // The answer "no such parameter", not a failure: the runtime's copy of the status as the
         // thread's last error is consumed (an older error found there is deferred).
-        consume_last_error(status);
+        super::consume_last_error(status);
         return Ok(None);
     }
     check(status, "cudaFuncGetParamInfo")?;
