@@ -63,6 +63,7 @@ nv="$work/wheels/nvidia"
 cp -a "$nv/cuda_runtime/include/." "$nv/cuda_nvcc/include/." "$nv/cuda_cccl/include/." "$staging/include/"
 cp -a "$nv/cuda_runtime/lib/libcudart.so.12" "$staging/lib64/"
 find "$staging" -name __init__.py -delete
+find "$staging" -name __pycache__ -prune -exec rm -rf {} +
 cat > "$staging/bin/nvcc.profile" <<'PROFILE'
 TOP              = $(_HERE_)/..
 NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice
