@@ -51,16 +51,57 @@ constexpr unsigned long long kDeviceDriverMinN = 1ull << 25;
 constexpr unsigned long long kNarrowMergeMaxN = 1ull << 26;
 constexpr unsigned long long kNarrowTileMaxN = 1ull << 22;
 
+// The most shared memory, static and dynamic, that a block of the current device may have
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB on sm_90 and sm_100, 163 KiB on sm_80,
+// 99 KiB on sm_86, sm_89 and sm_120, 64 KiB on sm_75), asked once per device. No limit when
+// there is no device to ask (a layout computed without a GPU): the sort itself then fails.
+// A failed query leaves no error behind for the caller's next cudaGetLastError, unless one
+// was pending before.
+size_t block_smem_limit() {
+    static std::atomic<size_t> limits[64] = {};
+    int device = 0;
+    const bool no_pending_error = cudaPeekAtLastError() == cudaSuccess;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        if (no_pending_error) cudaGetLastError();
+        return SIZE_MAX;
+    }
+    if (device >= 0 && device < 64) {
+        const size_t known = limits[device].load(std::memory_order_relaxed);
+        if (known > 0) return known;
+    }
+    int bytes = 0;
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess ||
+        bytes <= 0) {
+        if (no_pending_error) cudaGetLastError();
+        return SIZE_MAX;
+    }
+    if (device >= 0 && device < 64) limits[device].store(size_t(bytes), std::memory_order_relaxed);
+    return size_t(bytes);
+}
+
+// The flags with every choice the caller left open made: by size (above), and, for the wide
+// tile sort and wide merge blocks, only where a block of them fits in `smem_limit` bytes of
+// shared memory (GPUs with less than sm_90's 227 KiB per block get the narrow ones). A choice
+// the caller made is kept, and fails at launch when it does not fit.
 template <class K, class V>
-uint32_t resolve_flags(unsigned long long n, uint32_t flags) {
+uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) {
+    using P = Policy<K, V>;
     if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0)
         flags |= n < kDeviceDriverMinN ? CUDA_RT_SORT_DRIVER_HOST : CUDA_RT_SORT_DRIVER_DEVICE;
     if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0)
         flags |= CUDA_RT_SORT_CUTS_FUSED;
-    if ((flags & CUDA_RT_SORT_TILE_MASK) == 0)
-        flags |= n <= kNarrowTileMaxN ? CUDA_RT_SORT_TILE_NARROW : CUDA_RT_SORT_TILE_WIDE;
-    if ((flags & CUDA_RT_SORT_MERGE_MASK) == 0)
-        flags |= n <= kNarrowMergeMaxN ? CUDA_RT_SORT_MERGE_NARROW : CUDA_RT_SORT_MERGE_WIDE;
+    if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) {
+        const bool wide_fits =
+            tile_smem_bytes<K, V>(P::SORT_THREADS_WIDE * P::SORT_ITEMS) <= smem_limit;
+        flags |= n <= kNarrowTileMaxN || !wide_fits ? CUDA_RT_SORT_TILE_NARROW
+                                                    : CUDA_RT_SORT_TILE_WIDE;
+    }
+    if ((flags & CUDA_RT_SORT_MERGE_MASK) == 0) {
+        const bool wide_fits = merge_block_smem_bytes<K, V, P::MERGE_GROUPS_WIDE>() <= smem_limit;
+        flags |= n <= kNarrowMergeMaxN || !wide_fits ? CUDA_RT_SORT_MERGE_NARROW
+                                                     : CUDA_RT_SORT_MERGE_WIDE;
+    }
     if ((flags & CUDA_RT_SORT_GRID_MASK) == 0) flags |= CUDA_RT_SORT_GRID_PERSISTENT;
     if ((flags & CUDA_RT_SORT_LAUNCH_MASK) == 0) flags |= CUDA_RT_SORT_LAUNCH_QUEUED;
     return flags;
@@ -69,7 +110,7 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags) {
 template <class K, class V>
 void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     using P = Policy<K, V>;
-    flags = resolve_flags<K, V>(n, flags);
+    flags = resolve_flags<K, V>(n, flags, block_smem_limit());
     const int threads = (flags & CUDA_RT_SORT_TILE_MASK) == CUDA_RT_SORT_TILE_WIDE
                             ? P::SORT_THREADS_WIDE
                             : P::SORT_THREADS_NARROW;

@@ -56,15 +56,37 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
     return unsigned(__cvta_generic_to_shared(p));
 }
 
+// How tiles reach shared memory depends on the architecture the code is compiled for, chosen
+// at compile time (the PTX of compute_80 takes the sm_80 path on every GPU it is compiled for):
+// - sm_90 and newer: keys-only tiles arrive by bulk copies (the tensor memory accelerator, TMA)
+//   that complete on an mbarrier, and whole sorted tiles leave by one bulk store;
+// - sm_80 to sm_89: the group's threads move the same bytes as 16-byte cp.async copies, and
+//   store whole sorted tiles in 16-byte pieces;
+// - sm_75: the same 16-byte pieces as plain loads and stores (synchronous).
+// Pairs move element by element: cp.async from sm_80 on, plain loads and stores on sm_75.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CUDA_RT_SORT_BULK_COPY 1
+#else
+#define CUDA_RT_SORT_BULK_COPY 0
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define CUDA_RT_SORT_CP_ASYNC 1
+#else
+#define CUDA_RT_SORT_CP_ASYNC 0
+#endif
+constexpr bool kBulkCopy = CUDA_RT_SORT_BULK_COPY != 0;
+
 // Asynchronous copies from global to shared memory (cp.async, sm_80+), in groups: a group of
 // copies is committed, and wait<N> returns once at most N committed groups are still pending.
-// Elements of 4, 8 or 16 bytes go through cp.async; smaller ones are loaded and stored by the
-// thread (synchronously).
+// Elements of 4, 8 or 16 bytes go through cp.async; smaller ones, and every element on sm_75,
+// are loaded and stored by the thread (synchronously: their group is complete when committed).
+// Either way the group's other threads see the copies after a barrier that follows the wait.
 template <class T>
 constexpr bool kAsyncCopy = sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16;
 
 template <class T>
 __device__ __forceinline__ void copy_to_shared(T* dst, const T* src) {
+#if CUDA_RT_SORT_CP_ASYNC
     if constexpr (kAsyncCopy<T>) {
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(dst)),
                      "l"(src),
@@ -73,17 +95,27 @@ __device__ __forceinline__ void copy_to_shared(T* dst, const T* src) {
     } else {
         *dst = *src;
     }
+#else
+    *dst = *src;
+#endif
 }
-__device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void async_commit() {
+#if CUDA_RT_SORT_CP_ASYNC
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
 template <int N>
 __device__ __forceinline__ void async_wait() {
+#if CUDA_RT_SORT_CP_ASYNC
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
 }
 
 // Bulk copies (the Hopper tensor memory accelerator, 1D form) from global to shared memory,
 // completed on an mbarrier: one thread says how many bytes to expect and starts the copies; the
 // barrier's phase completes when they have all landed. Source, destination and size must be
-// multiples of 16 bytes.
+// multiples of 16 bytes. sm_90 and newer only: code compiled for older architectures never
+// calls these (kBulkCopy), so their instructions never reach its PTX.
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
 }
@@ -199,7 +231,8 @@ __device__ __forceinline__ void load_tile(const SortPlan& plan, int pass, const 
 
 // Where a tile's two runs start in its shared-memory buffer (elements): pairs take s[0..na) and
 // s[na..na+nb); keys-only tiles keep each run at its global address's offset in 16 bytes, so
-// that bulk copies can move them (a_off + na, b_off + nb <= TILE + kKeySlack: Policy).
+// that bulk copies or 16-byte pieces can move them (a_off + na, b_off + nb <= TILE + kKeySlack:
+// Policy).
 struct TileLayout {
     int a_off, b_off;
 };
@@ -221,7 +254,8 @@ __device__ __forceinline__ TileLayout tile_layout(const SortPlan& plan, int pass
 
 // Keys only: starts copying n keys from `src` to `dst` (at the same offset within 16 bytes):
 // the threads copy the unaligned head and tail themselves; returns the aligned middle's
-// length, which the caller's thread 0 moves with one bulk copy from src + head.
+// length, which the caller moves from src + head (sm_90+: thread 0, in one bulk copy; before:
+// every thread, in 16-byte pieces).
 template <class K, int THREADS>
 __device__ __forceinline__ void copy_segment_ends(K* dst, const K* src, int n, int t, int* head,
                                                   int* body) {
@@ -261,6 +295,41 @@ __device__ __forceinline__ void load_tile_bulk(const SortPlan& plan, int pass,
     }
 }
 
+// Keys only, before sm_90: starts moving a tile's inputs into buffer `buffer` at the offsets
+// load_tile_bulk uses, with the aligned middles of both runs cut into 16-byte pieces that the
+// group's threads copy round robin (cp.async; plain loads and stores on sm_75). Commits
+// nothing: the pieces land with the thread's next committed group, the ends are visible to the
+// group after its next barrier.
+template <class K, class V>
+__device__ __forceinline__ void load_tile_pieces(const SortPlan& plan, int pass,
+                                                 const GroupSmem<K, V>& s, int buffer,
+                                                 const TileGeometry& g) {
+    constexpr int THREADS = Policy<K, V>::MERGE_THREADS;
+    constexpr int VEC = int(16 / sizeof(K));
+    const int t = threadIdx.x % THREADS;
+    const TileLayout l = tile_layout<K, V>(plan, pass, g);
+    const K* keys = keys_buffer<const K>(plan, pass_source(plan, pass));
+    K* s_keys = s.keys(buffer);
+    int a_head, a_body, b_head, b_body;
+    copy_segment_ends<K, THREADS>(s_keys + l.a_off, keys + g.a_begin, g.na, t, &a_head, &a_body);
+    copy_segment_ends<K, THREADS>(s_keys + l.b_off, keys + g.b_begin, g.nb, t, &b_head, &b_body);
+    // Both middles start 16-byte aligned in global and in shared memory (tile_layout keeps each
+    // run at its global offset within 16 bytes) and are whole pieces long.
+    const int a_pieces = a_body / VEC;
+    const int pieces = a_pieces + b_body / VEC;
+    const uint4* a_src = reinterpret_cast<const uint4*>(keys + g.a_begin + a_head);
+    const uint4* b_src = reinterpret_cast<const uint4*>(keys + g.b_begin + b_head);
+    uint4* a_dst = reinterpret_cast<uint4*>(s_keys + l.a_off + a_head);
+    uint4* b_dst = reinterpret_cast<uint4*>(s_keys + l.b_off + b_head);
+    for (int p = t; p < pieces; p += THREADS) {
+        if (p < a_pieces) {
+            copy_to_shared(a_dst + p, a_src + p);
+        } else {
+            copy_to_shared(b_dst + (p - a_pieces), b_src + (p - a_pieces));
+        }
+    }
+}
+
 // Merges the tile whose inputs are in buffer `buffer` (loaded, and visible to the whole group)
 // and stores it (FULL: na + nb == MERGE_TILE, so no bounds checks). Leaves the buffer free
 // once the group has passed its next barrier.
@@ -295,17 +364,20 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
     const int dst = pass_destination(plan, pass);
     K* out = keys_buffer<K>(plan, dst) + g.out_begin;
     // Keys only, whole tiles to a 16-byte aligned place: the sorted tile goes out from shared
-    // memory in one bulk copy (TMA), decoded on its way into shared memory in the last pass.
+    // memory whole, decoded on its way into shared memory in the last pass: in one bulk copy
+    // (TMA, sm_90+), or in 16-byte pieces that the group's threads store round robin.
     // Otherwise blocked to striped through shared memory, so that stores coalesce.
-    const bool bulk_store =
+    const bool whole_store =
         !PAIRS && FULL && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
-    if (bulk_store) {
+    if (whole_store) {
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k)
             s_keys[t * ITEMS + k] = decode ? decode_key(keys[k], mode) : keys[k];
-        // The writes above, made through the generic proxy, are seen by the bulk copy (async
-        // proxy) once every thread has fenced them and the group has met.
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        if constexpr (kBulkCopy) {
+            // The writes above, made through the generic proxy, are seen by the bulk copy
+            // (async proxy) once every thread has fenced them and the group has met.
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        }
     } else {
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
@@ -322,15 +394,26 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
         samples[m] = s_keys[0];
         samples[tiles + m] = s_keys[count - 1];
     }
-    if (bulk_store) {
-        if (t == 0) {
-            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(out),
-                         "r"(shared_address(s_keys)), "r"(unsigned(count * sizeof(K)))
-                         : "memory");
-            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-            // The copy has read the buffer before the group's next barrier lets anyone
-            // overwrite it (its writes to global memory may still be on their way).
-            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    if (whole_store) {
+        if constexpr (kBulkCopy) {
+            if (t == 0) {
+                asm volatile(
+                    "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(out),
+                    "r"(shared_address(s_keys)), "r"(unsigned(count * sizeof(K)))
+                    : "memory");
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+                // The copy has read the buffer before the group's next barrier lets anyone
+                // overwrite it (its writes to global memory may still be on their way).
+                asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            }
+        } else {
+            // The buffer starts 16-byte aligned and a whole tile is a whole number of pieces
+            // (MERGE_TILE * sizeof(K) is a multiple of 256).
+            constexpr int PIECES = int(P::MERGE_TILE * sizeof(K) / 16);
+            static_assert(P::MERGE_TILE * sizeof(K) % 16 == 0, "whole tiles are whole pieces");
+            const uint4* from_smem = reinterpret_cast<const uint4*>(s_keys);
+            uint4* to = reinterpret_cast<uint4*>(out);
+            for (int p = t; p < PIECES; p += THREADS) to[p] = from_smem[p];
         }
         return;
     }
@@ -432,6 +515,15 @@ __device__ __forceinline__ void find_block_cuts(const SortPlan& plan, int pass,
     if (slot < count && sub == 0) s_cuts[slot] = lo;
 }
 
+// The shared memory of a merge block of GROUPS groups: the groups' buffers (dynamic), the
+// chunk's cuts and the mbarriers (static, declared by merge_pass_kernel).
+template <class K, class V, int GROUPS>
+__host__ __device__ constexpr size_t merge_block_smem_bytes() {
+    return size_t(GROUPS) * Policy<K, V>::kMergeGroupSmem +
+           size_t(GROUPS) * Policy<K, V>::MERGE_THREADS * sizeof(unsigned long long) +
+           size_t(GROUPS) * 2 * sizeof(uint64_t);
+}
+
 // One merge pass. GROUPS groups of MERGE_THREADS threads per block, each merging one tile at a
 // time with its own barrier. One block per SM is what device-launched grids get (Policy), so
 // the register budget is the whole register file: 64 per thread for 1024 threads, up to 128
@@ -442,8 +534,9 @@ __device__ __forceinline__ void find_block_cuts(const SortPlan& plan, int pass,
 // shared memory (each inner boundary serves two tiles): from the partition kernel, or, fused,
 // searched by the whole block at once (find_block_cuts: one search latency per chunk). Then
 // the groups take the chunk's tiles round robin, double-buffered: a group starts the copies of
-// its next tile's inputs (cp.async) before it merges the current one, so loads, merges and
-// stores of the groups overlap without waiting for one another.
+// its next tile's inputs (bulk copies or cp.async, by architecture: see kBulkCopy) before it
+// merges the current one, so loads, merges and stores of the groups overlap without waiting for
+// one another (on sm_75 the copies are synchronous, and only the groups overlap).
 template <class K, class V, int GROUPS>
 __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
     merge_pass_kernel(SortPlan plan, int stage) {
@@ -456,14 +549,20 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
     const GroupSmem<K, V> s = group_smem<K, V>(group);
     const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, TILE);
     __shared__ unsigned long long s_cuts[THREADS];
-    // Keys only: bulk copies, one mbarrier per group and buffer, and the parity each waits for.
-    constexpr bool kBulk = !kHasValues<V>;
+    // Keys only on sm_90+: bulk copies, one mbarrier per group and buffer, and the parity each
+    // waits for. Everything else: cp.async groups (or synchronous copies, sm_75).
+    constexpr bool kBulk = !kHasValues<V> && kBulkCopy;
     __shared__ uint64_t s_bar[GROUPS][2];
+    static_assert(GROUPS * P::kMergeGroupSmem + sizeof(s_cuts) + sizeof(s_bar) ==
+                      merge_block_smem_bytes<K, V, GROUPS>(),
+                  "merge_block_smem_bytes counts every byte of shared memory the kernel declares");
     unsigned phases = 0;
-    if (kBulk && threadIdx.x % P::MERGE_THREADS == 0) {
-        mbarrier_init(&s_bar[group][0]);
-        mbarrier_init(&s_bar[group][1]);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    if constexpr (kBulk) {
+        if (threadIdx.x % P::MERGE_THREADS == 0) {
+            mbarrier_init(&s_bar[group][0]);
+            mbarrier_init(&s_bar[group][1]);
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
     }
     const unsigned long long per_block = ceil_div<unsigned long long>(tiles, gridDim.x);
     const unsigned long long first = blockIdx.x * per_block;
@@ -482,16 +581,19 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
         __syncthreads();
         int i = group;  // this group's tiles in the chunk: i, i + GROUPS, ...
         int buffer = 0;
-        // Starts moving tile j's inputs into buffer b: keys only, by bulk copies completing on
-        // the buffer's mbarrier; pairs, by cp.async in a committed group.
+        // Starts moving tile j's inputs into buffer b: keys only on sm_90+, by bulk copies
+        // completing on the buffer's mbarrier; otherwise in a committed cp.async group (keys
+        // only in 16-byte pieces, pairs element by element).
         const auto load = [&](int j, int b) {
             if (j < chunk_tiles) {
                 const TileGeometry g = tile_geometry<K, V>(plan, pass, chunk + j, s_cuts[j],
                                                            j + 1 < count ? s_cuts[j + 1] : 0);
                 if constexpr (kBulk) {
                     load_tile_bulk<K, V>(plan, pass, s, b, g, &s_bar[group][b]);
-                } else {
+                } else if constexpr (kHasValues<V>) {
                     load_tile<K, V>(plan, pass, s, b, g);
+                } else {
+                    load_tile_pieces<K, V>(plan, pass, s, b, g);
                 }
             }
             if constexpr (!kBulk) async_commit();
@@ -522,8 +624,10 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
         if constexpr (!kBulk) async_wait<0>();
     }
     // Bulk stores issued by this thread have completed before it exits.
-    if (kBulk && threadIdx.x % P::MERGE_THREADS == 0)
-        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    if constexpr (kBulk) {
+        if (threadIdx.x % P::MERGE_THREADS == 0)
+            asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    }
 }
 
 }  // namespace cuda_rt_sort

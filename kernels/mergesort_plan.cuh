@@ -86,21 +86,23 @@ struct Policy {
     // Shared memory of one merge group: two tile buffers (values, if any, then keys), so that
     // the next tile's inputs arrive while the current tile merges, and each output's 16-bit
     // source position (values only).
-    // Keys-only tiles arrive by bulk copies (TMA), which keep each run's offset within 16 bytes
-    // in shared memory (tile_layout): the first run starts at its own offset, the second at the
-    // first 16-byte boundary after the first run's end plus its own offset. Each of those three
-    // gaps is at most VEC - 1 keys (VEC = 16 / sizeof(K)), so a buffer needs 3 * (VEC - 1) keys
-    // of slack; 48 bytes covers that and keeps every buffer 16-byte aligned.
+    // Keys-only tiles arrive by bulk copies (TMA) or, before sm_90, in 16-byte pieces, which
+    // keep each run's offset within 16 bytes in shared memory (tile_layout): the first run
+    // starts at its own offset, the second at the first 16-byte boundary after the first run's
+    // end plus its own offset. Each of those three gaps is at most VEC - 1 keys (VEC = 16 /
+    // sizeof(K)), so a buffer needs 3 * (VEC - 1) keys of slack; 48 bytes covers that and keeps
+    // every buffer 16-byte aligned.
     static constexpr int kKeySlack = kHasValues<V> ? 0 : int(48 / sizeof(K));
     static_assert(kHasValues<V> || kKeySlack >= 3 * (int(16 / sizeof(K)) - 1),
                   "a keys-only merge buffer holds a full tile at the worst run offsets");
     static_assert(((MERGE_TILE + kKeySlack) * sizeof(K)) % 16 == 0,
-                  "merge buffers stay 16-byte aligned for bulk copies");
+                  "merge buffers stay 16-byte aligned for 16-byte copies");
     static constexpr size_t kMergeBuffer =
         size_t(MERGE_TILE + kKeySlack) * sizeof(K) + size_t(MERGE_TILE) * size_t(kValueBytes<V>);
     static constexpr size_t kMergeGroupSmem =
         2 * kMergeBuffer + (kHasValues<V> ? size_t(MERGE_TILE) * sizeof(uint16_t) : 0);
-    // Dynamic shared memory a block may have on sm_90 (227 KiB).
+    // Dynamic shared memory a block may have on sm_90 (227 KiB). GPUs with less get the
+    // narrow blocks wherever the wide ones do not fit (resolve_flags in mergesort.cu).
     static constexpr int kGroupsBySmem = int(232448 / kMergeGroupSmem);
     static constexpr int MERGE_GROUPS_WIDE =
         kWideRegisters || kHasValues<V> || kGroupsBySmem < 4 ? 2 : 4;

@@ -1,6 +1,6 @@
 //! [`Build`]: nvcc over a crate's `.cu` files, into one static library or a device image.
 
-use crate::arch::{archs, check_one, gencode_flags, Arch};
+use crate::arch::{archs, check_one, gencode_flags, Arch, Archs};
 use crate::image::{self, ImageKind};
 use crate::link::{archive, self_contained_object, Tools};
 use crate::{env, Error, Toolkit};
@@ -87,7 +87,8 @@ impl Build {
     /// Relocatable device code (`-rdc=true`): kernels may call device functions of other files
     /// and launch kernels (dynamic parallelism, with `libcudadevrt`). The library is then one
     /// self-contained object whose only global symbols are the crate's entry points, so that it
-    /// links beside any other crate's (the [crate documentation](crate) says how and why).
+    /// links beside any other crate's (the [crate documentation](crate) says how and why, and
+    /// how its PTX reaches GPUs that its machine code does not run on).
     pub fn relocatable_device_code(&mut self, on: bool) -> &mut Build {
         self.rdc = on;
         self
@@ -102,7 +103,8 @@ impl Build {
     }
 
     /// The oldest compute capability the kernels support: `CUDA_RT_ARCHS` naming an older
-    /// one is refused with a message (for kernels that use, say, Hopper's bulk copies).
+    /// one is refused with a message, and `all` leaves the older ones out (for kernels that
+    /// need, say, Ampere's asynchronous copies without a fallback).
     pub fn min_arch(&mut self, arch: Arch) -> &mut Build {
         self.min_arch = Some(arch);
         self
@@ -178,8 +180,8 @@ impl Build {
     /// Compiles the build's one source into a device image for run-time loading
     /// (`cuda_rt::Library::load`, through `include_bytes!` or `include_str!`):
     /// `$OUT_DIR/NAME.ptx`, `NAME.cubin` or `NAME.fatbin` after `kind`, for the architectures
-    /// of `CUDA_RT_ARCHS` as [`ImageKind`] says (PTX of the oldest, a cubin of the only one, a
-    /// fatbin of all). Returns the file's path.
+    /// of `CUDA_RT_ARCHS` as [`ImageKind`] says (PTX of the oldest, a cubin of the only one with
+    /// machine code, a fatbin of all). Returns the file's path.
     ///
     /// The image is compiled whole (`-O3 -std=c++17`, the build's includes, defines and flags,
     /// then `CUDA_RT_NVCC_FLAGS`), without relocatable device code; the source and every header
@@ -191,7 +193,7 @@ impl Build {
     /// A build of other than exactly one file (nvcc's `-ptx` and `-cubin` take one input: make
     /// one `Build` per image), or with [`relocatable_device_code`](Self::relocatable_device_code)
     /// (device-side launches in a loaded image need the driver's linker); a cubin when
-    /// `CUDA_RT_ARCHS` names several architectures (pick one with
+    /// `CUDA_RT_ARCHS` asks for machine code for several architectures or none (pick one with
     /// [`image_for_arch`](Self::image_for_arch)); a name that is not a plain file name; the
     /// errors of [`try_compile`](Self::try_compile) (the architectures, nvcc's message).
     ///
@@ -248,7 +250,10 @@ impl Build {
                     arch,
                     self.min_arch,
                 )?;
-                vec![arch]
+                Archs {
+                    sass: vec![arch],
+                    ptx: vec![arch],
+                }
             }
             None => archs(&toolkit, self.min_arch)?,
         };
@@ -487,7 +492,11 @@ mod tests {
             .define("N", Some("4"))
             .flag("-Xptxas=-v")
             .relocatable_device_code(false);
-        let target = image::arch_flags(ImageKind::Ptx, &[Arch(90), Arch(80)]).unwrap();
+        let archs = Archs {
+            sass: vec![Arch(80), Arch(90)],
+            ptx: vec![Arch(90)],
+        };
+        let target = image::arch_flags(ImageKind::Ptx, &archs).unwrap();
         let flags = build.nvcc_flags(&toolkit(), &target);
         // What the environment adds (CUDA_RT_LINEINFO, CUDA_RT_NVCC_FLAGS) is left out.
         let flags: Vec<&str> = flags
