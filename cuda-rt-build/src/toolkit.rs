@@ -48,10 +48,19 @@ impl Toolkit {
     ///
     /// # Errors
     /// When the variables are missing (the crate does not depend on cuda-rt-sys directly),
-    /// malformed, or name an nvcc that does not exist.
+    /// malformed, or name an nvcc that does not exist; when the target is not Linux (the
+    /// archives, position-independent code and device link here are Linux's).
     pub fn from_env() -> Result<Option<Toolkit>, Error> {
         if env("DOCS_RS").is_some() {
             return Ok(None);
+        }
+        let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+        if !os.is_empty() && os != "linux" {
+            return Err(Error::new(format!(
+                "cuda-rt-build compiles CUDA code for Linux targets only (it archives with `ar`, \
+                 builds position-independent code and device-links the Linux way); this build \
+                 targets {os}"
+            )));
         }
         let var = |key: &str| {
             env(&format!("DEP_CUDART_{key}")).ok_or_else(|| {

@@ -14,7 +14,7 @@
 #
 # nvcc: $NVCC, else $CUDA_PATH/bin/nvcc, else nvcc on PATH, else /usr/local/cuda/bin/nvcc, else
 # the toolkit provisioned in this checkout (.cuda-toolkit/). GPU architectures: $CUDA_RT_ARCHS
-# (compute capabilities, comma-separated; default 90), as for the Rust build.
+# (as for the Rust build: `80`, `sm_80`, `compute_80`, `all`; default 80,90).
 set -euo pipefail
 
 mode=${1:-static}
@@ -45,21 +45,36 @@ cuda_lib=$(cd "$cuda_lib" && pwd)
 (cd "$root" && cargo build -p cuda-rt-interop --release "${features[@]}")
 lib=$target/release/libcuda_rt_interop.a
 
+# CUDA_RT_ARCHS as cuda-rt-build reads it: `80` machine code and PTX, `sm_80` machine code,
+# `compute_80` PTX, `all` the architectures this nvcc supports among cuda-rt-build's list.
 gencode=()
-IFS=',' read -ra archs <<<"${CUDA_RT_ARCHS:-90}"
-for arch in "${archs[@]}"; do gencode+=("-gencode=arch=compute_${arch},code=[sm_${arch},compute_${arch}]"); done
+list=${CUDA_RT_ARCHS:-80,90}
+if [ "$list" = all ]; then
+    supported=$("$nvcc" --list-gpu-arch | sed 's/compute_//' | tr '\n' ' ')
+    list=$(for a in 75 80 86 89 90 100 120; do [[ " $supported " == *" $a "* ]] && printf '%s,' "$a"; done)
+fi
+IFS=',' read -ra archs <<<"$list"
+for arch in "${archs[@]}"; do
+    arch=${arch// /}; arch=${arch//./}
+    case "$arch" in
+        "") ;;
+        sm_*) gencode+=("-gencode=arch=compute_${arch#sm_},code=sm_${arch#sm_}") ;;
+        compute_*) gencode+=("-gencode=arch=${arch},code=${arch}") ;;
+        *) gencode+=("-gencode=arch=compute_${arch},code=[sm_${arch},compute_${arch}]") ;;
+    esac
+done
 
 if [ "$mode" = static ]; then
     runtime=(-cudart none)
 elif [ "$mode" = static-nvcc-default ]; then
     runtime=("-L$cuda_lib" "-Xlinker" "-Map=$out.map")
 else
-    # PyPI wheels ship only libcudart.so.13: give the linker an unversioned name.
+    # PyPI wheels ship only libcudart.so.<major>: give the linker an unversioned name.
     link_dir=$cuda_lib
     if [ ! -e "$cuda_lib/libcudart.so" ]; then
         link_dir=$target/cudart-link
         mkdir -p "$link_dir"
-        ln -sf "$cuda_lib/libcudart.so.13" "$link_dir/libcudart.so"
+        ln -sf "$(ls "$cuda_lib"/libcudart.so.1[0-9] | head -n 1)" "$link_dir/libcudart.so"
     fi
     runtime=(-cudart none "-L$link_dir" -lcudart "-Xlinker" "-rpath=$cuda_lib")
 fi
