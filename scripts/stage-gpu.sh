@@ -24,6 +24,11 @@ for so in libmylib_own_static_cudart.so libmylib_shared_cudart.so; do
   found=$(ls -t "$target"/release/build/cuda-rt-interop-*/out/$so | head -1)
   cp "$found" .gpu/bin/
 done
+# The shared runtime of the toolkit this build used (libmylib_shared_cudart.so needs it, and the
+# GPU machine's own toolkit may be another major): .gpu/run.sh puts .gpu/bin first in
+# LD_LIBRARY_PATH.
+lib_dir=$(sed -n 's/^cargo:lib_dir=//p' $(ls -t "$target"/release/build/cuda-rt-sys-*/output | head -1))
+cp "$lib_dir"/libcudart.so.1[0-9] .gpu/bin/
 # Builds cuda-rt's checked examples as programs (bundle.sh's `cargo test --all-targets` builds
 # examples as test harnesses, which hold no tests and never run `main`), stages each as
 # .gpu/bin/example-NAME listed in .gpu/examples.txt (dropping its empty harness), and makes
@@ -54,6 +59,7 @@ cd "$(dirname "$0")/.."
 sanitize=0; only=""; args=("$@")
 while [[ $# -gt 0 ]]; do case "$1" in
   --sanitize) sanitize=1 ;; --only) only="$2"; shift ;; *) echo "unknown flag $1"; exit 2 ;; esac; shift; done
+export LD_LIBRARY_PATH="$PWD/.gpu/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 bash .gpu/run-tests.sh "${args[@]}"; fail=$?
 logs=.gpu/logs; mkdir -p "$logs"; all="${OUT:-.gpu/logs}/gpu-tests.log"
 export CUDA_RT_REQUIRE_GPU=1 RUST_BACKTRACE=1

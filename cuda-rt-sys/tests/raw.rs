@@ -59,7 +59,7 @@ fn device_count_and_versions_on_gpu() {
         unsafe { cudaDriverGetVersion(&mut driver) },
         "cudaDriverGetVersion",
     );
-    assert_eq!(runtime, BINDINGS_CUDART_VERSION as i32, "runtime version");
+    assert_eq!(runtime, TOOLKIT_CUDART_VERSION as i32, "runtime version");
     assert!(
         driver >= runtime,
         "driver {driver} older than runtime {runtime}"

@@ -837,10 +837,8 @@ pub unsafe fn stream_get_priority(stream: RawStream) -> Result<c_int> {
 
 /// `cudaStreamGetDevice`: the device `stream` belongs to.
 ///
-/// Runtimes before CUDA 12.8 lack the call; there the default-stream handles (null,
-/// `cudaStreamLegacy`, `cudaStreamPerThread`) answer the current device, and other streams ask
-/// the driver (`cuStreamGetDevice`, drivers of CUDA 12.8 and newer, found with
-/// `cudaGetDriverEntryPoint`), or fail with `cudaErrorNotSupported` on older drivers.
+/// (Runtimes before CUDA 12.8 lack the call: this crate then asks the driver; see the version
+/// built for them.)
 ///
 /// # Errors
 /// The status of `cudaStreamGetDevice` when it is not `cudaSuccess`.
@@ -863,8 +861,10 @@ pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
 ///
 /// Runtimes before CUDA 12.8 lack the call; here the default-stream handles (null,
 /// `cudaStreamLegacy`, `cudaStreamPerThread`) answer the current device, and other streams ask
-/// the driver (`cuStreamGetDevice`, in drivers of CUDA 12.8 and newer, found with
-/// `cudaGetDriverEntryPoint`), or fail with `cudaErrorNotSupported` on older drivers.
+/// the driver's `cuStreamGetDevice` (drivers of CUDA 12.8 and newer), looked up in the
+/// `libcuda.so.1` that the runtime has loaded; with an older driver the answer is
+/// `cudaErrorNotSupported`. (`cudaGetDriverEntryPoint` cannot find it: a runtime returns only
+/// driver functions of its own version or older.)
 ///
 /// # Errors
 /// The status of the driver's `cuStreamGetDevice` when it is not `CUDA_SUCCESS` (driver and
@@ -875,39 +875,14 @@ pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
 #[cfg(not(cudart_ge = "12.8"))]
 pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
     use std::sync::OnceLock;
-    /// `CUresult cuStreamGetDevice(CUstream, CUdevice*)`, `CUdevice` being an `int`.
-    type StreamGetDevice = unsafe extern "C" fn(RawStream, *mut c_int) -> RawStatus;
-    static DRIVER: OnceLock<Option<StreamGetDevice>> = OnceLock::new();
+    static DRIVER: OnceLock<Option<DriverStreamGetDevice>> = OnceLock::new();
 
     not_in_callback("cudaStreamGetDevice")?;
     if stream.is_null() || stream == STREAM_LEGACY || stream == STREAM_PER_THREAD {
         // SAFETY: no precondition.
         return unsafe { get_device() };
     }
-    let entry = DRIVER.get_or_init(|| {
-        let mut func: *mut c_void = std::ptr::null_mut();
-        let mut found = sys::cudaDriverEntryPointSymbolNotFound;
-        // SAFETY: a NUL-terminated name and valid out-pointers.
-        let status = unsafe {
-            sys::cudaGetDriverEntryPoint(
-                c"cuStreamGetDevice".as_ptr(),
-                &mut func,
-                u64::from(sys::cudaEnableDefault),
-                &mut found,
-            )
-        };
-        if status != sys::cudaSuccess {
-            // A failed lookup leaves its status as the thread's last error: consume it.
-            consume_last_error(status);
-            return None;
-        }
-        if found != sys::cudaDriverEntryPointSuccess || func.is_null() {
-            return None;
-        }
-        // SAFETY: the driver's `cuStreamGetDevice` has this signature (cuda.h).
-        Some(unsafe { std::mem::transmute::<*mut c_void, StreamGetDevice>(func) })
-    });
-    let Some(get) = entry else {
+    let Some(get) = *DRIVER.get_or_init(driver_stream_get_device) else {
         // Neither this runtime (before 12.8) nor the driver (before 12.8) can tell.
         return Err(Error::cuda(
             sys::cudaErrorNotSupported,
@@ -918,6 +893,37 @@ pub unsafe fn stream_get_device(stream: RawStream) -> Result<c_int> {
     // SAFETY: the caller's contract (a live stream); writes one int through a valid pointer.
     check(unsafe { get(stream, &mut device) }, "cuStreamGetDevice")?;
     Ok(device)
+}
+
+/// `CUresult cuStreamGetDevice(CUstream, CUdevice*)` of the driver API (`CUdevice` is an
+/// `int`; `CUresult` values are the runtime's status values).
+#[cfg(not(cudart_ge = "12.8"))]
+type DriverStreamGetDevice = unsafe extern "C" fn(RawStream, *mut c_int) -> RawStatus;
+
+/// The driver's `cuStreamGetDevice`, if the driver the runtime loaded has it.
+#[cfg(not(cudart_ge = "12.8"))]
+fn driver_stream_get_device() -> Option<DriverStreamGetDevice> {
+    #[cfg(unix)]
+    {
+        // SAFETY: a NUL-terminated name; RTLD_NOLOAD only returns a library that is already
+        // loaded (the runtime loaded the driver when it initialized, before any stream existed)
+        // and loads nothing. The reference it takes is kept: the driver stays loaded for the
+        // process's life anyway.
+        let driver =
+            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if driver.is_null() {
+            return None;
+        }
+        // SAFETY: a live handle and a NUL-terminated name.
+        let symbol = unsafe { libc::dlsym(driver, c"cuStreamGetDevice".as_ptr()) };
+        if symbol.is_null() {
+            return None;
+        }
+        // SAFETY: the driver's `cuStreamGetDevice` has this signature (cuda.h).
+        Some(unsafe { std::mem::transmute::<*mut c_void, DriverStreamGetDevice>(symbol) })
+    }
+    #[cfg(not(unix))]
+    None
 }
 
 /// `cudaLaunchHostFunc`: queues `func(user_data)` on `stream`.

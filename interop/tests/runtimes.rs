@@ -228,8 +228,10 @@ const KERNEL_EXPERIMENTS: [&str; 4] = [
 
 /// A kernel is registered with one runtime. Its host stub (`&kernel`, the usual
 /// `cudaLaunchKernel` argument) means nothing to another runtime: the launch is refused with
-/// `cudaErrorInvalidResourceHandle` (not sticky); its `cudaKernel_t` (`cudaGetKernel`, a driver
-/// `CUkernel`) is launchable through any runtime.
+/// `cudaErrorInvalidResourceHandle` (not sticky). Its `cudaKernel_t` (`cudaGetKernel`, a driver
+/// `CUkernel`) is launchable through any CUDA 13.0 runtime; CUDA 12.4 runtimes refuse it too
+/// (`cudaErrorInvalidDeviceFunction`). Versions between were not measured: there the test
+/// records what happens without asserting it.
 #[test]
 fn kernel_handles_cross_runtimes_only_as_cuda_kernel_t() {
     let Some(_gpu) = gpu_test::gpu() else { return };
@@ -327,7 +329,12 @@ fn kernel_experiment(arg: &str) {
         ),
     );
     let by_kernel_t = experiment.ends_with("cudaKernel_t");
-    if variant.shares_our_runtime() || by_kernel_t {
+    let version = cuda_rt_sys::TOOLKIT_CUDART_VERSION;
+    if by_kernel_t && !variant.shares_our_runtime() && version > 12040 && version < 13000 {
+        return; // not measured for this version: the fact above is the result
+    }
+    let kernel_t_crosses = version >= 13000;
+    if variant.shares_our_runtime() || (by_kernel_t && kernel_t_crosses) {
         launched.unwrap();
         synced.unwrap();
         assert!(ran.unwrap(), "the kernel did not run");

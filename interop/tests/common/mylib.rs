@@ -208,9 +208,10 @@ impl Mylib {
             // SAFETY: dlerror returns a NUL-terminated message after a failed dlopen.
             let why = unsafe { CStr::from_ptr(libc::dlerror()) }.to_string_lossy();
             panic!(
-                "cannot load {}: {why} (for libmylib_shared_cudart.so, put the directory of \
-                 libcudart.so.13 in LD_LIBRARY_PATH, e.g. /usr/local/cuda/lib64)",
-                path.display()
+                "cannot load {}: {why} (for libmylib_shared_cudart.so, put the directory of the \
+                 toolkit's libcudart.so.{} in LD_LIBRARY_PATH, e.g. /usr/local/cuda/lib64)",
+                path.display(),
+                cuda_rt_sys::TOOLKIT_CUDART_VERSION / 1000
             );
         }
         let symbol = |name: &str| -> *mut c_void {
