@@ -17,6 +17,7 @@ fn main() {
             .files([
                 "kernels/affine.cu",
                 "kernels/bench_empty.cu",
+                "kernels/broken.cu",
                 "kernels/faults.cu",
                 "kernels/samples.cu",
                 "kernels/smoke.cu",

@@ -1,62 +1,70 @@
-//! The overlapped pipeline computes what the CPU computes, for random inputs and chunkings:
-//! lengths not divisible by the chunk, one chunk, more streams than chunks; direct (pinned) and
-//! staged (pageable) runs; u32 and f32.
+//! The overlapped pipeline computes what the CPU computes, for random inputs and chunkings
+//! (gpu-test's property runner): lengths not divisible by the chunk, one chunk, more streams
+//! than chunks; direct (pinned) and staged (pageable) runs; u32 and f32. And its kernel alone,
+//! in guarded views.
 
 use cuda_rt::PinnedBuffer;
 use cuda_rt_kernels::pipeline::{Pipeline, Plan, Timing};
 use cuda_rt_kernels::scale_add::{scale_add, scale_add_on_cpu};
 use cuda_rt_kernels::timeline::Stage;
+use gpu_test::compare::{Exact, Ulps};
+use gpu_test::{ensure, ensure_eq, inputs, Check, Compare, Failure};
 use proptest::prelude::*;
-use proptest::test_runner::TestRunner;
 
-fn check_u32(len: usize, chunks: usize, streams: usize, seed: u32, staged: bool) {
+fn check_u32(
+    len: usize,
+    chunks: usize,
+    streams: usize,
+    seed: u32,
+    staged: bool,
+) -> Result<(), Failure> {
     let input: Vec<u32> = (0..len as u32)
         .map(|i| i.wrapping_mul(2_654_435_761).wrapping_add(seed))
         .collect();
     let (a, b) = (seed | 1, seed.rotate_left(7));
     let expected = scale_add_on_cpu(&input, a, b);
     let plan = Plan::with_chunks(len, chunks, streams);
-    let mut pipeline = Pipeline::<u32, u32>::new(plan).unwrap();
+    let mut pipeline = Pipeline::<u32, u32>::new(plan)?;
     let kernel = |stream: &cuda_rt::Stream,
                   chunk_in: &cuda_rt::DeviceBuffer<u32>,
                   chunk_out: &mut cuda_rt::DeviceBuffer<u32>| {
         scale_add(stream, chunk_in, chunk_out, a, b)
     };
+    let what = format!("len {len} chunks {chunks} streams {streams} staged {staged}");
     let run = if staged {
         let mut output = vec![0u32; len];
-        let run = pipeline.run_staged(&input, &mut output, kernel).unwrap();
-        assert_eq!(
-            output, expected,
-            "staged: len {len} chunks {chunks} streams {streams}"
-        );
+        let run = pipeline.run_staged(&input, &mut output, kernel)?;
+        Exact
+            .check(&output, &expected)
+            .map_err(|f| f.context(&what))?;
         run
     } else {
-        let pinned_in = PinnedBuffer::from_slice(&input).unwrap();
-        let mut pinned_out = PinnedBuffer::<u32>::new(len).unwrap();
+        let pinned_in = PinnedBuffer::from_slice(&input)?;
+        let mut pinned_out = PinnedBuffer::<u32>::new(len)?;
         pinned_out.fill(0);
         let mut units = 0u64;
-        let run = pipeline
-            .run(&pinned_in, &mut pinned_out, kernel, || units += 1)
-            .unwrap();
-        assert_eq!(
-            &pinned_out[..],
-            &expected[..],
-            "len {len} chunks {chunks} streams {streams}"
-        );
-        assert_eq!(run.polls, units, "meanwhile runs once per poll");
-        assert!(run.callback_after.is_some(), "the stream callback ran");
+        let run = pipeline.run(&pinned_in, &mut pinned_out, kernel, || units += 1)?;
+        Exact
+            .check(&pinned_out[..], &expected)
+            .map_err(|f| f.context(&what))?;
+        ensure_eq!(run.polls, units, "meanwhile runs once per poll");
+        ensure!(run.callback_after.is_some(), "the stream callback ran");
         run
     };
     // The timeline has three spans per chunk, each within the run.
     let chunk_count = plan.chunk_count(len);
-    let timeline = run.timeline.expect("stage timing is the default");
-    assert_eq!(timeline.spans.len(), 3 * chunk_count);
+    let Some(timeline) = run.timeline else {
+        return Err(Failure::assertion(
+            "stage timing is the default, but there is no timeline",
+        ));
+    };
+    ensure_eq!(timeline.spans.len(), 3 * chunk_count);
     for span in &timeline.spans {
-        assert!(
+        ensure!(
             span.start <= span.end && span.end <= run.elapsed,
             "{span:?}"
         );
-        assert!(span.stream < streams);
+        ensure!(span.stream < streams);
     }
     let h2d_bytes: u64 = timeline
         .spans
@@ -64,47 +72,71 @@ fn check_u32(len: usize, chunks: usize, streams: usize, seed: u32, staged: bool)
         .filter(|s| s.stage == Stage::HostToDevice)
         .map(|s| s.bytes)
         .sum();
-    assert_eq!(h2d_bytes, 4 * len as u64);
+    ensure_eq!(h2d_bytes, 4 * len as u64);
+    Ok(())
 }
 
-/// Random lengths, chunk counts, stream counts and constants (proptest, run only on a GPU).
+/// Random lengths, chunk counts, stream counts and constants.
 fn property(staged: bool) {
-    let config = ProptestConfig {
-        cases: 24,
-        ..ProptestConfig::default()
-    };
     let strategy = (1usize..300_000, 1usize..12, 1usize..6, any::<u32>());
-    TestRunner::new(config)
-        .run(&strategy, |(len, chunks, streams, seed)| {
-            check_u32(len, chunks, streams, seed, staged);
-            Ok(())
+    Check::new()
+        .cases(24)
+        .property(strategy, |_case, &(len, chunks, streams, seed)| {
+            check_u32(len, chunks, streams, seed, staged)
         })
-        .unwrap();
+        .assert_passed();
 }
 
 #[test]
 fn pinned_pipeline_equals_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     property(false);
 }
 
 #[test]
 fn staged_pipeline_equals_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     property(true);
 }
 
 #[test]
 fn edge_chunkings() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let mut examples = Vec::new();
     for staged in [false, true] {
         // one chunk; more streams than chunks; a short last chunk; one element; a big job.
-        check_u32(1000, 1, 4, 1, staged);
-        check_u32(1000, 3, 8, 2, staged);
-        check_u32(1001, 4, 2, 3, staged);
-        check_u32(1, 1, 1, 4, staged);
-        check_u32((1 << 22) + 5, 16, 4, 5, staged);
+        for (len, chunks, streams, seed) in [
+            (1000, 1, 4, 1),
+            (1000, 3, 8, 2),
+            (1001, 4, 2, 3),
+            (1, 1, 1, 4),
+            ((1 << 22) + 5, 16, 4, 5),
+        ] {
+            examples.push((len, chunks, streams, seed, staged));
+        }
     }
+    Check::new()
+        .examples(examples, |_case, &(len, chunks, streams, seed, staged)| {
+            check_u32(len, chunks, streams, seed, staged)
+        })
+        .assert_passed();
+}
+
+/// The kernel alone, in views of guarded allocations: it writes exactly its output, every
+/// element of it, as the CPU computes (for `f32` to the last bit, both fusing the multiply-add;
+/// any NaN matches any NaN, since the GPU returns its canonical NaN, not the input's payload).
+#[test]
+fn scale_add_writes_exactly_what_the_cpu_computes() {
+    let lengths = || inputs::lengths(300_000, &[256, 1024]);
+    gpu_test::check(
+        inputs::data::<u32>(lengths()),
+        |stream, input, output| scale_add(stream, input, output, 2_654_435_761, 7),
+        |input| scale_add_on_cpu(input, 2_654_435_761, 7),
+        Exact,
+    );
+    gpu_test::check(
+        inputs::data::<f32>(lengths()),
+        |stream, input, output| scale_add(stream, input, output, 1.25f32, -0.5),
+        |input| scale_add_on_cpu(input, 1.25f32, -0.5),
+        Ulps(0),
+    );
 }
 
 #[test]

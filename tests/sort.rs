@@ -1,13 +1,23 @@
-//! The GPU merge sort against the CPU's stable sort: every key type, both orders, pairs,
-//! edge lengths around the tile size, several distributions, every strategy, and the error path
-//! of the device-side chain. Outputs and scratch are poisoned before each sort.
+//! The GPU merge sort against the CPU's stable sort, through gpu-test's property runner: every
+//! key type, both orders, pairs, edge lengths around the tile size, several distributions, every
+//! strategy, unaligned slices, and the error path of the device-side chain.
+//!
+//! Inputs and outputs lie between guard bands that the sort must not write, outputs are
+//! poisoned before each sort (and so is the sort's scratch), and a failing case is shrunk to
+//! its smallest input. The table-driven tests list their cases (`Check::examples`); the
+//! `prop_*` tests generate them.
 
 mod sort_common;
 
+use cuda_rt::{DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut, Stream};
 use cuda_rt_kernels::sort::raw::{sort_tile_len, RawSortBuffers};
 use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortError, Strategy, TileWidth};
+use gpu_test::compare::{Bitwise, StableByKey};
+use gpu_test::inputs::{self, Data, DISTS};
+use gpu_test::{Case, Check, Compare, Failure};
 use proptest::prelude::*;
 use sort_common::*;
+use std::fmt::Debug;
 
 const ORDERS: [Order; 2] = [Order::Ascending, Order::Descending];
 
@@ -22,6 +32,205 @@ fn strategies() -> Vec<Strategy> {
     }
     all
 }
+
+/// The runner's settings: 48 generated cases per property (8 for quick runs, under
+/// compute-sanitizer).
+fn runner() -> Check {
+    Check::new().cases(if quick() { 8 } else { 48 })
+}
+
+// ---- Sorting guarded device data ------------------------------------------------------------
+
+/// Sorts `keys` on `stream` through the raw layer with `sorter` (scratch poisoned first), in
+/// place, or out of place from `input` when given; waits for the sort.
+#[allow(clippy::too_many_arguments)]
+fn sort_keys_on<K: TestKey>(
+    sorter: &mut Sorter,
+    stream: &Stream,
+    input: Option<&DeviceView<'_, K>>,
+    keys: &mut DeviceViewMut<'_, K>,
+    order: Order,
+    strategy: Strategy,
+    test_flags: u32,
+) -> Result<(), Failure> {
+    let n = keys.len();
+    let sorted = keys.enqueue_mut(stream, |out| {
+        let mut sort = |keys_in: *const K| {
+            let buffers = RawSortBuffers {
+                keys_in: keys_in.cast(),
+                keys_out: out.cast(),
+                test_flags,
+                ..RawSortBuffers::keys(out, n)
+            };
+            // SAFETY: `keys_in` and `out` are n keys of device memory (the same range, or the
+            // ranges of two guarded buffers, which do not overlap), ordered on `stream` and kept
+            // alive by enqueue/enqueue_mut, used by nothing else; run_on waits for the sort.
+            unsafe { sorter.run_on(&buffers, order, strategy, stream.as_raw()) }
+        };
+        match input {
+            Some(input) => input.enqueue(stream, sort),
+            None => Ok(sort(out.cast_const())),
+        }
+    });
+    sorted???;
+    Ok(())
+}
+
+/// [`sort_keys_on`] for keys and values.
+#[allow(clippy::too_many_arguments)]
+fn sort_pairs_on<K: TestKey, V: DeviceCopy>(
+    sorter: &mut Sorter,
+    stream: &Stream,
+    input: Option<(&DeviceView<'_, K>, &DeviceView<'_, V>)>,
+    keys: &mut DeviceViewMut<'_, K>,
+    values: &mut DeviceViewMut<'_, V>,
+    order: Order,
+    strategy: Strategy,
+    test_flags: u32,
+) -> Result<(), Failure> {
+    let n = keys.len();
+    let sorted = keys.enqueue_mut(stream, |keys_out| {
+        values
+            .enqueue_mut(stream, |values_out| {
+                let mut sort = |keys_in: *const K, values_in: *const V| {
+                    let buffers = RawSortBuffers {
+                        keys_in: keys_in.cast(),
+                        values_in: values_in.cast(),
+                        test_flags,
+                        ..RawSortBuffers::pairs(keys_out, values_out, n)
+                    };
+                    // SAFETY: as in sort_keys_on, for n keys and n values.
+                    unsafe { sorter.run_on(&buffers, order, strategy, stream.as_raw()) }
+                };
+                match input {
+                    Some((keys_in, values_in)) => keys_in
+                        .enqueue(stream, |k| values_in.enqueue(stream, |v| sort(k, v)))
+                        .and_then(|sorted| sorted),
+                    None => Ok(sort(keys_out.cast_const(), values_out.cast_const())),
+                }
+            })
+            .and_then(|sorted| sorted)
+    });
+    sorted???;
+    Ok(())
+}
+
+/// One sort of `input` checked against the CPU's: in place, or out of place into a poisoned
+/// output (the input must stay as it was).
+fn keys_case<K: TestKey>(
+    case: &mut Case,
+    input: &[K],
+    order: Order,
+    strategy: Strategy,
+    in_place: bool,
+) -> Result<(), Failure> {
+    let want = cpu_sorted(input, order);
+    let mut sorter = Sorter::new();
+    let what = std::any::type_name::<K>();
+    if in_place {
+        let mut keys = case.upload("keys", input)?;
+        sort_keys_on(
+            &mut sorter,
+            case.stream(),
+            None,
+            &mut keys.view_mut(),
+            order,
+            strategy,
+            0,
+        )?;
+        case.compare(&keys, &want, &Bitwise)
+            .map_err(|f| f.context(what))
+    } else {
+        let source = case.upload("input", input)?;
+        let mut keys = case.output::<K>("keys", input.len())?;
+        let view = source.view();
+        sort_keys_on(
+            &mut sorter,
+            case.stream(),
+            Some(&view),
+            &mut keys.view_mut(),
+            order,
+            strategy,
+            0,
+        )?;
+        case.compare(&keys, &want, &Bitwise)
+            .map_err(|f| f.context(what))?;
+        case.check_unchanged(&source)
+    }
+}
+
+/// The comparator of pairs sorted in `order`: sorted by key, stable, a permutation.
+fn stable(order: Order) -> StableByKey {
+    StableByKey {
+        descending: matches!(order, Order::Descending),
+    }
+}
+
+/// One sort of `keys` with values `make_value(i)` (so that the exact permutation shows, equal
+/// keys keeping their input order included), checked against the CPU: in place (at element
+/// `offset` of the allocations), or out of place into poisoned outputs.
+#[allow(clippy::too_many_arguments)]
+fn pairs_case<K: TestKey, V: DeviceCopy + PartialEq + Debug>(
+    case: &mut Case,
+    sorter: &mut Sorter,
+    keys: &[K],
+    make_value: impl Fn(usize) -> V,
+    order: Order,
+    strategy: Strategy,
+    in_place: bool,
+    (test_flags, offset): (u32, usize),
+) -> Result<(), Failure> {
+    let n = keys.len();
+    let values: Vec<V> = (0..n).map(&make_value).collect();
+    let what = format!(
+        "pairs {} -> {} bytes, {order:?} {strategy:?}",
+        std::any::type_name::<K>(),
+        size_of::<V>()
+    );
+    let (got_keys, got_values) = if in_place {
+        let mut dk = case.upload_at("keys", keys, offset)?;
+        let mut dv = case.upload_at("values", &values, offset)?;
+        let (mut k, mut v) = (dk.view_mut(), dv.view_mut());
+        sort_pairs_on(
+            sorter,
+            case.stream(),
+            None,
+            &mut k,
+            &mut v,
+            order,
+            strategy,
+            test_flags,
+        )?;
+        (case.download(&dk)?, case.download(&dv)?)
+    } else {
+        let dk = case.upload("keys in", keys)?;
+        let dv = case.upload("values in", &values)?;
+        let mut out_keys = case.output::<K>("keys", n)?;
+        let mut out_values = case.output::<V>("values", n)?;
+        let (mut k, mut v) = (out_keys.view_mut(), out_values.view_mut());
+        let input = Some((&dk.view(), &dv.view()));
+        sort_pairs_on(
+            sorter,
+            case.stream(),
+            input,
+            &mut k,
+            &mut v,
+            order,
+            strategy,
+            test_flags,
+        )?;
+        case.check_unchanged(&dk)?;
+        case.check_unchanged(&dv)?;
+        (case.download(&out_keys)?, case.download(&out_values)?)
+    };
+    let got: Vec<(K, V)> = got_keys.into_iter().zip(got_values).collect();
+    let reference: Vec<(K, V)> = keys.iter().copied().zip(values).collect();
+    stable(order)
+        .check(&got, &reference)
+        .map_err(|f| f.context(&what))
+}
+
+// ---- Listed cases ---------------------------------------------------------------------------
 
 /// Lengths around the tile size of `K` (and of twice and thrice it, so that merge passes with
 /// an odd number of runs and a partial last tile occur).
@@ -47,28 +256,26 @@ fn edge_lengths<K: TestKey>() -> Vec<usize> {
     lengths
 }
 
+/// Every edge length, distribution and order of `K`, in place and out of place by turns.
 fn check_type<K: TestKey>(seed: u64) {
-    let mut sorter = Sorter::new();
+    let mut examples = Vec::new();
     for n in edge_lengths::<K>() {
-        for (d, dist) in DISTS.iter().enumerate() {
+        for (d, &dist) in DISTS.iter().enumerate() {
             for order in ORDERS {
-                let input: Vec<K> = make(*dist, n, seed ^ (n as u64) << 8 ^ d as u64);
-                let want = cpu_sorted(&input, order);
-                let in_place = (n + d) % 2 == 0;
-                let got = sorter.keys(&input, order, Strategy::default(), in_place);
-                assert_same_keys(
-                    &got,
-                    &want,
-                    &format!("{} n={n} {dist:?} {order:?}", std::any::type_name::<K>()),
-                );
+                let input = Data::<K>::generate(dist, n, seed ^ (n as u64) << 8 ^ d as u64);
+                examples.push((input, order, (n + d) % 2 == 0));
             }
         }
     }
+    runner()
+        .examples(examples, |case, (input, order, in_place)| {
+            keys_case(case, input, *order, Strategy::default(), *in_place)
+        })
+        .assert_passed();
 }
 
 #[test]
 fn every_key_type_edge_lengths_and_distributions() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     check_type::<u8>(1);
     check_type::<u16>(2);
     check_type::<u32>(3);
@@ -83,57 +290,38 @@ fn every_key_type_edge_lengths_and_distributions() {
 
 #[test]
 fn every_strategy_gives_the_same_result() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    let mut sorter = Sorter::new();
     let tile = sort_tile_len::<u32>(0).unwrap();
+    let mut examples = Vec::new();
     for n in [tile + 1, 4 * tile - 5, 9 * tile + 77] {
         for dist in [Dist::Uniform, Dist::FewDistinct, Dist::Sawtooth] {
-            let input: Vec<u32> = make(dist, n, n as u64);
-            let want = cpu_sorted(&input, Order::Ascending);
             for strategy in strategies() {
-                let got = sorter.keys(&input, Order::Ascending, strategy, false);
-                assert_same_keys(&got, &want, &format!("n={n} {dist:?} {strategy:?}"));
+                examples.push((Data::<u32>::generate(dist, n, n as u64), strategy));
             }
         }
     }
+    runner()
+        .examples(examples, |case, (input, strategy)| {
+            keys_case(case, input, Order::Ascending, *strategy, false)
+        })
+        .assert_passed();
 }
 
-/// Pairs with values that record their input index, so the exact permutation is checked,
-/// equal keys keeping input order included.
-fn check_pairs<K: TestKey, V: Copy + PartialEq + std::fmt::Debug>(
-    sorter: &mut Sorter,
-    keys: &[K],
-    make_value: impl Fn(usize) -> V,
+/// One case of [`pairs_are_stable_for_every_value_size`].
+#[derive(Debug, Clone)]
+struct PairsCase {
     order: Order,
+    n: usize,
+    dist: Dist,
     strategy: Strategy,
-    in_place: bool,
-) {
-    let values: Vec<V> = (0..keys.len()).map(&make_value).collect();
-    let perm = cpu_permutation(keys, order);
-    let want_keys: Vec<K> = perm.iter().map(|&i| keys[i]).collect();
-    let want_values: Vec<V> = perm.iter().map(|&i| make_value(i)).collect();
-    let (got_keys, got_values) = sorter.pairs(keys, &values, order, strategy, in_place);
-    let what = format!(
-        "pairs {} -> {} bytes, n={} {order:?} {strategy:?}",
-        std::any::type_name::<K>(),
-        size_of::<V>(),
-        keys.len()
-    );
-    assert_same_keys(&got_keys, &want_keys, &what);
-    if let Some(i) = (0..got_values.len()).find(|&i| got_values[i] != want_values[i]) {
-        panic!(
-            "{what}: value {i} is {:?}, want {:?}",
-            got_values[i], want_values[i]
-        );
-    }
+    /// Picks in place or out of place for each key and value type.
+    turn: usize,
 }
 
 #[test]
 fn pairs_are_stable_for_every_value_size() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    let mut sorter = Sorter::new();
+    let mut examples = Vec::new();
     for order in ORDERS {
-        for (i, n) in [0usize, 1, 2, 4095, 4096, 4097, 11_264, 11_265, 35_000]
+        for (turn, n) in [0usize, 1, 2, 4095, 4096, 4097, 11_264, 11_265, 35_000]
             .into_iter()
             .enumerate()
         {
@@ -143,27 +331,79 @@ fn pairs_are_stable_for_every_value_size() {
                 Dist::Uniform,
                 Dist::Sawtooth,
             ] {
-                let keys: Vec<u32> = make(dist, n, 77 + n as u64);
-                let s = strategies()[i % 8];
-                check_pairs(&mut sorter, &keys, |i| i as u32, order, s, i % 2 == 0);
-                check_pairs(&mut sorter, &keys, |i| i as u64 * 3, order, s, i % 2 == 1);
-                check_pairs(
-                    &mut sorter,
-                    &keys,
-                    |i| [i as u32, 7, !(i as u32), 9],
+                let strategy = strategies()[turn % 8];
+                examples.push(PairsCase {
                     order,
-                    s,
-                    false,
-                );
-                let keys: Vec<f64> = make(Dist::Specials, n, 5 + n as u64);
-                check_pairs(&mut sorter, &keys, |i| i as u32, order, s, true);
-                let keys: Vec<i8> = make(dist, n, 9 + n as u64);
-                check_pairs(&mut sorter, &keys, |i| [i as u64, 1], order, s, false);
-                let keys: Vec<u16> = make(dist, n, 11 + n as u64);
-                check_pairs(&mut sorter, &keys, |i| i as u64, order, s, true);
+                    n,
+                    dist,
+                    strategy,
+                    turn,
+                });
             }
         }
     }
+    runner()
+        .examples(examples, |case, c| {
+            let (mut sorter, n, s, order) = (Sorter::new(), c.n, c.strategy, c.order);
+            let (even, odd) = (c.turn % 2 == 0, c.turn % 2 == 1);
+            let keys: Vec<u32> = make(c.dist, n, 77 + n as u64);
+            pairs_case(
+                case,
+                &mut sorter,
+                &keys,
+                |i| i as u32,
+                order,
+                s,
+                even,
+                (0, 0),
+            )?;
+            pairs_case(
+                case,
+                &mut sorter,
+                &keys,
+                |i| i as u64 * 3,
+                order,
+                s,
+                odd,
+                (0, 0),
+            )?;
+            let quad = |i: usize| [i as u32, 7, !(i as u32), 9];
+            pairs_case(case, &mut sorter, &keys, quad, order, s, false, (0, 0))?;
+            let keys: Vec<f64> = make(Dist::Specials, n, 5 + n as u64);
+            pairs_case(
+                case,
+                &mut sorter,
+                &keys,
+                |i| i as u32,
+                order,
+                s,
+                true,
+                (0, 0),
+            )?;
+            let keys: Vec<i8> = make(c.dist, n, 9 + n as u64);
+            pairs_case(
+                case,
+                &mut sorter,
+                &keys,
+                |i| [i as u64, 1],
+                order,
+                s,
+                false,
+                (0, 0),
+            )?;
+            let keys: Vec<u16> = make(c.dist, n, 11 + n as u64);
+            pairs_case(
+                case,
+                &mut sorter,
+                &keys,
+                |i| i as u64,
+                order,
+                s,
+                true,
+                (0, 0),
+            )
+        })
+        .assert_passed();
 }
 
 #[test]
@@ -195,49 +435,78 @@ fn same_input_twice_gives_identical_output() {
     assert_eq!(first.1, second.1);
 }
 
+/// One sort of [`millions_of_keys`].
+#[derive(Debug, Clone, Copy)]
+enum Big {
+    U32(Strategy),
+    F64Descending,
+    I16,
+    PairsU64,
+    PairsU32Descending,
+}
+
 #[test]
 fn millions_of_keys() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     if quick() {
+        eprintln!("skipped millions_of_keys: CUDA_RT_SORT_TEST_QUICK=1");
         return;
     }
-    let mut sorter = Sorter::new();
-    let input: Vec<u32> = make(Dist::Uniform, 3_000_017, 1);
-    let want = cpu_sorted(&input, Order::Ascending);
-    for strategy in strategies() {
-        let got = sorter.keys(&input, Order::Ascending, strategy, false);
-        assert_same_keys(&got, &want, &format!("u32 3M {strategy:?}"));
-    }
-    let input: Vec<f64> = make(Dist::Specials, (1 << 22) + 1, 2);
-    assert_same_keys(
-        &sorter.keys(&input, Order::Descending, Strategy::default(), true),
-        &cpu_sorted(&input, Order::Descending),
-        "f64 4M descending",
-    );
-    let input: Vec<i16> = make(Dist::FewDistinct, 5_000_000, 3);
-    assert_same_keys(
-        &sorter.keys(&input, Order::Ascending, Strategy::default(), false),
-        &cpu_sorted(&input, Order::Ascending),
-        "i16 5M",
-    );
-    let keys: Vec<u64> = make(Dist::FewDistinct, 2_000_003, 4);
-    check_pairs(
-        &mut sorter,
-        &keys,
-        |i| [i as u64, !(i as u64)],
-        Order::Ascending,
-        Strategy::default(),
-        false,
-    );
-    let keys: Vec<u32> = make(Dist::Uniform, 1 << 21, 5);
-    check_pairs(
-        &mut sorter,
-        &keys,
-        |i| i as u32,
-        Order::Descending,
-        Strategy::default(),
-        true,
-    );
+    let mut examples: Vec<Big> = strategies().into_iter().map(Big::U32).collect();
+    examples.extend([
+        Big::F64Descending,
+        Big::I16,
+        Big::PairsU64,
+        Big::PairsU32Descending,
+    ]);
+    runner()
+        .examples(examples, |case, big| {
+            let mut sorter = Sorter::new();
+            let default = Strategy::default();
+            match *big {
+                Big::U32(strategy) => {
+                    let input: Vec<u32> = make(Dist::Uniform, 3_000_017, 1);
+                    keys_case(case, &input, Order::Ascending, strategy, false)
+                }
+                Big::F64Descending => {
+                    let input: Vec<f64> = make(Dist::Specials, (1 << 22) + 1, 2);
+                    keys_case(case, &input, Order::Descending, default, true)
+                }
+                Big::I16 => {
+                    let input: Vec<i16> = make(Dist::FewDistinct, 5_000_000, 3);
+                    keys_case(case, &input, Order::Ascending, default, false)
+                }
+                Big::PairsU64 => {
+                    let keys: Vec<u64> = make(Dist::FewDistinct, 2_000_003, 4);
+                    let value = |i: usize| [i as u64, !(i as u64)];
+                    let order = Order::Ascending;
+                    pairs_case(
+                        case,
+                        &mut sorter,
+                        &keys,
+                        value,
+                        order,
+                        default,
+                        false,
+                        (0, 0),
+                    )
+                }
+                Big::PairsU32Descending => {
+                    let keys: Vec<u32> = make(Dist::Uniform, 1 << 21, 5);
+                    let order = Order::Descending;
+                    pairs_case(
+                        case,
+                        &mut sorter,
+                        &keys,
+                        |i| i as u32,
+                        order,
+                        default,
+                        true,
+                        (0, 0),
+                    )
+                }
+            }
+        })
+        .assert_passed();
 }
 
 #[test]
@@ -349,19 +618,7 @@ fn missing_scratch_is_reported_and_nothing_is_written() {
     }
 }
 
-// ---- Property tests --------------------------------------------------------------------------
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: if quick() { 8 } else { 48 },
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-fn dist() -> impl proptest::strategy::Strategy<Value = Dist> {
-    proptest::sample::select(DISTS.to_vec())
-}
+// ---- Generated cases ------------------------------------------------------------------------
 
 fn order() -> impl proptest::strategy::Strategy<Value = Order> {
     proptest::sample::select(ORDERS.to_vec())
@@ -371,111 +628,120 @@ fn sort_strategy() -> impl proptest::strategy::Strategy<Value = Strategy> {
     proptest::sample::select(strategies())
 }
 
-/// Runs a property over generated cases with proptest's runner (which shrinks a failing case).
-fn check_property<S: proptest::strategy::Strategy>(cases: S, property: impl Fn(S::Value))
-where
-    S::Value: std::fmt::Debug,
-{
-    let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(&cases, |case| {
-        property(case);
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+/// Keys of `K`: lengths up to `max_len` (likely around one, two and three tiles), every
+/// distribution.
+fn keys<K: TestKey>(max_len: usize) -> inputs::DataStrategy<K> {
+    let tile = sort_tile_len::<K>(0).unwrap();
+    inputs::data::<K>(inputs::lengths(max_len, &[tile, 2 * tile, 3 * tile]))
 }
 
-fn prop_keys<K: TestKey>(
-    (n, dist, seed, order, strategy, in_place): (usize, Dist, u64, Order, Strategy, bool),
-) {
-    let input: Vec<K> = make(dist, n, seed);
-    let got = Sorter::new().keys(&input, order, strategy, in_place);
-    assert_same_keys(
-        &got,
-        &cpu_sorted(&input, order),
-        &format!("n={n} {dist:?} {order:?} {strategy:?}"),
-    );
-}
-
-fn cases(
-    max_len: usize,
-) -> impl proptest::strategy::Strategy<Value = (usize, Dist, u64, Order, Strategy, bool)> {
-    (
-        0..max_len,
-        dist(),
-        any::<u64>(),
-        order(),
-        sort_strategy(),
-        any::<bool>(),
-    )
+/// Keys of `K` sorted in a random order by a random strategy, in place or not, as the CPU
+/// sorts them.
+fn prop_keys<K: TestKey>(max_len: usize) {
+    runner()
+        .property(
+            (keys::<K>(max_len), order(), sort_strategy(), any::<bool>()),
+            |case, (input, order, strategy, in_place)| {
+                keys_case(case, input, *order, *strategy, *in_place)
+            },
+        )
+        .assert_passed();
 }
 
 #[test]
 fn prop_u32() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    check_property(cases(60_000), prop_keys::<u32>);
+    prop_keys::<u32>(60_000);
 }
 
 #[test]
 fn prop_i64() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    check_property(cases(40_000), prop_keys::<i64>);
+    prop_keys::<i64>(40_000);
 }
 
 #[test]
 fn prop_f32() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    check_property(cases(60_000), prop_keys::<f32>);
+    prop_keys::<f32>(60_000);
 }
 
 #[test]
 fn prop_f64() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    check_property(cases(40_000), prop_keys::<f64>);
+    prop_keys::<f64>(40_000);
 }
 
 #[test]
 fn prop_u8_i16_u16() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    check_property(cases(70_000), |case| {
-        prop_keys::<u8>(case);
-        prop_keys::<i16>((case.0, case.1, case.2 ^ 1, case.3, case.4, !case.5));
-        prop_keys::<u16>(case);
-    });
+    let inputs = (
+        keys::<u8>(70_000),
+        keys::<i16>(70_000),
+        keys::<u16>(70_000),
+        order(),
+        sort_strategy(),
+        any::<bool>(),
+    );
+    runner()
+        .property(inputs, |case, (a, b, c, order, strategy, in_place)| {
+            keys_case(case, a, *order, *strategy, *in_place)?;
+            keys_case(case, b, *order, *strategy, !*in_place)?;
+            keys_case(case, c, *order, *strategy, *in_place)
+        })
+        .assert_passed();
 }
 
 #[test]
 fn prop_pairs() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    check_property(cases(40_000), |(n, dist, seed, order, s, in_place)| {
-        let mut sorter = Sorter::new();
-        let keys: Vec<i32> = make(dist, n, seed);
-        check_pairs(&mut sorter, &keys, |i| i as u32, order, s, in_place);
-        let keys: Vec<f32> = make(dist, n, seed);
-        check_pairs(&mut sorter, &keys, |i| [i as u64, 3], order, s, !in_place);
-        let keys: Vec<u64> = make(dist, n, seed);
-        check_pairs(&mut sorter, &keys, |i| i as u64, order, s, in_place);
-    });
+    let inputs = (
+        keys::<i32>(40_000),
+        keys::<f32>(40_000),
+        keys::<u64>(40_000),
+        order(),
+        sort_strategy(),
+        any::<bool>(),
+    );
+    runner()
+        .property(inputs, |case, (a, b, c, order, s, in_place)| {
+            let (mut sorter, order, s, in_place) = (Sorter::new(), *order, *s, *in_place);
+            pairs_case(
+                case,
+                &mut sorter,
+                a,
+                |i| i as u32,
+                order,
+                s,
+                in_place,
+                (0, 0),
+            )?;
+            let value = |i: usize| [i as u64, 3];
+            pairs_case(case, &mut sorter, b, value, order, s, !in_place, (0, 0))?;
+            pairs_case(
+                case,
+                &mut sorter,
+                c,
+                |i| i as u64,
+                order,
+                s,
+                in_place,
+                (0, 0),
+            )
+        })
+        .assert_passed();
 }
 
 /// The paths the default strategy does not take: merge grids of one tile per group (flag
 /// GRID_PER_TILE), each stage launching the next from the device (LAUNCH_CHAINED) rather than
 /// the first grid queueing them all, and buffers that start off the 16-byte alignment of an
 /// allocation (bulk copies then move each run's aligned middle only, and merged tiles leave
-/// through the threads' stores). Keys and pairs, against the CPU; the element before the
-/// offset buffer is never written.
+/// through the threads' stores). Keys and pairs, in place, against the CPU; the guard bands
+/// around the offset buffers are never written.
 #[test]
 fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     use cuda_rt_kernels::sort::ffi::flags::{GRID_PER_TILE, LAUNCH_CHAINED};
-    let mut sorter = Sorter::new();
     let tile = sort_tile_len::<u32>(0).unwrap();
     let lengths: &[usize] = if quick() {
         &[3 * tile + 7]
     } else {
         &[3 * tile + 7, 9 * tile + 1, (1 << 20) + 13]
     };
+    let mut examples = Vec::new();
     for &n in lengths {
         for (grid, offset) in [
             (GRID_PER_TILE, 0usize),
@@ -484,16 +750,12 @@ fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
             (LAUNCH_CHAINED, 0),
             (LAUNCH_CHAINED | GRID_PER_TILE, 1),
         ] {
+            examples.push((n, grid, offset));
+        }
+    }
+    runner()
+        .examples(examples, |case, &(n, grid, offset)| {
             let input: Vec<u32> = make(Dist::Uniform, n, n as u64 ^ offset as u64);
-            let mut padded = vec![0xDEAD_BEEFu32; offset];
-            padded.extend_from_slice(&input);
-            let d = DeviceVec::from_slice(&padded);
-            // SAFETY: `offset` elements into an allocation of offset + n elements.
-            let keys = unsafe { d.ptr().add(offset) };
-            let buffers = RawSortBuffers {
-                test_flags: grid,
-                ..RawSortBuffers::keys(keys, n)
-            };
             let strategy = Strategy {
                 driver: if host_driver_only() {
                     Driver::Host
@@ -502,141 +764,34 @@ fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
                 },
                 ..Strategy::default()
             };
-            sorter
-                .run(&buffers, Order::Ascending, strategy)
-                .unwrap_or_else(|e| panic!("n = {n}, grid {grid:#x}, offset {offset}: {e}"));
-            let got = d.to_vec();
-            assert!(got[..offset].iter().all(|&k| k == 0xDEAD_BEEF));
-            assert_same_keys(
-                &got[offset..],
-                &cpu_sorted(&input, Order::Ascending),
-                &format!("n = {n}, grid {grid:#x}, offset {offset}"),
-            );
-
+            let mut sorter = Sorter::new();
+            let mut keys = case.upload_at("keys", &input, offset)?;
+            let view = &mut keys.view_mut();
+            sort_keys_on(
+                &mut sorter,
+                case.stream(),
+                None,
+                view,
+                Order::Ascending,
+                strategy,
+                grid,
+            )?;
+            case.compare(&keys, &cpu_sorted(&input, Order::Ascending), &Bitwise)?;
             // Pairs: values are the input positions, so stability shows.
-            let values: Vec<u32> = (0..n as u32).collect();
-            let mut vpadded = vec![0xDEAD_BEEFu32; offset];
-            vpadded.extend_from_slice(&values);
-            let dk = DeviceVec::from_slice(&padded);
-            let dv = DeviceVec::from_slice(&vpadded);
-            // SAFETY: as above, for both allocations.
-            let (kp, vp) = unsafe { (dk.ptr().add(offset), dv.ptr().add(offset)) };
-            let buffers = RawSortBuffers {
-                test_flags: grid,
-                ..RawSortBuffers::pairs(kp, vp, n)
-            };
-            sorter
-                .run(&buffers, Order::Ascending, strategy)
-                .unwrap_or_else(|e| panic!("pairs n = {n}, grid {grid:#x}, offset {offset}: {e}"));
-            let (gk, gv) = (dk.to_vec(), dv.to_vec());
-            let want: Vec<u32> = cpu_permutation(&input, Order::Ascending)
-                .into_iter()
-                .map(|i| i as u32)
-                .collect();
-            assert!(
-                gv[offset..] == want[..],
-                "pairs n = {n}, grid {grid:#x}, offset {offset}"
-            );
-            assert!(gk[..offset].iter().all(|&k| k == 0xDEAD_BEEF));
-        }
-    }
-}
-
-/// Elements of guard band on each side of a sorted slice: 64 bytes, so that element offset `o`
-/// of the slice is byte offset `o * size_of::<K>()` within 16 bytes of the allocation.
-fn guard_len<K>() -> usize {
-    64 / size_of::<K>()
-}
-
-/// The byte every guard element holds (and the slice's surroundings must keep).
-const GUARD_BYTE: u8 = 0xA5;
-
-/// Sorts `pristine` (a device copy of `input`) in place at element `offset` of a guarded
-/// allocation, on the sorter's stream, for every strategy of `strategies`, and compares the
-/// slice with `want` and both guard bands with their poison. The slice is copied in on the
-/// device (`cudaMemcpyAsync`), so large sizes cost one upload.
-fn check_guarded_slice<K: TestKey>(
-    sorter: &mut Sorter,
-    pristine: &DeviceVec<K>,
-    want: &[K],
-    offset: usize,
-    strategies: &[Strategy],
-    label: &str,
-) {
-    use cuda_rt_sys::*;
-    let n = want.len();
-    let guard = guard_len::<K>();
-    let total = guard + offset + n + guard;
-    let whole = DeviceVec::<K>::new(total);
-    let bytes = size_of::<K>();
-    // SAFETY: `offset + guard` elements into an allocation of `total`.
-    let slice = unsafe { whole.ptr().add(guard + offset) };
-    let mut got = Vec::<K>::with_capacity(total);
-    for strategy in strategies {
-        let what = format!(
-            "{label}: {} n = {n}, offset {offset} ({} bytes into 16), {:?} {:?}",
-            std::any::type_name::<K>(),
-            offset * bytes % 16,
-            strategy.driver,
-            strategy.tile
-        );
-        // SAFETY: both copies and the memset lie inside their allocations, ordered on the
-        // sorter's stream before the sort.
-        unsafe {
-            check(
-                cudaMemsetAsync(
-                    whole.ptr().cast(),
-                    GUARD_BYTE.into(),
-                    total * bytes,
-                    sorter.stream.0,
-                ),
-                "cudaMemsetAsync",
-            );
-            check(
-                cudaMemcpyAsync(
-                    slice.cast(),
-                    pristine.ptr().cast(),
-                    size_of_val(want),
-                    cudaMemcpyDeviceToDevice,
-                    sorter.stream.0,
-                ),
-                "cudaMemcpyAsync",
-            );
-        }
-        sorter
-            .run(&RawSortBuffers::keys(slice, n), Order::Ascending, *strategy)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        got.clear();
-        // SAFETY: the copy writes `total` elements into the Vec's capacity before set_len;
-        // the sort has completed (run waits for it).
-        unsafe {
-            check(
-                cudaMemcpy(
-                    got.as_mut_ptr().cast(),
-                    whole.ptr().cast(),
-                    total * bytes,
-                    cudaMemcpyDeviceToHost,
-                ),
-                "cudaMemcpy D2H",
-            );
-            got.set_len(total);
-        }
-        let (before, rest) = got.split_at(guard + offset);
-        let (sorted, after) = rest.split_at(n);
-        let poison = |k: &K| {
-            let b = k.bits();
-            (0..bytes).all(|i| (b >> (8 * i)) as u8 == GUARD_BYTE)
-        };
-        assert!(
-            before.iter().all(poison),
-            "{what}: the guard before the slice was written"
-        );
-        assert!(
-            after.iter().all(poison),
-            "{what}: the guard after the slice was written"
-        );
-        assert_same_keys(sorted, want, &what);
-    }
+            let order = Order::Ascending;
+            let flags = (grid, offset);
+            pairs_case(
+                case,
+                &mut sorter,
+                &input,
+                |i| i as u32,
+                order,
+                strategy,
+                true,
+                flags,
+            )
+        })
+        .assert_passed();
 }
 
 /// Sizes that cross every internal threshold of the sort of `K` keys: one tile of either
@@ -670,11 +825,45 @@ fn threshold_sizes<K: TestKey>() -> Vec<usize> {
     sizes
 }
 
-/// Keys of every width sorted in place in slices that start at every element offset 0..8 of
-/// an allocation (0: the 16-byte aligned control), with guard bands before and after that
-/// must stay untouched, at sizes past every threshold, host-queued and device-driven, narrow
-/// and wide tiles. Keys-only merge tiles move through bulk copies that keep each run's offset
-/// within 16 bytes in shared memory; the slice's offset decides those offsets.
+/// Sorts `pristine` (a device copy of `input`) in place at element `offset` of a guarded,
+/// poisoned allocation, on the case's stream, for every strategy of `strategies`, and compares
+/// the slice with `want` and both guard bands with their canary. The slice is copied in on the
+/// device, so large sizes cost one upload.
+fn guarded_slices<K: TestKey>(
+    case: &Case,
+    pristine: &DeviceView<'_, K>,
+    want: &[K],
+    offset: usize,
+    strategies: &[Strategy],
+) -> Result<(), Failure> {
+    let n = want.len();
+    let mut sorter = Sorter::new();
+    let mut slice = case.output_at::<K>("slice", n, offset)?;
+    for strategy in strategies {
+        let what = format!(
+            "{} n = {n}, offset {offset} ({} bytes into 16), {:?} {:?}",
+            std::any::type_name::<K>(),
+            offset * size_of::<K>() % 16,
+            strategy.driver,
+            strategy.tile
+        );
+        let mut view = slice.view_mut();
+        view.copy_from_device_async(case.stream(), pristine)?;
+        let (order, stream) = (Order::Ascending, case.stream());
+        sort_keys_on(&mut sorter, stream, None, &mut view, order, *strategy, 0)
+            .map_err(|f| f.context(&what))?;
+        case.compare(&slice, want, &Bitwise)
+            .map_err(|f| f.context(&what))?;
+    }
+    Ok(())
+}
+
+/// Keys of every width sorted in place in slices that start at every element offset 0..8 past
+/// the 256-byte alignment of an allocation (0: the aligned control), with guard bands before
+/// and after that must stay untouched, at sizes past every threshold, host-queued and
+/// device-driven, narrow and wide tiles. Keys-only merge tiles move through bulk copies that
+/// keep each run's offset within 16 bytes in shared memory; the slice's offset decides those
+/// offsets.
 fn unaligned_slices<K: TestKey>(seed: u64) {
     use rayon::prelude::*;
     let mut strategies = Vec::new();
@@ -692,47 +881,39 @@ fn unaligned_slices<K: TestKey>(seed: u64) {
             });
         }
     }
-    let mut sorter = Sorter::new();
-    for n in threshold_sizes::<K>() {
-        let input: Vec<K> = make(Dist::Uniform, n, seed ^ n as u64);
-        // Keys only: equal keys are equal bits, so an unstable reference sort is exact.
-        let mut want = input.clone();
-        want.par_sort_unstable_by(K::total_cmp_key);
-        let pristine = DeviceVec::from_slice(&input);
-        // Quick runs (sanitizers): the control and three odd offsets.
-        let offsets: &[usize] = if quick() {
-            &[0, 1, 3, 7]
-        } else {
-            &[0, 1, 2, 3, 4, 5, 6, 7]
-        };
-        for &offset in offsets {
-            check_guarded_slice(
-                &mut sorter,
-                &pristine,
-                &want,
-                offset,
-                &strategies,
-                "unaligned",
-            );
-        }
-    }
+    // Quick runs (sanitizers): the control and three odd offsets.
+    let offsets: &[usize] = if quick() {
+        &[0, 1, 3, 7]
+    } else {
+        &[0, 1, 2, 3, 4, 5, 6, 7]
+    };
+    runner()
+        .examples(threshold_sizes::<K>(), |case, &n| {
+            let input: Vec<K> = make(Dist::Uniform, n, seed ^ n as u64);
+            // Keys only: equal keys are equal bits, so an unstable reference sort is exact.
+            let mut want = input.clone();
+            want.par_sort_unstable_by(K::total_order);
+            let pristine = case.upload("pristine", &input)?;
+            for &offset in offsets {
+                guarded_slices(case, &pristine.view(), &want, offset, &strategies)?;
+            }
+            case.check_unchanged(&pristine)
+        })
+        .assert_passed();
 }
 
 #[test]
 fn unaligned_slices_of_1_byte_keys() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     unaligned_slices::<u8>(11);
 }
 
 #[test]
 fn unaligned_slices_of_2_byte_keys() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     unaligned_slices::<i16>(12);
 }
 
 #[test]
 fn unaligned_slices_of_4_byte_keys() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     unaligned_slices::<u32>(13);
     if !quick() {
         unaligned_slices::<f32>(14);
@@ -741,7 +922,6 @@ fn unaligned_slices_of_4_byte_keys() {
 
 #[test]
 fn unaligned_slices_of_8_byte_keys() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
     unaligned_slices::<u64>(15);
 }
 
@@ -749,19 +929,17 @@ fn unaligned_slices_of_8_byte_keys() {
 /// allocation, every key width, both drivers.
 #[test]
 fn prop_unaligned_slices() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
-    fn one<K: TestKey>(n: usize, offset: usize, strategy: Strategy, seed: u64) {
+    fn one<K: TestKey>(
+        case: &mut Case,
+        n: usize,
+        offset: usize,
+        strategy: Strategy,
+        seed: u64,
+    ) -> Result<(), Failure> {
         let input: Vec<K> = make(Dist::Uniform, n, seed);
         let want = cpu_sorted(&input, Order::Ascending);
-        let pristine = DeviceVec::from_slice(&input);
-        check_guarded_slice(
-            &mut Sorter::new(),
-            &pristine,
-            &want,
-            offset,
-            &[strategy],
-            "prop",
-        );
+        let pristine = case.upload("pristine", &input)?;
+        guarded_slices(case, &pristine.view(), &want, offset, &[strategy])
     }
     let cases = (
         0usize..4,
@@ -770,22 +948,24 @@ fn prop_unaligned_slices() {
         any::<bool>(),
         any::<u64>(),
     );
-    check_property(cases, |(width, n, offset, device, seed)| {
-        let strategy = Strategy {
-            driver: if device && !host_driver_only() {
-                Driver::Device
-            } else {
-                Driver::Host
-            },
-            ..Strategy::default()
-        };
-        match width {
-            0 => one::<u8>(n, offset, strategy, seed),
-            1 => one::<u16>(n, offset, strategy, seed),
-            2 => one::<i32>(n, offset, strategy, seed),
-            _ => one::<f64>(n, offset, strategy, seed),
-        }
-    });
+    runner()
+        .property(cases, |case, &(width, n, offset, device, seed)| {
+            let strategy = Strategy {
+                driver: if device && !host_driver_only() {
+                    Driver::Device
+                } else {
+                    Driver::Host
+                },
+                ..Strategy::default()
+            };
+            match width {
+                0 => one::<u8>(case, n, offset, strategy, seed),
+                1 => one::<u16>(case, n, offset, strategy, seed),
+                2 => one::<i32>(case, n, offset, strategy, seed),
+                _ => one::<f64>(case, n, offset, strategy, seed),
+            }
+        })
+        .assert_passed();
 }
 
 /// A host-queued sort whose launch of a later stage fails has queued the stages before it:

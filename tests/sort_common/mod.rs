@@ -1,12 +1,13 @@
-//! Helpers of the sort tests: device buffers over cuda-rt-sys, input distributions, and the CPU
-//! reference orders.
+//! Helpers of the sort tests: device buffers over cuda-rt-sys, the sort on a stream through the
+//! raw layer, input distributions (gpu-test's), and the CPU reference orders.
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+use cuda_rt::DeviceCopy;
 use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
 use cuda_rt_kernels::sort::{Driver, Order, SortError, SortKey, Strategy};
 use cuda_rt_sys::*;
-use std::cmp::Ordering;
+use gpu_test::Element;
 use std::ffi::c_void;
 use std::ptr;
 
@@ -143,181 +144,26 @@ impl Drop for TestStream {
     }
 }
 
-/// A key type under test: the CPU reference order and a bit pattern to compare exactly.
-pub trait TestKey: SortKey + std::fmt::Debug + PartialEq {
-    fn total_cmp_key(&self, other: &Self) -> Ordering;
-    fn bits(&self) -> u64;
-    fn from_bits_u64(x: u64) -> Self;
-    /// A small integer as a key (for sawtooth and few-distinct inputs).
-    fn from_small(x: u32) -> Self;
-    /// Special values (floats: NaNs, zeros, infinities, subnormals).
-    fn specials() -> Vec<Self> {
-        Vec::new()
-    }
-}
+/// A key type under test: a sort key that gpu-test generates and compares (bit patterns, IEEE
+/// 754 total order, special values).
+pub trait TestKey: SortKey + DeviceCopy + Element {}
 
-macro_rules! int_key {
-    ($($t:ty),*) => {$(
-        impl TestKey for $t {
-            fn total_cmp_key(&self, other: &Self) -> Ordering { self.cmp(other) }
-            fn bits(&self) -> u64 { *self as u64 }
-            fn from_bits_u64(x: u64) -> Self { x as $t }
-            fn from_small(x: u32) -> Self { x as $t }
-            fn specials() -> Vec<Self> { vec![<$t>::MIN, <$t>::MAX, 0, 1, <$t>::MIN.wrapping_add(1), <$t>::MAX - 1] }
-        }
-    )*};
-}
-int_key!(u8, u16, u32, u64, i8, i16, i32, i64);
+impl<K: SortKey + DeviceCopy + Element> TestKey for K {}
 
-impl TestKey for f32 {
-    fn total_cmp_key(&self, other: &Self) -> Ordering {
-        self.total_cmp(other)
-    }
-    fn bits(&self) -> u64 {
-        self.to_bits().into()
-    }
-    fn from_bits_u64(x: u64) -> Self {
-        f32::from_bits(x as u32)
-    }
-    fn from_small(x: u32) -> Self {
-        x as f32 - 8.0
-    }
-    fn specials() -> Vec<Self> {
-        vec![
-            f32::NAN,
-            -f32::NAN,
-            f32::from_bits(0x7f80_0001), // signalling NaN
-            f32::from_bits(0xffc0_1234), // negative NaN with payload
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            0.0,
-            -0.0,
-            f32::from_bits(1), // smallest subnormal
-            f32::from_bits(0x8000_0001),
-            f32::from_bits(0x007f_ffff), // largest subnormal
-            f32::MIN_POSITIVE,
-            f32::MAX,
-            f32::MIN,
-            1.0,
-            -1.0,
-        ]
-    }
-}
+/// Input distributions: gpu-test's (and its generator, below).
+pub use gpu_test::inputs::Dist;
 
-impl TestKey for f64 {
-    fn total_cmp_key(&self, other: &Self) -> Ordering {
-        self.total_cmp(other)
-    }
-    fn bits(&self) -> u64 {
-        self.to_bits()
-    }
-    fn from_bits_u64(x: u64) -> Self {
-        f64::from_bits(x)
-    }
-    fn from_small(x: u32) -> Self {
-        f64::from(x) - 8.0
-    }
-    fn specials() -> Vec<Self> {
-        vec![
-            f64::NAN,
-            -f64::NAN,
-            f64::from_bits(0x7ff0_0000_0000_0001),
-            f64::from_bits(0xfff8_0000_0000_1234),
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            0.0,
-            -0.0,
-            f64::from_bits(1),
-            f64::from_bits(0x8000_0000_0000_0001),
-            f64::from_bits(0x000f_ffff_ffff_ffff),
-            f64::MIN_POSITIVE,
-            f64::MAX,
-            f64::MIN,
-            1.0,
-            -1.0,
-        ]
-    }
-}
-
-/// splitmix64: a small deterministic generator for inputs.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// Input distributions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dist {
-    Uniform,
-    AllEqual,
-    Sorted,
-    Reversed,
-    FewDistinct,
-    Sawtooth,
-    Specials,
-}
-
-pub const DISTS: [Dist; 7] = [
-    Dist::Uniform,
-    Dist::AllEqual,
-    Dist::Sorted,
-    Dist::Reversed,
-    Dist::FewDistinct,
-    Dist::Sawtooth,
-    Dist::Specials,
-];
-
+/// `n` keys of distribution `dist` from `seed` (gpu-test's generator).
 pub fn make<K: TestKey>(dist: Dist, n: usize, seed: u64) -> Vec<K> {
-    let mut rng = Rng(seed);
-    let specials = K::specials();
-    let mut v: Vec<K> = match dist {
-        Dist::Uniform | Dist::Sorted | Dist::Reversed => {
-            (0..n).map(|_| K::from_bits_u64(rng.next())).collect()
-        }
-        Dist::AllEqual => {
-            let x = K::from_bits_u64(rng.next());
-            vec![x; n]
-        }
-        Dist::FewDistinct => {
-            let pool: Vec<K> = (0..4).map(|_| K::from_bits_u64(rng.next())).collect();
-            (0..n).map(|_| pool[(rng.next() % 4) as usize]).collect()
-        }
-        Dist::Sawtooth => {
-            let period = 1 + (rng.next() % 300) as usize;
-            (0..n).map(|i| K::from_small((i % period) as u32)).collect()
-        }
-        Dist::Specials => (0..n)
-            .map(|_| {
-                let r = rng.next();
-                if !specials.is_empty() && r % 3 != 0 {
-                    specials[(r >> 8) as usize % specials.len()]
-                } else {
-                    K::from_bits_u64(rng.next())
-                }
-            })
-            .collect(),
-    };
-    match dist {
-        Dist::Sorted => v.sort_by(K::total_cmp_key),
-        Dist::Reversed => v.sort_by(|a, b| b.total_cmp_key(a)),
-        _ => {}
-    }
-    v
+    gpu_test::inputs::generate(dist, n, seed)
 }
 
 /// The CPU reference: a stable sort in `order` (total order for floats).
 pub fn cpu_sorted<K: TestKey>(input: &[K], order: Order) -> Vec<K> {
     let mut v = input.to_vec();
     match order {
-        Order::Ascending => v.sort_by(K::total_cmp_key),
-        Order::Descending => v.sort_by(|a, b| b.total_cmp_key(a)),
+        Order::Ascending => v.sort_by(K::total_order),
+        Order::Descending => v.sort_by(|a, b| b.total_order(a)),
     }
     v
 }
@@ -326,22 +172,22 @@ pub fn cpu_sorted<K: TestKey>(input: &[K], order: Order) -> Vec<K> {
 pub fn cpu_permutation<K: TestKey>(keys: &[K], order: Order) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..keys.len()).collect();
     match order {
-        Order::Ascending => idx.sort_by(|&a, &b| keys[a].total_cmp_key(&keys[b])),
-        Order::Descending => idx.sort_by(|&a, &b| keys[b].total_cmp_key(&keys[a])),
+        Order::Ascending => idx.sort_by(|&a, &b| keys[a].total_order(&keys[b])),
+        Order::Descending => idx.sort_by(|&a, &b| keys[b].total_order(&keys[a])),
     }
     idx
 }
 
 pub fn assert_same_keys<K: TestKey>(got: &[K], want: &[K], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
-    if let Some(i) = (0..got.len()).find(|&i| got[i].bits() != want[i].bits()) {
+    if let Some(i) = (0..got.len()).find(|&i| got[i].bits64() != want[i].bits64()) {
         let lo = i.saturating_sub(3);
         let hi = (i + 4).min(got.len());
         let differing = (0..got.len())
-            .filter(|&i| got[i].bits() != want[i].bits())
+            .filter(|&i| got[i].bits64() != want[i].bits64())
             .count();
-        let mut got_bits: Vec<u64> = got.iter().map(TestKey::bits).collect();
-        let mut want_bits: Vec<u64> = want.iter().map(TestKey::bits).collect();
+        let mut got_bits: Vec<u64> = got.iter().map(|k| k.bits64()).collect();
+        let mut want_bits: Vec<u64> = want.iter().map(|k| k.bits64()).collect();
         got_bits.sort_unstable();
         want_bits.sort_unstable();
         panic!(
@@ -369,25 +215,44 @@ impl Sorter {
         }
     }
 
-    /// Prepares the workspace for `buffers` and poisons its scratch.
-    fn prepare(&mut self, buffers: &RawSortBuffers, strategy: Strategy) {
+    /// Prepares the workspace for `buffers` and poisons its scratch on `stream`.
+    fn prepare(&mut self, buffers: &RawSortBuffers, strategy: Strategy, stream: cudaStream_t) {
         let layout = layout(buffers.n, buffers.key, buffers.value_bytes, strategy).unwrap();
-        // SAFETY: every earlier sort of this sorter ran on this stream and was finished.
+        // SAFETY: every earlier sort of this sorter was finished (run_on waits for it).
         unsafe {
             self.workspace.reserve(&layout).unwrap();
-            self.workspace.poison_scratch(0xA5, self.stream.0).unwrap();
+            self.workspace.poison_scratch(0xA5, stream).unwrap();
         }
     }
 
-    /// Runs one sort of `buffers` and waits for it. A strategy whose driver is `Auto` runs
-    /// device-driven (host-driven under `CUDA_RT_SORT_TEST_DRIVER=host`), so that the tests'
-    /// small sorts take the dynamic-parallelism chain too (the library itself queues small
-    /// sorts from the host: the API tests cover that choice).
+    /// Runs one sort of `buffers` on the sorter's stream and waits for it (see
+    /// [`run_on`](Self::run_on)).
     pub fn run(
         &mut self,
         buffers: &RawSortBuffers,
         order: Order,
+        strategy: Strategy,
+    ) -> Result<(), SortError> {
+        let stream = self.stream.0;
+        // SAFETY: the sorter's own stream is live; the callers' buffers are test allocations
+        // of n elements, used by nothing else while the sort runs.
+        unsafe { self.run_on(buffers, order, strategy, stream) }
+    }
+
+    /// Runs one sort of `buffers` on `stream` and waits for it. A strategy whose driver is
+    /// `Auto` runs device-driven (host-driven under `CUDA_RT_SORT_TEST_DRIVER=host`), so that
+    /// the tests' small sorts take the dynamic-parallelism chain too (the library itself queues
+    /// small sorts from the host: the API tests cover that choice).
+    ///
+    /// # Safety
+    /// `stream` is live; the buffers are device memory of n elements that nothing else uses
+    /// until the sort has finished, and work on them queued before is ordered before `stream`.
+    pub unsafe fn run_on(
+        &mut self,
+        buffers: &RawSortBuffers,
+        order: Order,
         mut strategy: Strategy,
+        stream: cudaStream_t,
     ) -> Result<(), SortError> {
         if strategy.driver == Driver::Auto {
             strategy.driver = if host_driver_only() {
@@ -396,13 +261,11 @@ impl Sorter {
                 Driver::Device
             };
         }
-        self.prepare(buffers, strategy);
-        // SAFETY: the buffers are live test allocations of n elements, used by nothing else;
-        // the stream is live; finish waits for the work.
+        self.prepare(buffers, strategy, stream);
+        // SAFETY: the caller's contract; finish waits for the work.
         unsafe {
-            self.workspace
-                .enqueue(buffers, order, strategy, self.stream.0)?;
-            self.workspace.finish(self.stream.0)
+            self.workspace.enqueue(buffers, order, strategy, stream)?;
+            self.workspace.finish(stream)
         }
     }
 
@@ -438,7 +301,7 @@ impl Sorter {
                 untouched
                     .iter()
                     .zip(input)
-                    .all(|(a, b)| a.bits() == b.bits()),
+                    .all(|(a, b)| a.bits64() == b.bits64()),
                 "input was modified"
             );
             out.to_vec()
