@@ -35,12 +35,18 @@
 #define CUDA_RT_SORT_TILE_NARROW 0x10u
 /** 1024 threads per tile-sort block (tiles twice as long: one merge pass fewer). */
 #define CUDA_RT_SORT_TILE_WIDE 0x20u
+/** 256 threads per tile-sort block (tiles half as long as narrow ones), for GPUs whose blocks
+ * have too little shared memory for narrow ones. */
+#define CUDA_RT_SORT_TILE_SMALL 0x30u
 /** Merge tiles per merge block. */
 #define CUDA_RT_SORT_MERGE_MASK 0xc0u
 /** Merge blocks of 4 merge tiles (1024 threads). */
 #define CUDA_RT_SORT_MERGE_WIDE 0x40u
 /** Merge blocks of 2 merge tiles (512 threads). */
 #define CUDA_RT_SORT_MERGE_NARROW 0x80u
+/** Merge blocks of 1 merge tile (256 threads), for GPUs whose blocks have too little shared
+ * memory for narrow ones. */
+#define CUDA_RT_SORT_MERGE_SINGLE 0xc0u
 /** Tests only: `(stage + 1) << CUDA_RT_SORT_FAIL_STAGE_SHIFT` makes the launch of `stage` fail
  * (an invalid configuration), to exercise the error paths. */
 #define CUDA_RT_SORT_FAIL_STAGE_SHIFT 8u
@@ -59,8 +65,14 @@
 #define CUDA_RT_SORT_LAUNCH_QUEUED 0x40000u
 /** Each stage's grid launches the next stage into its tail-launch stream. */
 #define CUDA_RT_SORT_LAUNCH_CHAINED 0x80000u
+/** The most shared memory per block the sort may use, in KiB, `<< CUDA_RT_SORT_SMEM_LIMIT_SHIFT`
+ * (0: the device's limit, cudaDevAttrMaxSharedMemoryPerBlockOptin). The sort plans for the
+ * lesser of this and the device's limit, and refuses a plan that does not fit it. */
+#define CUDA_RT_SORT_SMEM_LIMIT_SHIFT 20u
+/** Mask of the shared-memory limit field (up to 4095 KiB). */
+#define CUDA_RT_SORT_SMEM_LIMIT_MASK 0xfff00000u
 /** Every flag bit the library knows; others are refused. */
-#define CUDA_RT_SORT_FLAGS_KNOWN 0xfffffu
+#define CUDA_RT_SORT_FLAGS_KNOWN 0xffffffffu
 
 /* ---- Key modes -----------------------------------------------------------------------------
  * A key mode is a kind (how the bits of a key are read) | DESCENDING. */
@@ -121,8 +133,14 @@ typedef struct CudaRtSortLayout {
     uint32_t sort_tile;
     /** Outputs per merge block. */
     uint32_t merge_tile;
-    /** The resolved strategy flags (no zero fields). */
+    /** The resolved strategy flags (no zero fields but the shared-memory limit's). */
     uint32_t flags;
+    /** Bytes of shared memory (static and dynamic) of the largest block of the plan. */
+    uint32_t smem_bytes;
+    /** Bytes of shared memory per block the plan was made for: the lesser of the device's limit
+     * and the flags' (0 when neither is known: no device and no limit in the flags). A sort
+     * whose smem_bytes exceeds it is refused. */
+    uint32_t smem_limit;
     /** Zero. */
     uint32_t reserved;
 } CudaRtSortLayout;
@@ -163,9 +181,11 @@ typedef struct CudaRtSortArgs {
 #define CUDA_RT_SORT_STATIC_ASSERT _Static_assert
 #endif
 CUDA_RT_SORT_STATIC_ASSERT(sizeof(void*) == 8, "a 64-bit target");
-CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortLayout) == 48, "CudaRtSortLayout: 48 bytes");
+CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortLayout) == 56, "CudaRtSortLayout: 56 bytes");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, passes) == 24, "CudaRtSortLayout.passes");
-CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, reserved) == 44,
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, smem_bytes) == 44,
+                           "CudaRtSortLayout.smem_bytes");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, reserved) == 52,
                            "CudaRtSortLayout.reserved");
 CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortArgs) == 88, "CudaRtSortArgs: 88 bytes");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, status) == 56, "CudaRtSortArgs.status");
@@ -179,7 +199,7 @@ extern "C" {
 #endif
 
 /** Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)
- * needs: scratch sizes, passes, launches, tiles. Host only; launches nothing.
+ * needs: scratch sizes, passes, launches, tiles, shared memory. Host only; launches nothing.
  * cudaErrorInvalidValue for unsupported sizes or unknown flags. */
 cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes,
                                         uint32_t value_bytes, uint32_t flags,
@@ -190,7 +210,9 @@ cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes
  * buffer than keys (values). Returns the status of the host launch(es); a host-driven chain
  * whose later launch fails returns that launch's status with the earlier stages queued. Whether
  * the chain completed is in *args->status once the stream reaches this point: DONE when it did.
- * For n == 0 the status word is set to DONE and nothing else is queued. */
+ * For n == 0 the status word is set to DONE and nothing else is queued. cudaErrorInvalidValue,
+ * with nothing queued, when the plan's blocks need more shared memory than its limit (see
+ * CudaRtSortLayout.smem_limit). */
 cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream);
 
 /** cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,

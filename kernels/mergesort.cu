@@ -44,12 +44,28 @@ namespace {
 //   (2^20 u32 keys: 0.158 against 0.189 ms; 2^24: 0.938 against 0.907);
 // - merge blocks: up to kNarrowMergeMaxN keys, 512 threads (two merge tiles), above 1024
 //   (2^24 u32 keys: 0.840 against 0.859 ms; 2^28: 13.84 against 13.81);
-// - merge grids: one block per SM, looping over its tiles;
+// - merge grids: one block per SM, looping over its tiles (single-group merge blocks: as many
+//   as are resident at once);
 // - device-side launches: the first grid queues every later stage in its tail-launch stream
 //   (2^24 u32 keys: 0.856 ms, against 0.919 when each stage launches the next).
 constexpr unsigned long long kDeviceDriverMinN = 1ull << 25;
 constexpr unsigned long long kNarrowMergeMaxN = 1ull << 26;
 constexpr unsigned long long kNarrowTileMaxN = 1ull << 22;
+
+// The small tile sort and the single-group merge of every kind fit every GPU the kernels run
+// on, so that resolve_flags always finds blocks that fit.
+template <class K, class V>
+constexpr bool kFitsLeastBlockSmem =
+    tile_smem_bytes<K, V>(Policy<K, V>::SORT_THREADS_SMALL * Policy<K, V>::SORT_ITEMS) <=
+        kLeastBlockSmem &&
+    merge_block_smem_bytes<K, V, Policy<K, V>::MERGE_GROUPS_SINGLE>() <= kLeastBlockSmem;
+template <class K>
+constexpr bool kEveryValueFits = kFitsLeastBlockSmem<K, NoValue> &&
+                                 kFitsLeastBlockSmem<K, uint32_t> &&
+                                 kFitsLeastBlockSmem<K, uint64_t> && kFitsLeastBlockSmem<K, Value16>;
+static_assert(kEveryValueFits<uint8_t> && kEveryValueFits<uint16_t> &&
+                  kEveryValueFits<uint32_t> && kEveryValueFits<uint64_t>,
+              "the small tile sort and the single-group merge of every kind fit in 64 KiB");
 
 // The most shared memory, static and dynamic, that a block of the current device may have
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB on sm_90 and sm_100, 163 KiB on sm_80,
@@ -57,7 +73,7 @@ constexpr unsigned long long kNarrowTileMaxN = 1ull << 22;
 // there is no device to ask (a layout computed without a GPU): the sort itself then fails.
 // A failed query leaves no error behind for the caller's next cudaGetLastError, unless one
 // was pending before.
-size_t block_smem_limit() {
+size_t device_block_smem_limit() {
     static std::atomic<size_t> limits[64] = {};
     int device = 0;
     const bool no_pending_error = cudaPeekAtLastError() == cudaSuccess;
@@ -80,10 +96,24 @@ size_t block_smem_limit() {
     return size_t(bytes);
 }
 
-// The flags with every choice the caller left open made: by size (above), and, for the wide
-// tile sort and wide merge blocks, only where a block of them fits in `smem_limit` bytes of
-// shared memory (GPUs with less than sm_90's 227 KiB per block get the narrow ones). A choice
-// the caller made is kept, and fails at launch when it does not fit.
+// The shared memory per block a sort with `flags` may use: the device's limit, or the flags'
+// limit (CUDA_RT_SORT_SMEM_LIMIT_MASK, in KiB) where that is less.
+size_t block_smem_limit(uint32_t flags) {
+    const size_t device = device_block_smem_limit();
+    const size_t cap =
+        size_t((flags & CUDA_RT_SORT_SMEM_LIMIT_MASK) >> CUDA_RT_SORT_SMEM_LIMIT_SHIFT) * 1024;
+    return cap != 0 && cap < device ? cap : device;
+}
+
+// The flags with every choice the caller left open made: by size (above), and, for the tile
+// sort and the merge blocks, only where a block fits in `smem_limit` bytes of shared memory:
+// wide ones by size where they fit, else narrow ones where they fit, else the small tile sort
+// and single-group merge blocks (which fit every GPU: kFitsLeastBlockSmem). 227 KiB per block
+// (sm_90) and 163 KiB (sm_80) hold every narrow block; 99 KiB (sm_86, sm_89, sm_120) every
+// narrow tile sort, and the narrow merges of keys only, of 1-byte keys with values and of
+// 2-byte keys with 4-byte values; 64 KiB (sm_75) the narrow tile sorts but of 4-byte keys and
+// of 8-byte keys with 16-byte values, and the narrow merges of keys of up to 2 bytes. A choice
+// the caller made is kept, and refused when it does not fit (run_sort).
 template <class K, class V>
 uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) {
     using P = Policy<K, V>;
@@ -92,28 +122,68 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) 
     if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0)
         flags |= CUDA_RT_SORT_CUTS_FUSED;
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) {
-        const bool wide_fits =
-            tile_smem_bytes<K, V>(P::SORT_THREADS_WIDE * P::SORT_ITEMS) <= smem_limit;
-        flags |= n <= kNarrowTileMaxN || !wide_fits ? CUDA_RT_SORT_TILE_NARROW
-                                                    : CUDA_RT_SORT_TILE_WIDE;
+        const auto fits = [smem_limit](int threads) {
+            return tile_smem_bytes<K, V>(threads * P::SORT_ITEMS) <= smem_limit;
+        };
+        flags |= n > kNarrowTileMaxN && fits(P::SORT_THREADS_WIDE) ? CUDA_RT_SORT_TILE_WIDE
+                 : fits(P::SORT_THREADS_NARROW)                      ? CUDA_RT_SORT_TILE_NARROW
+                                                                     : CUDA_RT_SORT_TILE_SMALL;
     }
     if ((flags & CUDA_RT_SORT_MERGE_MASK) == 0) {
         const bool wide_fits = merge_block_smem_bytes<K, V, P::MERGE_GROUPS_WIDE>() <= smem_limit;
-        flags |= n <= kNarrowMergeMaxN || !wide_fits ? CUDA_RT_SORT_MERGE_NARROW
-                                                     : CUDA_RT_SORT_MERGE_WIDE;
+        const bool narrow_fits =
+            merge_block_smem_bytes<K, V, P::MERGE_GROUPS_NARROW>() <= smem_limit;
+        flags |= n > kNarrowMergeMaxN && wide_fits ? CUDA_RT_SORT_MERGE_WIDE
+                 : narrow_fits                     ? CUDA_RT_SORT_MERGE_NARROW
+                                                   : CUDA_RT_SORT_MERGE_SINGLE;
     }
     if ((flags & CUDA_RT_SORT_GRID_MASK) == 0) flags |= CUDA_RT_SORT_GRID_PERSISTENT;
     if ((flags & CUDA_RT_SORT_LAUNCH_MASK) == 0) flags |= CUDA_RT_SORT_LAUNCH_QUEUED;
     return flags;
 }
 
+// Threads of a tile-sort block, and groups of a merge block, of resolved flags.
+template <class K, class V>
+int sort_threads_of(uint32_t flags) {
+    using P = Policy<K, V>;
+    switch (flags & CUDA_RT_SORT_TILE_MASK) {
+        case CUDA_RT_SORT_TILE_WIDE:
+            return P::SORT_THREADS_WIDE;
+        case CUDA_RT_SORT_TILE_SMALL:
+            return P::SORT_THREADS_SMALL;
+        default:
+            return P::SORT_THREADS_NARROW;
+    }
+}
+template <class K, class V>
+int merge_groups_of(uint32_t flags) {
+    using P = Policy<K, V>;
+    switch (flags & CUDA_RT_SORT_MERGE_MASK) {
+        case CUDA_RT_SORT_MERGE_WIDE:
+            return P::MERGE_GROUPS_WIDE;
+        case CUDA_RT_SORT_MERGE_SINGLE:
+            return P::MERGE_GROUPS_SINGLE;
+        default:
+            return P::MERGE_GROUPS_NARROW;
+    }
+}
+
+// Shared memory of a merge block of `groups` groups (one of the policy's).
+template <class K, class V>
+size_t merge_smem_bytes(int groups) {
+    using P = Policy<K, V>;
+    if (groups == P::MERGE_GROUPS_WIDE) return merge_block_smem_bytes<K, V, P::MERGE_GROUPS_WIDE>();
+    if (groups == P::MERGE_GROUPS_SINGLE)
+        return merge_block_smem_bytes<K, V, P::MERGE_GROUPS_SINGLE>();
+    return merge_block_smem_bytes<K, V, P::MERGE_GROUPS_NARROW>();
+}
+
 template <class K, class V>
 void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     using P = Policy<K, V>;
-    flags = resolve_flags<K, V>(n, flags, block_smem_limit());
-    const int threads = (flags & CUDA_RT_SORT_TILE_MASK) == CUDA_RT_SORT_TILE_WIDE
-                            ? P::SORT_THREADS_WIDE
-                            : P::SORT_THREADS_NARROW;
+    const size_t smem_limit = block_smem_limit(flags);
+    flags = resolve_flags<K, V>(n, flags, smem_limit);
+    const int threads = sort_threads_of<K, V>(flags);
     const unsigned long long tile = (unsigned long long)threads * P::SORT_ITEMS;
     uint32_t passes = 0;
     for (unsigned long long run = tile; run < n; run *= 2) ++passes;
@@ -131,6 +201,10 @@ void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     out->sort_tile = uint32_t(tile);
     out->merge_tile = uint32_t(P::MERGE_TILE);
     out->flags = flags;
+    const size_t tile_smem = tile_smem_bytes<K, V>(threads * P::SORT_ITEMS);
+    const size_t merge_smem = passes > 0 ? merge_smem_bytes<K, V>(merge_groups_of<K, V>(flags)) : 0;
+    out->smem_bytes = uint32_t(tile_smem > merge_smem ? tile_smem : merge_smem);
+    out->smem_limit = smem_limit > UINT32_MAX ? 0 : uint32_t(smem_limit);
 }
 
 // Raises the dynamic shared memory limit of a kernel (device-side launches of more than 48 KiB
@@ -154,28 +228,61 @@ cudaError_t prepare_kernel(const void* kernel, size_t bytes) {
     return error;
 }
 
-// The number of SMs of the current device, asked once per device.
-cudaError_t sm_count(int* out) {
-    static std::atomic<int> counts[64] = {};
+// query(device, &value) for the current device, asked once per device (the first 64): a
+// positive answer is kept in known[device].
+template <class Query>
+cudaError_t once_per_device(std::atomic<int> (&known)[64], Query query, int* out) {
     int device = 0;
     cudaError_t error = cudaGetDevice(&device);
     if (error != cudaSuccess) return error;
     if (device >= 0 && device < 64) {
-        const int known = counts[device].load(std::memory_order_relaxed);
-        if (known > 0) {
-            *out = known;
+        const int value = known[device].load(std::memory_order_relaxed);
+        if (value > 0) {
+            *out = value;
             return cudaSuccess;
         }
     }
-    error = cudaDeviceGetAttribute(out, cudaDevAttrMultiProcessorCount, device);
-    if (error == cudaSuccess && device >= 0 && device < 64)
-        counts[device].store(*out, std::memory_order_relaxed);
+    error = query(device, out);
+    if (error == cudaSuccess && *out > 0 && device >= 0 && device < 64)
+        known[device].store(*out, std::memory_order_relaxed);
     return error;
 }
 
-template <class K, class V, int THREADS>
+// The number of SMs of the current device, asked once per device.
+cudaError_t sm_count(int* out) {
+    static std::atomic<int> counts[64] = {};
+    return once_per_device(
+        counts,
+        [](int device, int* value) {
+            return cudaDeviceGetAttribute(value, cudaDevAttrMultiProcessorCount, device);
+        },
+        out);
+}
+
+// How many single-group merge blocks of a kind an SM of the current device holds at once (at
+// least 1), asked once per device, after prepare_kernel has set the kernel's shared memory
+// and carveout. A persistent grid of them has this many blocks per SM: one 256-thread block
+// per SM would leave most of the SM idle where shared memory and registers allow more.
+template <class K, class V, ChainBlocks BLOCKS>
+cudaError_t single_merge_blocks_per_sm(int* out) {
+    using P = Policy<K, V>;
+    constexpr int G = P::MERGE_GROUPS_SINGLE;
+    static std::atomic<int> counts[64] = {};
+    const cudaError_t error = once_per_device(
+        counts,
+        [](int, int* value) {
+            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                value, merge_pass_kernel<K, V, G, BLOCKS>, G * P::MERGE_THREADS,
+                G * P::kMergeGroupSmem);
+        },
+        out);
+    if (error == cudaSuccess && *out < 1) *out = 1;
+    return error;
+}
+
+template <class K, class V, int THREADS, ChainBlocks BLOCKS>
 struct BlockSortTag {};
-template <class K, class V, int GROUPS>
+template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
 struct MergeTag {};
 
 // Per-stage timing of a host-driven sort (benchmarks): an event before the first stage and
@@ -186,7 +293,7 @@ struct StageTimer {
     uint32_t* stages;   // the number of stages
 };
 
-template <class K, class V>
+template <class K, class V, ChainBlocks BLOCKS>
 cudaError_t run_timed(const SortPlan& plan, cudaStream_t stream, const StageTimer& timer) {
     const int stages = last_stage(plan) + 1;
     *timer.stages = uint32_t(stages);
@@ -198,7 +305,7 @@ cudaError_t run_timed(const SortPlan& plan, cudaStream_t stream, const StageTime
     for (; created <= stages && error == cudaSuccess; ++created) error = cudaEventCreate(&events[created]);
     if (error == cudaSuccess) error = cudaEventRecord(events[0], stream);
     for (int stage = 0; stage < stages && error == cudaSuccess; ++stage) {
-        error = launch_stage_from_host<K, V>(plan, stage, stream);
+        error = launch_stage_from_host<K, V, BLOCKS>(plan, stage, stream);
         if (error == cudaSuccess) error = cudaEventRecord(events[stage + 1], stream);
     }
     if (error == cudaSuccess) error = cudaEventSynchronize(events[stages]);
@@ -208,32 +315,83 @@ cudaError_t run_timed(const SortPlan& plan, cudaStream_t stream, const StageTime
     return error;
 }
 
-template <class K, class V>
+template <class K, class V, int THREADS, ChainBlocks BLOCKS>
+cudaError_t prepare_block_sort() {
+    return prepare_kernel<BlockSortTag<K, V, THREADS, BLOCKS>>(
+        reinterpret_cast<const void*>(&block_sort_kernel<K, V, THREADS, BLOCKS>),
+        tile_smem_bytes<K, V>(THREADS * Policy<K, V>::SORT_ITEMS));
+}
+
+template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
+cudaError_t prepare_merge() {
+    return prepare_kernel<MergeTag<K, V, GROUPS, BLOCKS>>(
+        reinterpret_cast<const void*>(&merge_pass_kernel<K, V, GROUPS, BLOCKS>),
+        GROUPS * Policy<K, V>::kMergeGroupSmem);
+}
+
+template <class K, class V, ChainBlocks BLOCKS>
 cudaError_t prepare_kernels(const SortPlan& plan) {
     using P = Policy<K, V>;
-    cudaError_t error;
+    constexpr ChainBlocks B = BLOCKS;
+    cudaError_t error = cudaSuccess;
     if (plan.sort_threads == P::SORT_THREADS_WIDE) {
-        constexpr int T = P::SORT_THREADS_WIDE;
-        error = prepare_kernel<BlockSortTag<K, V, T>>(
-            reinterpret_cast<const void*>(&block_sort_kernel<K, V, T>),
-            tile_smem_bytes<K, V>(T * P::SORT_ITEMS));
+        error = prepare_block_sort<K, V, P::SORT_THREADS_WIDE, B>();
+    } else if (plan.sort_threads == P::SORT_THREADS_NARROW) {
+        error = prepare_block_sort<K, V, P::SORT_THREADS_NARROW, B>();
+    } else if constexpr (B == ChainBlocks::kAny) {
+        error = prepare_block_sort<K, V, P::SORT_THREADS_SMALL, B>();
     } else {
-        constexpr int T = P::SORT_THREADS_NARROW;
-        error = prepare_kernel<BlockSortTag<K, V, T>>(
-            reinterpret_cast<const void*>(&block_sort_kernel<K, V, T>),
-            tile_smem_bytes<K, V>(T * P::SORT_ITEMS));
+        return cudaErrorInvalidDeviceFunction;  // a small block is never in a kFull plan
     }
     if (error != cudaSuccess || plan.passes == 0) return error;
-    if (plan.merge_groups == P::MERGE_GROUPS_WIDE) {
-        constexpr int G = P::MERGE_GROUPS_WIDE;
-        return prepare_kernel<MergeTag<K, V, G>>(
-            reinterpret_cast<const void*>(&merge_pass_kernel<K, V, G>),
-            G * P::kMergeGroupSmem);
+    if (plan.merge_groups == P::MERGE_GROUPS_WIDE) return prepare_merge<K, V, P::MERGE_GROUPS_WIDE, B>();
+    if (plan.merge_groups == P::MERGE_GROUPS_NARROW)
+        return prepare_merge<K, V, P::MERGE_GROUPS_NARROW, B>();
+    if constexpr (B == ChainBlocks::kAny) {
+        return prepare_merge<K, V, P::MERGE_GROUPS_SINGLE, B>();
+    } else {
+        return cudaErrorInvalidDeviceFunction;  // a small block is never in a kFull plan
     }
-    constexpr int G = P::MERGE_GROUPS_NARROW;
-    return prepare_kernel<MergeTag<K, V, G>>(
-        reinterpret_cast<const void*>(&merge_pass_kernel<K, V, G>),
-        G * P::kMergeGroupSmem);
+}
+
+// Whether a plan has blocks of the small GPUs' (a small tile sort, single-group merges): it then
+// runs the kAny kernels (ChainBlocks).
+template <class K, class V>
+bool has_small_blocks(const SortPlan& plan) {
+    using P = Policy<K, V>;
+    return plan.sort_threads == P::SORT_THREADS_SMALL ||
+           (plan.passes > 0 && plan.merge_groups == P::MERGE_GROUPS_SINGLE);
+}
+
+// Runs `plan` with the kernels of set BLOCKS: prepares them, then queues the chain (its first
+// stage, when device-driven), or runs it stage by stage with events (timer).
+template <class K, class V, ChainBlocks BLOCKS>
+cudaError_t run_plan(SortPlan plan, cudaStream_t stream, const StageTimer* timer) {
+    cudaError_t error = prepare_kernels<K, V, BLOCKS>(plan);
+    if (error != cudaSuccess) return error;
+    if constexpr (BLOCKS == ChainBlocks::kAny) {
+        if (plan.merge_grid > 0 && plan.passes > 0 &&
+            plan.merge_groups == Policy<K, V>::MERGE_GROUPS_SINGLE) {
+            int blocks = 1;
+            error = single_merge_blocks_per_sm<K, V, BLOCKS>(&blocks);
+            if (error != cudaSuccess) return error;
+            plan.merge_grid *= blocks;
+        }
+    }
+    if (timer != nullptr) {
+        plan.device_driven = 0;
+        return run_timed<K, V, BLOCKS>(plan, stream, *timer);
+    }
+    if (plan.device_driven) return launch_stage_from_host<K, V, BLOCKS>(plan, 0, stream);
+    // Host-driven: the same kernels, queued on the stream one after another. Without scratch
+    // only the tile sort is queued: it reports kStatusScratchMissing and writes nothing, and
+    // merge passes would write through the null pointers.
+    const int last = plan_has_scratch(plan) ? last_stage(plan) : 0;
+    for (int stage = 0; stage <= last; ++stage) {
+        error = launch_stage_from_host<K, V, BLOCKS>(plan, stage, stream);
+        if (error != cudaSuccess) return error;
+    }
+    return cudaSuccess;
 }
 
 template <class K, class V>
@@ -241,6 +399,10 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
                      const StageTimer* timer = nullptr) {
     CudaRtSortLayout layout;
     fill_layout<K, V>(args.n, args.flags, &layout);
+    // A block that needs more shared memory than the plan's limit (a caller's choice, or a
+    // limit in the flags below the smallest blocks) is refused before anything is queued.
+    if (layout.smem_limit != 0 && layout.smem_bytes > layout.smem_limit)
+        return cudaErrorInvalidValue;
     const uint32_t flags = layout.flags;
     SortPlan plan{};
     plan.keys_in = args.keys_in != nullptr ? args.keys_in : args.keys;
@@ -257,7 +419,7 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.key_mode = args.key_mode;
     plan.passes = int(layout.passes);
     plan.sort_tile = int(layout.sort_tile);
-    plan.sort_threads = int(layout.sort_tile / Policy<K, V>::SORT_ITEMS);
+    plan.sort_threads = sort_threads_of<K, V>(flags);
     plan.fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
     plan.queued = (flags & CUDA_RT_SORT_LAUNCH_MASK) == CUDA_RT_SORT_LAUNCH_QUEUED;
@@ -266,33 +428,21 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
 #endif
     plan.fail_stage =
         int((flags & CUDA_RT_SORT_FAIL_STAGE_MASK) >> CUDA_RT_SORT_FAIL_STAGE_SHIFT) - 1;
-    plan.merge_groups = (flags & CUDA_RT_SORT_MERGE_MASK) == CUDA_RT_SORT_MERGE_NARROW
-                            ? Policy<K, V>::MERGE_GROUPS_NARROW
-                            : Policy<K, V>::MERGE_GROUPS_WIDE;
+    plan.merge_groups = merge_groups_of<K, V>(flags);
     plan.merge_grid = 0;
     plan.sort_tile_shift = 0;
     while ((Policy<K, V>::MERGE_TILE << plan.sort_tile_shift) < plan.sort_tile) ++plan.sort_tile_shift;
-    cudaError_t error = cudaSuccess;
     if ((flags & CUDA_RT_SORT_GRID_MASK) == CUDA_RT_SORT_GRID_PERSISTENT) {
-        error = sm_count(&plan.merge_grid);
+        const cudaError_t error = sm_count(&plan.merge_grid);
         if (error != cudaSuccess) return error;
     }
-    error = prepare_kernels<K, V>(plan);
-    if (error != cudaSuccess) return error;
-    if (timer != nullptr) {
-        plan.device_driven = 0;
-        return run_timed<K, V>(plan, stream, *timer);
-    }
-    if (plan.device_driven) return launch_stage_from_host<K, V>(plan, 0, stream);
-    // Host-driven: the same kernels, queued on the stream one after another. Without scratch
-    // only the tile sort is queued: it reports kStatusScratchMissing and writes nothing, and
-    // merge passes would write through the null pointers.
-    const int last = plan_has_scratch(plan) ? last_stage(plan) : 0;
-    for (int stage = 0; stage <= last; ++stage) {
-        error = launch_stage_from_host<K, V>(plan, stage, stream);
-        if (error != cudaSuccess) return error;
-    }
-    return cudaSuccess;
+#ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
+    // Without device-side launches the kernels of both sets are the same code: one set serves.
+    return run_plan<K, V, ChainBlocks::kAny>(plan, stream, timer);
+#else
+    if (has_small_blocks<K, V>(plan)) return run_plan<K, V, ChainBlocks::kAny>(plan, stream, timer);
+    return run_plan<K, V, ChainBlocks::kFull>(plan, stream, timer);
+#endif
 }
 
 // Calls f(K{}, V{}) with the key type of key_bytes bytes and the value type of value_bytes

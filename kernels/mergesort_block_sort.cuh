@@ -227,7 +227,7 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
 }
 
 // Stage 0: one block per tile; the full/partial choice is made once per block.
-template <class K, class V, int SORT_THREADS>
+template <class K, class V, int SORT_THREADS, ChainBlocks BLOCKS>
 __global__ void __launch_bounds__(SORT_THREADS, Policy<K, V>::SORT_MIN_THREADS / SORT_THREADS)
     block_sort_kernel(SortPlan plan) {
     if (!plan_has_scratch(plan)) {
@@ -239,12 +239,12 @@ __global__ void __launch_bounds__(SORT_THREADS, Policy<K, V>::SORT_MIN_THREADS /
     unsigned long long tile = blockIdx.x;
     if (launcher_block(plan)) {
         if (blockIdx.x == 0) {
-            chain_next<K, V>(plan, 0);
+            chain_next<K, V, BLOCKS>(plan, 0);
             return;
         }
         --tile;
     } else {
-        chain_next<K, V>(plan, 0);
+        chain_next<K, V, BLOCKS>(plan, 0);
     }
     constexpr int TILE = SORT_THREADS * Policy<K, V>::SORT_ITEMS;
     const unsigned long long begin = tile * TILE;

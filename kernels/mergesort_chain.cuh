@@ -9,20 +9,38 @@
 
 namespace cuda_rt_sort {
 
+// The blocks a chain may consist of. Every kernel of a chain carries the code that launches
+// any later stage from the device (chain_next), one launch site per kernel it may launch, and
+// each launch site costs registers in every kernel that carries it. So the kernels come in two
+// sets: kFull kernels launch only narrow and wide blocks (all that GPUs with 163 KiB or more
+// per block use: every narrow block fits there), kAny kernels the small tile sort and the
+// single-group merge blocks too. A plan runs the kAny set only when it has small blocks
+// (run_sort in mergesort.cu); the kFull kernels' launch code names no small block.
+enum class ChainBlocks { kFull, kAny };
+
 // The kernels of the chain (defined in mergesort_block_sort.cuh and mergesort_merge_pass.cuh).
-template <class K, class V, int SORT_THREADS>
+template <class K, class V, int SORT_THREADS, ChainBlocks BLOCKS>
 __global__ void block_sort_kernel(SortPlan plan);
-template <class K, class V>
+template <class K, class V, ChainBlocks BLOCKS>
 __global__ void partition_kernel(SortPlan plan, int stage);
-template <class K, class V, int GROUPS>
+template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
 __global__ void merge_pass_kernel(SortPlan plan, int stage);
 
 // One thread per merge tile (the partition kernel uses no shared memory, so device-side
 // launches of it get full occupancy).
 constexpr int kPartitionThreads = 1024;
 
-// Which kernel runs stage `stage` of a plan, and its launch configuration.
-enum class StageKernel { kSortNarrow, kSortWide, kPartition, kMergeNarrow, kMergeWide };
+// Which kernel runs stage `stage` of a plan, and its launch configuration. kSortSmall and
+// kMergeSingle: kAny sets only.
+enum class StageKernel {
+    kSortNarrow,
+    kSortWide,
+    kPartition,
+    kMergeNarrow,
+    kMergeWide,
+    kSortSmall,
+    kMergeSingle
+};
 struct StageLaunch {
     StageKernel kernel;
     unsigned grid;
@@ -40,7 +58,7 @@ __host__ __device__ inline bool launcher_block(const SortPlan& plan) {
     return plan.device_driven && plan.queued && last_stage(plan) > 0;
 }
 
-template <class K, class V>
+template <class K, class V, ChainBlocks BLOCKS>
 __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int stage) {
     using P = Policy<K, V>;
     // Tests of the error path: a block of 0 threads is an invalid launch configuration.
@@ -48,6 +66,13 @@ __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int st
     if (stage == 0) {
         const unsigned tiles = unsigned(ceil_div<unsigned long long>(plan.n, plan.sort_tile)) +
                                (launcher_block(plan) ? 1 : 0);
+        if constexpr (BLOCKS == ChainBlocks::kAny) {
+            if (plan.sort_threads == P::SORT_THREADS_SMALL) {
+                constexpr int threads = P::SORT_THREADS_SMALL;
+                return {StageKernel::kSortSmall, tiles, threads * block_scale,
+                        tile_smem_bytes<K, V>(threads * P::SORT_ITEMS)};
+            }
+        }
         const bool wide = plan.sort_threads == P::SORT_THREADS_WIDE;
         const int threads = wide ? P::SORT_THREADS_WIDE : P::SORT_THREADS_NARROW;
         return {wide ? StageKernel::kSortWide : StageKernel::kSortNarrow, tiles,
@@ -58,6 +83,16 @@ __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int st
         return {StageKernel::kPartition,
                 unsigned(ceil_div<unsigned long long>(merge_tiles, kPartitionThreads)),
                 kPartitionThreads * block_scale, 0};
+    }
+    if constexpr (BLOCKS == ChainBlocks::kAny) {
+        if (plan.merge_groups == P::MERGE_GROUPS_SINGLE) {
+            constexpr int groups = P::MERGE_GROUPS_SINGLE;
+            const bool capped =
+                plan.merge_grid > 0 && merge_tiles > (unsigned long long)plan.merge_grid;
+            return {StageKernel::kMergeSingle,
+                    capped ? unsigned(plan.merge_grid) : unsigned(merge_tiles),
+                    groups * P::MERGE_THREADS * block_scale, groups * P::kMergeGroupSmem};
+        }
     }
     const bool wide = plan.merge_groups == P::MERGE_GROUPS_WIDE;
     const int groups = wide ? P::MERGE_GROUPS_WIDE : P::MERGE_GROUPS_NARROW;
@@ -72,28 +107,45 @@ __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int st
 // Launches stage `stage` of `plan` from the device into cudaStreamTailLaunch: the grid starts
 // after the launching grid and all its work have finished. Returns the device runtime's status
 // of the launch (this thread's last error, fresh: the thread made no other runtime call).
-template <class K, class V>
+template <class K, class V, ChainBlocks BLOCKS>
 __device__ cudaError_t launch_stage_from_device(const SortPlan& plan, int stage) {
     using P = Policy<K, V>;
-    const StageLaunch l = stage_launch<K, V>(plan, stage);
+    const StageLaunch l = stage_launch<K, V, BLOCKS>(plan, stage);
     const cudaStream_t s = cudaStreamTailLaunch;
+    constexpr ChainBlocks B = BLOCKS;
+    if constexpr (BLOCKS == ChainBlocks::kAny) {
+        if (l.kernel == StageKernel::kSortSmall) {
+            block_sort_kernel<K, V, P::SORT_THREADS_SMALL, B><<<l.grid, l.block, l.smem, s>>>(
+                plan);
+            return cudaGetLastError();
+        }
+        if (l.kernel == StageKernel::kMergeSingle) {
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_SINGLE, B><<<l.grid, l.block, l.smem, s>>>(
+                plan, stage);
+            return cudaGetLastError();
+        }
+    }
     switch (l.kernel) {
         case StageKernel::kSortWide:
-            block_sort_kernel<K, V, P::SORT_THREADS_WIDE><<<l.grid, l.block, l.smem, s>>>(plan);
+            block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B><<<l.grid, l.block, l.smem, s>>>(
+                plan);
             break;
         case StageKernel::kSortNarrow:
-            block_sort_kernel<K, V, P::SORT_THREADS_NARROW><<<l.grid, l.block, l.smem, s>>>(plan);
+            block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B><<<l.grid, l.block, l.smem, s>>>(
+                plan);
             break;
         case StageKernel::kPartition:
-            partition_kernel<K, V><<<l.grid, l.block, l.smem, s>>>(plan, stage);
+            partition_kernel<K, V, B><<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kMergeWide:
-            merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE><<<l.grid, l.block, l.smem, s>>>(plan,
-                                                                                       stage);
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B><<<l.grid, l.block, l.smem, s>>>(
+                plan, stage);
             break;
         case StageKernel::kMergeNarrow:
-            merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW><<<l.grid, l.block, l.smem, s>>>(
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B><<<l.grid, l.block, l.smem, s>>>(
                 plan, stage);
+            break;
+        default:  // kSortSmall, kMergeSingle: handled above (kAny), never planned (kFull)
             break;
     }
     return cudaGetLastError();
@@ -103,33 +155,49 @@ __device__ cudaError_t launch_stage_from_device(const SortPlan& plan, int stage)
 // stage of a host-driven chain) with cudaLaunchKernel, which returns this launch's own status:
 // cudaGetLastError after <<<>>> would also return an earlier call's error that is still the
 // thread's last error.
-template <class K, class V>
+template <class K, class V, ChainBlocks BLOCKS>
 __host__ cudaError_t launch_stage_from_host(const SortPlan& plan, int stage, cudaStream_t stream) {
     using P = Policy<K, V>;
-    const StageLaunch l = stage_launch<K, V>(plan, stage);
+    constexpr ChainBlocks B = BLOCKS;
+    const StageLaunch l = stage_launch<K, V, B>(plan, stage);
     SortPlan plan_arg = plan;
     int stage_arg = stage;
     void* args[] = {&plan_arg, &stage_arg};  // block_sort_kernel takes only the plan
     const void* kernel = nullptr;
     switch (l.kernel) {
         case StageKernel::kSortWide:
-            kernel = reinterpret_cast<const void*>(&block_sort_kernel<K, V, P::SORT_THREADS_WIDE>);
+            kernel = reinterpret_cast<const void*>(
+                &block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B>);
             break;
         case StageKernel::kSortNarrow:
-            kernel =
-                reinterpret_cast<const void*>(&block_sort_kernel<K, V, P::SORT_THREADS_NARROW>);
+            kernel = reinterpret_cast<const void*>(
+                &block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B>);
             break;
         case StageKernel::kPartition:
-            kernel = reinterpret_cast<const void*>(&partition_kernel<K, V>);
+            kernel = reinterpret_cast<const void*>(&partition_kernel<K, V, B>);
             break;
         case StageKernel::kMergeWide:
-            kernel = reinterpret_cast<const void*>(&merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE>);
+            kernel = reinterpret_cast<const void*>(
+                &merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B>);
             break;
         case StageKernel::kMergeNarrow:
-            kernel =
-                reinterpret_cast<const void*>(&merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW>);
+            kernel = reinterpret_cast<const void*>(
+                &merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B>);
+            break;
+        case StageKernel::kSortSmall:
+            if constexpr (B == ChainBlocks::kAny) {
+                kernel = reinterpret_cast<const void*>(
+                    &block_sort_kernel<K, V, P::SORT_THREADS_SMALL, B>);
+            }
+            break;
+        case StageKernel::kMergeSingle:
+            if constexpr (B == ChainBlocks::kAny) {
+                kernel = reinterpret_cast<const void*>(
+                    &merge_pass_kernel<K, V, P::MERGE_GROUPS_SINGLE, B>);
+            }
             break;
     }
+    if (kernel == nullptr) return cudaErrorInvalidDeviceFunction;
     return cudaLaunchKernel(kernel, dim3(l.grid), dim3(l.block), args, l.smem, stream);
 }
 
@@ -142,10 +210,10 @@ __host__ cudaError_t launch_stage_from_host(const SortPlan& plan, int stage, cud
 // in the Programming Guide) is full after at least one stage was queued: then the
 // last queued stage queues the rest when it runs (resume_at), by which time its predecessors'
 // launches have left the pool.
-template <class K, class V>
+template <class K, class V, ChainBlocks BLOCKS>
 __device__ void queue_stages(const SortPlan& plan, int from, int last) {
     for (int next = from; next <= last; ++next) {
-        const cudaError_t error = launch_stage_from_device<K, V>(plan, next);
+        const cudaError_t error = launch_stage_from_device<K, V, BLOCKS>(plan, next);
         if (error == cudaSuccess) continue;
         const bool pool_full = error == cudaErrorLaunchOutOfResources ||
                                error == cudaErrorLaunchPendingCountExceeded;
@@ -162,7 +230,7 @@ __device__ void queue_stages(const SortPlan& plan, int from, int last) {
 // the launches overlap the tiles' work and delay none of them; a merge stage launches first
 // thing, for the same reason. (Having the last block to finish launch instead was measured
 // slower: the launch latency is then not hidden at all.)
-template <class K, class V>
+template <class K, class V, ChainBlocks BLOCKS>
 __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     const int last = last_stage(plan);
@@ -174,19 +242,19 @@ __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
 #ifndef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
     if (!plan.device_driven) return;
     if (!plan.queued) {
-        const cudaError_t error = launch_stage_from_device<K, V>(plan, stage + 1);
+        const cudaError_t error = launch_stage_from_device<K, V, BLOCKS>(plan, stage + 1);
         if (error != cudaSuccess) *plan.status = launch_failure(stage + 1, int(error));
         return;
     }
     if (stage == 0) {
-        queue_stages<K, V>(plan, 1, last);
+        queue_stages<K, V, BLOCKS>(plan, 1, last);
         return;
     }
     // A later stage queues only where the first grid's queue was cut short right after it.
     // (The word was written by a grid that finished before this one started.)
     if (*plan.status != resume_at(stage + 1)) return;
     *plan.status = kStatusRunning;
-    queue_stages<K, V>(plan, stage + 1, last);
+    queue_stages<K, V, BLOCKS>(plan, stage + 1, last);
 #endif  // the build without relocatable device code (build.rs) launches from the host only
 }
 

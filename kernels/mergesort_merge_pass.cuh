@@ -42,9 +42,9 @@ __device__ __forceinline__ unsigned long long cut_at(const SortPlan& plan, int p
 }
 
 // Finds the cut of every merge tile of a pass: cuts[b] for output position b * MERGE_TILE.
-template <class K, class V>
+template <class K, class V, ChainBlocks BLOCKS>
 __global__ void __launch_bounds__(kPartitionThreads) partition_kernel(SortPlan plan, int stage) {
-    chain_next<K, V>(plan, stage);
+    chain_next<K, V, BLOCKS>(plan, stage);
     constexpr int TILE = Policy<K, V>::MERGE_TILE;
     const unsigned long long b = (unsigned long long)blockIdx.x * kPartitionThreads + threadIdx.x;
     const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, TILE);
@@ -520,35 +520,44 @@ __device__ __forceinline__ void find_block_cuts(const SortPlan& plan, int pass,
 template <class K, class V, int GROUPS>
 __host__ __device__ constexpr size_t merge_block_smem_bytes() {
     return size_t(GROUPS) * Policy<K, V>::kMergeGroupSmem +
-           size_t(GROUPS) * Policy<K, V>::MERGE_THREADS * sizeof(unsigned long long) +
+           size_t(merge_chunk_tiles<GROUPS, Policy<K, V>::MERGE_THREADS>() + 1) *
+               sizeof(unsigned long long) +
            size_t(GROUPS) * 2 * sizeof(uint64_t);
 }
 
+// Minimum resident blocks per SM that a merge block of GROUPS groups is compiled for: one
+// block per SM is what device-launched grids get (Policy), so the register budget of two or
+// more groups is the whole register file: 64 per thread for 1024 threads, up to 128 for 512.
+// A single group keeps the same 128 registers per thread by asking for two blocks per SM.
+template <int GROUPS>
+constexpr int kMergeMinBlocks = GROUPS == 1 ? 2 : 1;
+
 // One merge pass. GROUPS groups of MERGE_THREADS threads per block, each merging one tile at a
-// time with its own barrier. One block per SM is what device-launched grids get (Policy), so
-// the register budget is the whole register file: 64 per thread for 1024 threads, up to 128
-// for 512.
+// time with its own barrier.
 //
-// Block b merges a range of consecutive tiles (one block per SM with plan.merge_grid), in
-// chunks of up to THREADS - 1 tiles. First the cuts of the chunk's tile boundaries come into
-// shared memory (each inner boundary serves two tiles): from the partition kernel, or, fused,
+// Block b merges a range of consecutive tiles (plan.merge_grid blocks: one per SM, or as many
+// as are resident at once for single groups), in chunks of up to CHUNK tiles
+// (merge_chunk_tiles). First the cuts of the chunk's tile boundaries come into shared memory
+// (each inner boundary serves two tiles): from the partition kernel, or, fused,
 // searched by the whole block at once (find_block_cuts: one search latency per chunk). Then
 // the groups take the chunk's tiles round robin, double-buffered: a group starts the copies of
 // its next tile's inputs (bulk copies or cp.async, by architecture: see kBulkCopy) before it
 // merges the current one, so loads, merges and stores of the groups overlap without waiting for
 // one another (on sm_75 the copies are synchronous, and only the groups overlap).
-template <class K, class V, int GROUPS>
-__global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
+template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
+__global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, kMergeMinBlocks<GROUPS>)
     merge_pass_kernel(SortPlan plan, int stage) {
     using P = Policy<K, V>;
     constexpr int TILE = P::MERGE_TILE;
     constexpr int THREADS = GROUPS * P::MERGE_THREADS;
-    chain_next<K, V>(plan, stage);
+    constexpr int CHUNK = merge_chunk_tiles<GROUPS, P::MERGE_THREADS>();
+    static_assert(CHUNK < THREADS, "a chunk's boundaries are at most one per thread");
+    chain_next<K, V, BLOCKS>(plan, stage);
     const int pass = pass_of_stage(plan, stage);
     const int group = threadIdx.x / P::MERGE_THREADS;
     const GroupSmem<K, V> s = group_smem<K, V>(group);
     const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, TILE);
-    __shared__ unsigned long long s_cuts[THREADS];
+    __shared__ unsigned long long s_cuts[CHUNK + 1];
     // Keys only on sm_90+: bulk copies, one mbarrier per group and buffer, and the parity each
     // waits for. Everything else: cp.async groups (or synchronous copies, sm_75).
     constexpr bool kBulk = !kHasValues<V> && kBulkCopy;
@@ -567,8 +576,8 @@ __global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, 1)
     const unsigned long long per_block = ceil_div<unsigned long long>(tiles, gridDim.x);
     const unsigned long long first = blockIdx.x * per_block;
     const unsigned long long last = first + per_block < tiles ? first + per_block : tiles;
-    for (unsigned long long chunk = first; chunk < last; chunk += THREADS - 1) {
-        const int chunk_tiles = int(chunk + THREADS - 1 < last ? THREADS - 1 : last - chunk);
+    for (unsigned long long chunk = first; chunk < last; chunk += CHUNK) {
+        const int chunk_tiles = int(chunk + CHUNK < last ? CHUNK : last - chunk);
         // Boundaries 0 ..= chunk_tiles of the chunk, but not the end of the array (the end of
         // a pair needs no cut).
         const int count = chunk + chunk_tiles < tiles ? chunk_tiles + 1 : chunk_tiles;

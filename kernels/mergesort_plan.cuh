@@ -107,18 +107,24 @@ struct Policy {
     static constexpr int MERGE_GROUPS_WIDE =
         kWideRegisters || kHasValues<V> || kGroupsBySmem < 4 ? 2 : 4;
     static constexpr int MERGE_GROUPS_NARROW = 2;
+    // One group per block, for GPUs whose blocks cannot hold two groups' buffers (pairs within
+    // 99 KiB, everything within 64 KiB: merge_block_smem_bytes).
+    static constexpr int MERGE_GROUPS_SINGLE = 1;
     // Keys per thread of the tile sort. 4-byte keys without values take twice the merge's
     // (34): a tile of the same length then needs half the threads, so every merge round of the
     // tile sort makes half as many merge-path searches, and there is one round fewer.
     static constexpr bool kLongSortThreads = sizeof(K) == 4 && !kHasValues<V>;
     static constexpr int SORT_ITEMS = kLongSortThreads ? 2 * ITEMS : ITEMS;
-    // Threads of a tile-sort block: either width sorts tiles of SORT_THREADS * SORT_ITEMS keys.
+    // Threads of a tile-sort block: every width sorts tiles of SORT_THREADS * SORT_ITEMS keys.
+    // Small blocks are for GPUs whose blocks cannot hold a narrow tile (tile_smem_bytes).
+    static constexpr int SORT_THREADS_SMALL = 256;
     static constexpr int SORT_THREADS_NARROW = 512;
     static constexpr int SORT_THREADS_WIDE = 1024;
     // Tile-sort threads resident per SM (64 registers per thread).
     static constexpr int SORT_MIN_THREADS = 1024;
     static_assert((MERGE_THREADS & (MERGE_THREADS - 1)) == 0, "power-of-two merge blocks");
-    static_assert(SORT_THREADS_NARROW % MERGE_THREADS == 0 &&
+    static_assert(SORT_THREADS_SMALL % MERGE_THREADS == 0 &&
+                      SORT_THREADS_NARROW % MERGE_THREADS == 0 &&
                       SORT_THREADS_WIDE % MERGE_THREADS == 0,
                   "a sorted tile must be a whole number of merge tiles, so that no merge block "
                   "straddles two pairs of runs");
@@ -133,6 +139,20 @@ struct Policy {
 template <class K, class V>
 __host__ __device__ constexpr size_t tile_smem_bytes(int tile) {
     return size_t(tile) * (sizeof(K) + (kHasValues<V> ? sizeof(V) + sizeof(uint16_t) : 0));
+}
+
+// The least shared memory per block of any GPU the kernels run on (sm_75's opt-in limit,
+// 64 KiB): the smallest tile sort and merge block of every kind must fit in it (static
+// assertions in mergesort.cu), so that every sort runs on every GPU.
+constexpr size_t kLeastBlockSmem = 64 * 1024;
+
+// Merge tiles a merge block takes per chunk (one cut search of the whole block per chunk,
+// kept in shared memory: merge_pass_kernel). One less than the block's threads, so that the
+// chunk's boundaries are one per thread; single-group blocks take 127 tiles, whose 128 cuts
+// leave the largest kind (8-byte keys, 16-byte values) within kLeastBlockSmem.
+template <int GROUPS, int MERGE_THREADS>
+__host__ __device__ constexpr int merge_chunk_tiles() {
+    return GROUPS == 1 ? 127 : GROUPS * MERGE_THREADS - 1;
 }
 
 // ---- The plan ---------------------------------------------------------------------------------
@@ -161,7 +181,8 @@ struct SortPlan {
                                 // stage's grid launches the next
     int fail_stage;             // tests only: launch this stage with an invalid configuration
     int merge_groups;           // groups (merge tiles) per merge block
-    int merge_grid;             // most blocks of a merge grid (one per SM), or 0: one per tile
+    int merge_grid;             // most blocks of a merge grid (as many as are resident at
+                                // once: one per SM but for single groups), or 0: one per tile
     int sort_tile_shift;        // log2(sort_tile / merge tile): merge tiles per sorted tile
 };
 

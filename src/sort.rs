@@ -21,6 +21,16 @@
 //!
 //! Throughput on an H100 and what bounds it: `BENCHMARKS.md` at the repository root.
 //!
+//! # Shared memory
+//! Tiles are sorted and merged in shared memory. The library plans each sort for the device's
+//! shared memory per block (`cudaDevAttrMaxSharedMemoryPerBlockOptin`: 227 KiB on an H100,
+//! 163 KiB on an A100, 99 KiB on sm_86, sm_89 and sm_120 GPUs such as the A10, L4 and RTX 30 to
+//! 50, 64 KiB on a T4): blocks as above where they fit, narrower tile sorts (512 or 256
+//! threads) and merge blocks of fewer groups (one merge tile of 256 threads at the least)
+//! where they do not, so every key type and value size sorts on every GPU. A workspace can be
+//! held to less ([`SortWorkspace::with_shared_memory_limit`]), to leave shared memory to other
+//! kernels or to run the configurations of smaller GPUs on a larger one.
+//!
 //! Floats sort in IEEE 754 total order, as [`f32::total_cmp`]:
 //! `-NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN`. Every sort is stable: equal keys keep
 //! their input order (which is observable for pairs, and for floats only through NaN payloads
@@ -154,7 +164,9 @@ pub enum Cuts {
 /// Threads of a tile-sort block; tiles are threads × items per thread keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TileWidth {
-    /// Chosen by the library: narrow up to 2^22 keys, wide above.
+    /// Chosen by the library: narrow up to 2^22 keys, wide above, where a block of them fits
+    /// the shared memory per block (see [`SortWorkspace::with_shared_memory_limit`]); narrower
+    /// ones, down to 256 threads, where it does not.
     #[default]
     Auto,
     /// 512 threads.
@@ -248,6 +260,17 @@ pub enum SortError {
     },
     /// A size in bytes overflows.
     SizeOverflow,
+    /// The sort's blocks need more shared memory than its limit allows: the device's
+    /// (`cudaDevAttrMaxSharedMemoryPerBlockOptin`), or a smaller one set with
+    /// [`SortWorkspace::with_shared_memory_limit`]. The library's own choices always fit the
+    /// device; this comes from a limit below the smallest blocks of the key and value sizes,
+    /// or from a [`Strategy`] that forces blocks too large for the limit. Nothing was queued.
+    SharedMemoryLimit {
+        /// Bytes of shared memory per block the sort's largest block needs.
+        needed: usize,
+        /// Bytes of shared memory per block the sort may use.
+        limit: usize,
+    },
 }
 
 impl SortError {
@@ -335,6 +358,12 @@ impl fmt::Display for SortError {
                  bytes)"
             ),
             SortError::SizeOverflow => write!(f, "sort: a size in bytes overflows"),
+            SortError::SharedMemoryLimit { needed, limit } => write!(
+                f,
+                "sort: the sort's blocks need {needed} bytes of shared memory per block, more \
+                 than its limit of {limit} bytes (the device's, or the workspace's shared-memory \
+                 limit); nothing was queued"
+            ),
         }
     }
 }

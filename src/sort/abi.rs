@@ -11,9 +11,11 @@ pub const CUDA_RT_SORT_CUTS_FUSED: u32 = 8;
 pub const CUDA_RT_SORT_TILE_MASK: u32 = 48;
 pub const CUDA_RT_SORT_TILE_NARROW: u32 = 16;
 pub const CUDA_RT_SORT_TILE_WIDE: u32 = 32;
+pub const CUDA_RT_SORT_TILE_SMALL: u32 = 48;
 pub const CUDA_RT_SORT_MERGE_MASK: u32 = 192;
 pub const CUDA_RT_SORT_MERGE_WIDE: u32 = 64;
 pub const CUDA_RT_SORT_MERGE_NARROW: u32 = 128;
+pub const CUDA_RT_SORT_MERGE_SINGLE: u32 = 192;
 pub const CUDA_RT_SORT_FAIL_STAGE_SHIFT: u32 = 8;
 pub const CUDA_RT_SORT_FAIL_STAGE_MASK: u32 = 65280;
 pub const CUDA_RT_SORT_GRID_MASK: u32 = 196608;
@@ -22,7 +24,9 @@ pub const CUDA_RT_SORT_GRID_PER_TILE: u32 = 131072;
 pub const CUDA_RT_SORT_LAUNCH_MASK: u32 = 786432;
 pub const CUDA_RT_SORT_LAUNCH_QUEUED: u32 = 262144;
 pub const CUDA_RT_SORT_LAUNCH_CHAINED: u32 = 524288;
-pub const CUDA_RT_SORT_FLAGS_KNOWN: u32 = 1048575;
+pub const CUDA_RT_SORT_SMEM_LIMIT_SHIFT: u32 = 20;
+pub const CUDA_RT_SORT_SMEM_LIMIT_MASK: u32 = 4293918720;
+pub const CUDA_RT_SORT_FLAGS_KNOWN: u32 = 4294967295;
 pub const CUDA_RT_SORT_KEY_UNSIGNED: u32 = 0;
 pub const CUDA_RT_SORT_KEY_SIGNED: u32 = 1;
 pub const CUDA_RT_SORT_KEY_FLOAT: u32 = 2;
@@ -54,14 +58,18 @@ pub struct CudaRtSortLayout {
     pub sort_tile: u32,
     #[doc = " Outputs per merge block."]
     pub merge_tile: u32,
-    #[doc = " The resolved strategy flags (no zero fields)."]
+    #[doc = " The resolved strategy flags (no zero fields but the shared-memory limit's)."]
     pub flags: u32,
+    #[doc = " Bytes of shared memory (static and dynamic) of the largest block of the plan."]
+    pub smem_bytes: u32,
+    #[doc = " Bytes of shared memory per block the plan was made for: the lesser of the device's limit\n and the flags' (0 when neither is known: no device and no limit in the flags). A sort\n whose smem_bytes exceeds it is refused."]
+    pub smem_limit: u32,
     #[doc = " Zero."]
     pub reserved: u32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of CudaRtSortLayout"][::core::mem::size_of::<CudaRtSortLayout>() - 48usize];
+    ["Size of CudaRtSortLayout"][::core::mem::size_of::<CudaRtSortLayout>() - 56usize];
     ["Alignment of CudaRtSortLayout"][::core::mem::align_of::<CudaRtSortLayout>() - 8usize];
     ["Offset of field: CudaRtSortLayout::keys_scratch_bytes"]
         [::core::mem::offset_of!(CudaRtSortLayout, keys_scratch_bytes) - 0usize];
@@ -79,8 +87,12 @@ const _: () = {
         [::core::mem::offset_of!(CudaRtSortLayout, merge_tile) - 36usize];
     ["Offset of field: CudaRtSortLayout::flags"]
         [::core::mem::offset_of!(CudaRtSortLayout, flags) - 40usize];
+    ["Offset of field: CudaRtSortLayout::smem_bytes"]
+        [::core::mem::offset_of!(CudaRtSortLayout, smem_bytes) - 44usize];
+    ["Offset of field: CudaRtSortLayout::smem_limit"]
+        [::core::mem::offset_of!(CudaRtSortLayout, smem_limit) - 48usize];
     ["Offset of field: CudaRtSortLayout::reserved"]
-        [::core::mem::offset_of!(CudaRtSortLayout, reserved) - 44usize];
+        [::core::mem::offset_of!(CudaRtSortLayout, reserved) - 52usize];
 };
 #[doc = " One sort."]
 #[repr(C)]
@@ -144,7 +156,7 @@ const _: () = {
         [::core::mem::offset_of!(CudaRtSortArgs, flags) - 84usize];
 };
 unsafe extern "C" {
-    #[doc = " Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)\n needs: scratch sizes, passes, launches, tiles. Host only; launches nothing.\n cudaErrorInvalidValue for unsupported sizes or unknown flags."]
+    #[doc = " Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)\n needs: scratch sizes, passes, launches, tiles, shared memory. Host only; launches nothing.\n cudaErrorInvalidValue for unsupported sizes or unknown flags."]
     pub fn cuda_rt_kernels_sort_layout(
         n: ::core::ffi::c_ulonglong,
         key_bytes: u32,
@@ -154,7 +166,7 @@ unsafe extern "C" {
     ) -> cudaError_t;
 }
 unsafe extern "C" {
-    #[doc = " Enqueues the sort *args on `stream`: one host launch, and the device launches the rest,\n unless the flags ask for a host-driven chain. Out of place when keys_in (values_in) is another\n buffer than keys (values). Returns the status of the host launch(es); a host-driven chain\n whose later launch fails returns that launch's status with the earlier stages queued. Whether\n the chain completed is in *args->status once the stream reaches this point: DONE when it did.\n For n == 0 the status word is set to DONE and nothing else is queued."]
+    #[doc = " Enqueues the sort *args on `stream`: one host launch, and the device launches the rest,\n unless the flags ask for a host-driven chain. Out of place when keys_in (values_in) is another\n buffer than keys (values). Returns the status of the host launch(es); a host-driven chain\n whose later launch fails returns that launch's status with the earlier stages queued. Whether\n the chain completed is in *args->status once the stream reaches this point: DONE when it did.\n For n == 0 the status word is set to DONE and nothing else is queued. cudaErrorInvalidValue,\n with nothing queued, when the plan's blocks need more shared memory than its limit (see\n CudaRtSortLayout.smem_limit)."]
     pub fn cuda_rt_kernels_sort(args: *const CudaRtSortArgs, stream: cudaStream_t) -> cudaError_t;
 }
 unsafe extern "C" {

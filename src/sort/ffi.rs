@@ -55,12 +55,16 @@ pub mod flags {
     pub const TILE_NARROW: u32 = abi::CUDA_RT_SORT_TILE_NARROW;
     /// 1024 threads per tile-sort block.
     pub const TILE_WIDE: u32 = abi::CUDA_RT_SORT_TILE_WIDE;
+    /// 256 threads per tile-sort block (GPUs whose blocks cannot hold a narrow tile).
+    pub const TILE_SMALL: u32 = abi::CUDA_RT_SORT_TILE_SMALL;
     /// Mask of the merge-block field (0: chosen by size).
     pub const MERGE_MASK: u32 = abi::CUDA_RT_SORT_MERGE_MASK;
     /// Merge blocks of 4 merge tiles (1024 threads).
     pub const MERGE_WIDE: u32 = abi::CUDA_RT_SORT_MERGE_WIDE;
     /// Merge blocks of 2 merge tiles (512 threads).
     pub const MERGE_NARROW: u32 = abi::CUDA_RT_SORT_MERGE_NARROW;
+    /// Merge blocks of 1 merge tile (256 threads; GPUs whose blocks cannot hold two).
+    pub const MERGE_SINGLE: u32 = abi::CUDA_RT_SORT_MERGE_SINGLE;
     /// Mask of the merge-grid field (0: chosen by the library).
     pub const GRID_MASK: u32 = abi::CUDA_RT_SORT_GRID_MASK;
     /// Merge grids of one block per SM, whose groups loop over the merge tiles.
@@ -76,6 +80,11 @@ pub mod flags {
     /// Tests only: `(stage + 1) << FAIL_STAGE_SHIFT` makes the launch of `stage` fail (an
     /// invalid configuration), to exercise the error paths.
     pub const FAIL_STAGE_SHIFT: u32 = abi::CUDA_RT_SORT_FAIL_STAGE_SHIFT;
+    /// Position of the shared-memory limit field: the most shared memory per block the sort
+    /// may use, in KiB (0: the device's limit).
+    pub const SMEM_LIMIT_SHIFT: u32 = abi::CUDA_RT_SORT_SMEM_LIMIT_SHIFT;
+    /// Mask of the shared-memory limit field.
+    pub const SMEM_LIMIT_MASK: u32 = abi::CUDA_RT_SORT_SMEM_LIMIT_MASK;
 }
 
 /// Key modes (`CUDA_RT_SORT_KEY_*`): a kind, `|` [`KEY_DESCENDING`](key_mode::DESCENDING).

@@ -12,7 +12,9 @@ use std::ffi::c_void;
 use std::ptr;
 
 /// What a sort of `n` keys of `key` format with values of `value_bytes` (0 for keys only)
-/// needs and does: scratch sizes, merge passes, kernel launches, tile sizes.
+/// needs and does: scratch sizes, merge passes, kernel launches, tile sizes, shared memory.
+/// Planned for the current device's shared memory per block
+/// (`cudaDevAttrMaxSharedMemoryPerBlockOptin`); [`layout_with_limit`] plans for less.
 ///
 /// Host only (`cuda_rt_kernels_sort_layout`); launches nothing.
 ///
@@ -24,6 +26,27 @@ pub fn layout(
     value_bytes: usize,
     strategy: Strategy,
 ) -> Result<SortLayout, SortError> {
+    layout_with_limit(n, key, value_bytes, strategy, None)
+}
+
+/// [`layout`] for blocks of at most `shared_memory_limit` bytes of shared memory (rounded down
+/// to whole KiB), or the device's limit where that is less; `None`: the device's limit. The
+/// plan takes the largest tile sort and merge blocks that fit: the same as without a limit
+/// where those fit, smaller ones (more merge passes, fewer threads per block) otherwise.
+/// `smem_bytes` of the result is what its largest block needs, and `smem_limit` the limit it
+/// was planned for; [`check_shared_memory`] says whether the one fits the other.
+///
+/// Host only (`cuda_rt_kernels_sort_layout`); launches nothing.
+///
+/// # Errors
+/// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16.
+pub fn layout_with_limit(
+    n: usize,
+    key: KeyFormat,
+    value_bytes: usize,
+    strategy: Strategy,
+    shared_memory_limit: Option<usize>,
+) -> Result<SortLayout, SortError> {
     if ![0, 4, 8, 16].contains(&value_bytes) {
         return Err(SortError::UnsupportedValue { bytes: value_bytes });
     }
@@ -34,12 +57,38 @@ pub fn layout(
             n as u64,
             key.bytes,
             value_bytes as u32,
-            strategy.flags(),
+            strategy.flags() | shared_memory_limit_flags(shared_memory_limit),
             &mut out,
         )
     };
     SortError::check(status, "cuda_rt_kernels_sort_layout")?;
     Ok(out)
+}
+
+/// Whether the blocks of `layout` fit the shared memory per block it was planned for. They
+/// always do unless the strategy forced a block size (the library's own choices fit), or the
+/// limit is below the smallest blocks of the key and value sizes.
+///
+/// # Errors
+/// [`SortError::SharedMemoryLimit`] when they do not.
+pub fn check_shared_memory(layout: &SortLayout) -> Result<(), SortError> {
+    if layout.smem_limit != 0 && layout.smem_bytes > layout.smem_limit {
+        return Err(SortError::SharedMemoryLimit {
+            needed: layout.smem_bytes as usize,
+            limit: layout.smem_limit as usize,
+        });
+    }
+    Ok(())
+}
+
+/// The shared-memory limit field of the flags (`CUDA_RT_SORT_SMEM_LIMIT_*`): whole KiB,
+/// rounded down (so the limit is never exceeded) to at least 1 (0 would mean "the device's
+/// limit") and at most the field's largest value, far above any GPU's.
+fn shared_memory_limit_flags(limit: Option<usize>) -> u32 {
+    let Some(bytes) = limit else { return 0 };
+    let field_max = ffi::flags::SMEM_LIMIT_MASK >> ffi::flags::SMEM_LIMIT_SHIFT;
+    let kib = u32::try_from(bytes / 1024).map_or(field_max, |k| k.clamp(1, field_max));
+    kib << ffi::flags::SMEM_LIMIT_SHIFT
 }
 
 /// The keys per sorted tile for keys of type `K` and values of `value_bytes` (0 for keys
@@ -173,6 +222,8 @@ pub struct RawWorkspace {
     /// Work that uses the workspace may still be queued: set by `enqueue`, cleared by a
     /// successful wait for its stream.
     in_flight: bool,
+    /// The most shared memory per block its sorts may use (`None`: the device's limit).
+    shared_memory_limit: Option<usize>,
 }
 
 // SAFETY: the workspace owns its allocations exclusively; CUDA allocations may be used and
@@ -195,12 +246,41 @@ impl RawWorkspace {
             status: DeviceScratch::empty(),
             status_host: ptr::null_mut(),
             in_flight: false,
+            shared_memory_limit: None,
         }
     }
 
     /// Bytes of device memory the workspace holds.
     pub fn device_bytes(&self) -> usize {
         self.keys_scratch.bytes + self.values_scratch.bytes + self.cuts.bytes + self.status.bytes
+    }
+
+    /// Caps the shared memory per block of this workspace's later sorts at `bytes` (rounded
+    /// down to whole KiB; `None`: the device's limit, the default). The sorts then plan as
+    /// [`layout_with_limit`] does: the same kernels as without a cap where those fit, smaller
+    /// blocks otherwise, leaving shared memory to kernels that run beside the sort, or running
+    /// the configurations of GPUs with less shared memory per block. Calls no CUDA function.
+    pub fn set_shared_memory_limit(&mut self, bytes: Option<usize>) {
+        self.shared_memory_limit = bytes;
+    }
+
+    /// The cap of [`set_shared_memory_limit`](Self::set_shared_memory_limit), if any.
+    pub fn shared_memory_limit(&self) -> Option<usize> {
+        self.shared_memory_limit
+    }
+
+    /// The layout of a sort of `buffers` with `strategy` under this workspace's shared-memory
+    /// limit, refused when its blocks do not fit.
+    fn plan(&self, buffers: &RawSortBuffers, strategy: Strategy) -> Result<SortLayout, SortError> {
+        let layout = layout_with_limit(
+            buffers.n,
+            buffers.key,
+            buffers.value_bytes,
+            strategy,
+            self.shared_memory_limit,
+        )?;
+        check_shared_memory(&layout)?;
+        Ok(layout)
     }
 
     /// Grows the workspace for a sort of `layout` (`cudaMalloc`, and `cudaMallocHost` for the
@@ -241,7 +321,9 @@ impl RawWorkspace {
     /// whose later launch fails has queued the stages before it: this waits for `stream`
     /// before returning, so no queued work is left using the buffers);
     /// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16 or a misaligned
-    /// value buffer (no alignment is needed for `n == 0`).
+    /// value buffer (no alignment is needed for `n == 0`); [`SortError::SharedMemoryLimit`]
+    /// when the sort's blocks need more shared memory than the device or the workspace's
+    /// [limit](Self::set_shared_memory_limit) allows (nothing is queued).
     ///
     /// # Safety
     /// - the buffers are as [`RawSortBuffers`] describes, valid and used by nothing else until
@@ -258,7 +340,7 @@ impl RawWorkspace {
         refuse_in_host_callback("RawWorkspace::enqueue")?;
         let n = buffers.n;
         let value_bytes = buffers.value_bytes;
-        let layout = layout(n, buffers.key, value_bytes, strategy)?;
+        let layout = self.plan(buffers, strategy)?;
         // Empty buffers have dangling pointers that nothing reads: only real values must be
         // aligned.
         let misaligned = |p: usize| value_bytes > 0 && n > 0 && p % value_bytes != 0;
@@ -349,7 +431,9 @@ impl RawWorkspace {
             key_bytes: buffers.key.bytes,
             value_bytes: buffers.value_bytes as u32,
             key_mode: buffers.key.mode(order),
-            flags: strategy.flags() | buffers.test_flags,
+            flags: strategy.flags()
+                | shared_memory_limit_flags(self.shared_memory_limit)
+                | buffers.test_flags,
         }
     }
 
@@ -371,7 +455,7 @@ impl RawWorkspace {
         stream: RawStream,
     ) -> Result<Vec<f32>, SortError> {
         refuse_in_host_callback("RawWorkspace::stage_times")?;
-        let layout = layout(buffers.n, buffers.key, buffers.value_bytes, strategy)?;
+        let layout = self.plan(buffers, strategy)?;
         // SAFETY: drain the stream before a reallocation, as in enqueue.
         unsafe {
             if self.needs_growth(&layout) {
@@ -658,5 +742,55 @@ pub unsafe fn sort_keys<K: SortKey>(
         workspace.enqueue(&buffers, order, Strategy::default(), stream)?;
         workspace.finish(stream)?;
         workspace.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_memory_limits_are_whole_kib_never_rounded_up() {
+        let field = |limit| shared_memory_limit_flags(limit) >> ffi::flags::SMEM_LIMIT_SHIFT;
+        assert_eq!(shared_memory_limit_flags(None), 0, "no limit: the device's");
+        assert_eq!(field(Some(64 * 1024)), 64);
+        assert_eq!(field(Some(99 * 1024)), 99);
+        assert_eq!(field(Some(99 * 1024 + 1023)), 99);
+        // Below 1 KiB the field still holds a limit (0 would lift it).
+        assert_eq!(field(Some(0)), 1);
+        assert_eq!(field(Some(1000)), 1);
+        assert_eq!(field(Some(usize::MAX)), 4095);
+        assert_eq!(
+            shared_memory_limit_flags(Some(usize::MAX)) & !ffi::flags::SMEM_LIMIT_MASK,
+            0,
+            "only the limit's field is set"
+        );
+    }
+
+    #[test]
+    fn a_plan_over_its_limit_is_refused() {
+        let fits = SortLayout {
+            smem_bytes: 1000,
+            smem_limit: 1000,
+            ..SortLayout::default()
+        };
+        assert_eq!(check_shared_memory(&fits), Ok(()));
+        let unknown_limit = SortLayout {
+            smem_bytes: 1000,
+            smem_limit: 0,
+            ..SortLayout::default()
+        };
+        assert_eq!(check_shared_memory(&unknown_limit), Ok(()));
+        let over = SortLayout {
+            smem_bytes: 1001,
+            ..fits
+        };
+        assert_eq!(
+            check_shared_memory(&over),
+            Err(SortError::SharedMemoryLimit {
+                needed: 1001,
+                limit: 1000
+            })
+        );
     }
 }

@@ -78,6 +78,7 @@ impl std::fmt::Debug for SortWorkspace {
         f.debug_struct("SortWorkspace")
             .field("device_bytes", &self.raw.device_bytes())
             .field("strategy", &self.strategy)
+            .field("shared_memory_limit", &self.raw.shared_memory_limit())
             .finish()
     }
 }
@@ -112,6 +113,44 @@ impl SortWorkspace {
             async_done: None,
             async_pending: false,
         }
+    }
+
+    /// The workspace with its sorts' shared memory per block capped at `bytes` (rounded down
+    /// to whole KiB; the device's limit, `cudaDevAttrMaxSharedMemoryPerBlockOptin`, where that
+    /// is less). Each sort takes the largest tile-sort and merge blocks that fit: where the
+    /// uncapped ones fit, the same kernels as without a cap; otherwise smaller blocks, as on a
+    /// GPU with that much shared memory per block (99 KiB: sm_86, sm_89, sm_120; 64 KiB:
+    /// sm_75). Use it to leave shared memory to kernels running beside the sorts, or to run the
+    /// configurations of smaller GPUs on a larger one. Calls no CUDA function.
+    ///
+    /// Every key type and value size sorts within 64 KiB (any GPU the kernels run on). Under a
+    /// cap below the smallest blocks of a key and value size, every sort of those sizes fails
+    /// with [`SortError::SharedMemoryLimit`], queuing nothing, as does one whose [`Strategy`]
+    /// forces a tile width too wide for the cap.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cuda_rt::{DeviceBuffer, Stream};
+    /// use cuda_rt_kernels::sort::{Order, SortWorkspace};
+    ///
+    /// let stream = Stream::new()?;
+    /// let mut keys = DeviceBuffer::from_slice(&(0..100_000u32).rev().collect::<Vec<_>>())?;
+    /// // The kernels of a 64 KiB GPU (a T4), wherever this runs.
+    /// let mut workspace = SortWorkspace::new().with_shared_memory_limit(64 * 1024);
+    /// workspace.sort(&stream, &mut keys, Order::Ascending)?;
+    /// assert_eq!(keys.to_vec()?, (0..100_000u32).collect::<Vec<_>>());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_shared_memory_limit(mut self, bytes: usize) -> Self {
+        self.raw.set_shared_memory_limit(Some(bytes));
+        self
+    }
+
+    /// The cap of [`with_shared_memory_limit`](Self::with_shared_memory_limit) (`None`: the
+    /// device's limit).
+    pub fn shared_memory_limit(&self) -> Option<usize> {
+        self.raw.shared_memory_limit()
     }
 
     /// Waits for a sort of [`sort_async`](Self::sort_async) whose future was dropped or
@@ -172,7 +211,9 @@ impl SortWorkspace {
     /// CUDA failures (allocation, launch, synchronization, including earlier work on the
     /// stream); [`SortError::DeviceLaunch`], [`SortError::Incomplete`] when the device-side chain
     /// broke (the keys are then not sorted); [`SortError::Runtime`] with
-    /// [`cuda_rt::ErrorKind::InHostCallback`] inside a host callback (nothing is queued).
+    /// [`cuda_rt::ErrorKind::InHostCallback`] inside a host callback (nothing is queued);
+    /// [`SortError::SharedMemoryLimit`] when the sort's blocks do not fit the
+    /// [shared-memory limit](Self::with_shared_memory_limit) (nothing is queued).
     pub fn sort<'s, K: SortKey + DeviceCopy>(
         &mut self,
         stream: impl Into<StreamRef<'s>>,
