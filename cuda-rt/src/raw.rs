@@ -1651,7 +1651,7 @@ pub unsafe fn graph_get_edges(graph: RawGraph) -> Result<Vec<GraphEdge>> {
         .map(|i| GraphEdge {
             from: from[i],
             to: to[i],
-            full: data[i].is_full(),
+            full: is_full(&data[i]),
         })
         .collect())
 }
@@ -1665,25 +1665,18 @@ type EdgeData = sys::cudaGraphEdgeData;
 #[derive(Clone, Copy, Default)]
 struct EdgeData;
 
-trait FullEdge {
-    /// Whether this is the default edge data (`cudaGraphDependencyTypeDefault` from
-    /// `cudaGraphKernelNodePortDefault`).
-    fn is_full(&self) -> bool;
-}
-
+/// Whether `data` is the default edge data (`cudaGraphDependencyTypeDefault` from
+/// `cudaGraphKernelNodePortDefault`).
 #[cfg(cudart_ge = "12.3")]
-impl FullEdge for EdgeData {
-    fn is_full(&self) -> bool {
-        u32::from(self.type_) == sys::cudaGraphDependencyTypeDefault
-            && u32::from(self.from_port) == sys::cudaGraphKernelNodePortDefault
-    }
+fn is_full(data: &EdgeData) -> bool {
+    u32::from(data.type_) == sys::cudaGraphDependencyTypeDefault
+        && u32::from(data.from_port) == sys::cudaGraphKernelNodePortDefault
 }
 
+/// Before CUDA 12.3 every edge is full.
 #[cfg(not(cudart_ge = "12.3"))]
-impl FullEdge for EdgeData {
-    fn is_full(&self) -> bool {
-        true
-    }
+fn is_full(_data: &EdgeData) -> bool {
+    true
 }
 
 /// The runtime's edge query of this version, taking edge data where it has it.
