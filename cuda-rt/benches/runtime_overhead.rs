@@ -206,6 +206,8 @@ struct Settings {
     graph_launches: usize,
     callbacks: usize,
     small_copies: usize,
+    /// Awaited small copies per trial of the futures' throughput row.
+    awaited_copies: usize,
     /// Page-locked allocations per trial (each costs tens of µs or more).
     host_allocs: usize,
 }
@@ -229,6 +231,7 @@ impl Settings {
             graph_launches: 100,
             callbacks: 1_000,
             small_copies: 1_000,
+            awaited_copies: 10_000,
             host_allocs: 10,
         }
     }
@@ -247,6 +250,7 @@ impl Settings {
             graph_launches: 20,
             callbacks: 20,
             small_copies: 20,
+            awaited_copies: 40,
             host_allocs: 2,
         }
     }
@@ -1461,23 +1465,35 @@ impl Bench {
         Ok(measured)
     }
 
-    /// A 4 KiB upload from page-locked memory and the wait for it: `cudaMemcpyAsync` +
-    /// `cudaStreamSynchronize` against `copy_from_pinned_async` + `Pending::wait`.
-    /// Futures: the wake latency of `.await` on an event behind an empty kernel (against
-    /// `cudaEventSynchronize` and against spinning on `cudaEventQuery`), and 4 KiB pinned
-    /// uploads awaited on four streams by one thread (against the same uploads with a
-    /// blocking wait after each, on one stream).
+    /// Futures: the wake latency of `.await` on an event behind an empty kernel against spinning
+    /// on `cudaEventQuery` (with an executor that spins briefly before parking, with one that
+    /// parks at once, and with the spinner off so that the host function wakes the task) and
+    /// against `cudaEventSynchronize`; the handoff to a waiting thread with no CUDA involved (the
+    /// floor of any executor that parks); and small pinned uploads awaited on four streams by
+    /// one thread of a tokio current-thread runtime against the same uploads with a blocking
+    /// wait after each, on one stream.
     fn futures(&self) -> Vec<Outcome> {
-        const NAMES: [&str; 3] = [
-            "await an event behind an empty kernel (Event::occurred) vs spinning cudaEventQuery",
-            "await an event behind an empty kernel (Event::occurred) vs cudaEventSynchronize",
-            "4 KiB pinned H2D per copy: awaited on 4 streams by one thread vs blocking waits",
+        const NAMES: [&str; 6] = [
+            "await an event behind an empty kernel, executor spins 50 µs before parking, vs spinning cudaEventQuery",
+            "await an event behind an empty kernel, executor parks at once, vs spinning cudaEventQuery",
+            "the same, spinner off (the host function wakes the task), vs spinning cudaEventQuery",
+            "await an event behind an empty kernel, executor parks at once, vs cudaEventSynchronize",
+            "reference, no CUDA: handoff to a thread that spins (raw column) vs one that is parked (cuda-rt column)",
+            "4 KiB pinned H2D per copy: awaited on 4 streams by one thread (tokio current-thread) vs blocking waits on one",
+        ];
+        const GOALS: [Goal; 6] = [
+            Goal::MaxOverheadNs(2000.0),
+            Goal::None,
+            Goal::None,
+            Goal::None,
+            Goal::None,
+            Goal::None,
         ];
         match self.future_rows() {
             Ok(rows) => NAMES
                 .iter()
                 .zip(rows)
-                .zip([Goal::MaxOverheadNs(2000.0), Goal::None, Goal::None])
+                .zip(GOALS)
                 .map(|((name, measured), goal)| outcome(name, goal, measured))
                 .collect(),
             Err(e) => NAMES
@@ -1491,16 +1507,16 @@ impl Bench {
     fn future_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
         const BYTES: usize = 4096;
         const STREAMS: usize = 4;
+        const EXECUTOR_SPIN: Duration = Duration::from_micros(50);
         let Settings {
-            small_copies,
+            awaited_copies,
             op_trials,
             callbacks,
             ..
         } = self.settings;
         let rs = self.raw_stream;
         let stream = &self.stream;
-        let waker =
-            std::task::Waker::from(std::sync::Arc::new(ThreadWaker(std::thread::current())));
+        let waker = Executor::new();
         // SAFETY: returns the address of a kernel compiled into this program.
         let kernel = unsafe { cuda_rt_bench_empty_kernel() };
         let one = sys::dim3 { x: 1, y: 1, z: 1 };
@@ -1525,7 +1541,15 @@ impl Bench {
             event.record(stream)?;
             Ok(())
         };
-        let awaited = |raw_wait: &dyn Fn() -> BenchResult<()>| {
+        let spin_on_raw_event = || loop {
+            // SAFETY: a live event.
+            match unsafe { sys::cudaEventQuery(raw_event) } {
+                s if s == sys::cudaSuccess => return Ok(()),
+                s if s == sys::cudaErrorNotReady => std::hint::spin_loop(),
+                s => return Err(raw_error(s, "cudaEventQuery")),
+            }
+        };
+        let awaited = |raw_wait: &dyn Fn() -> BenchResult<()>, executor_spin: Duration| {
             self.interleave(op_trials.max(41), |side| match side {
                 Side::Raw => per_op(callbacks, || {
                     raw_behind_kernel()?;
@@ -1533,28 +1557,35 @@ impl Bench {
                 }),
                 Side::Safe => per_op(callbacks, || -> BenchResult<()> {
                     safe_behind_kernel()?;
-                    block_on(&waker, event.occurred())?;
+                    waker.block_on(executor_spin, event.occurred())?;
                     Ok(())
                 }),
             })
         };
-        let spin = awaited(&|| loop {
-            // SAFETY: a live event.
-            match unsafe { sys::cudaEventQuery(raw_event) } {
-                s if s == sys::cudaSuccess => return Ok(()),
-                s if s == sys::cudaErrorNotReady => std::hint::spin_loop(),
-                s => return Err(raw_error(s, "cudaEventQuery")),
-            }
-        });
-        let synchronize = awaited(&|| {
-            // SAFETY: a live event.
-            check(
-                unsafe { sys::cudaEventSynchronize(raw_event) },
-                "cudaEventSynchronize",
-            )
+        let spin_then_park = awaited(&spin_on_raw_event, EXECUTOR_SPIN);
+        let park = awaited(&spin_on_raw_event, Duration::ZERO);
+        let window = cuda_rt::future::spin_window();
+        cuda_rt::future::set_spin_window(Duration::ZERO);
+        let host_function = awaited(&spin_on_raw_event, Duration::ZERO);
+        cuda_rt::future::set_spin_window(window);
+        let synchronize = awaited(
+            &|| {
+                // SAFETY: a live event.
+                check(
+                    unsafe { sys::cudaEventSynchronize(raw_event) },
+                    "cudaEventSynchronize",
+                )
+            },
+            Duration::ZERO,
+        );
+        let handoff = self.interleave(op_trials.max(41), |side| {
+            thread_handoff(callbacks, side == Side::Safe)
         });
 
         // Uploads: blocking waits on one stream against awaited chains on four.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| format!("tokio runtime: {e}"))?;
         let (raw_dev, raw_host) = (raw_malloc(BYTES)?, raw_malloc_host(BYTES)?);
         let streams: Vec<Stream> = (0..STREAMS)
             .map(|_| Stream::with_flags(StreamFlags::NON_BLOCKING))
@@ -1567,7 +1598,7 @@ impl Bench {
                 ))
             })
             .collect::<cuda_rt::Result<_>>()?;
-        let per_lane = (small_copies / STREAMS).max(1);
+        let per_lane = (awaited_copies / STREAMS).max(1);
         let uploads = self.interleave(op_trials, |side| match side {
             Side::Raw => per_op(per_lane * STREAMS, || {
                 // SAFETY: live stream; `BYTES`-byte device and page-locked allocations,
@@ -1587,30 +1618,30 @@ impl Bench {
                 raw_stream_synchronize(rs)
             }),
             Side::Safe => {
-                let start = Instant::now();
-                let chains: Vec<
-                    std::pin::Pin<Box<dyn std::future::Future<Output = BenchResult<()>> + '_>>,
-                > = lanes
-                    .iter_mut()
-                    .zip(&streams)
-                    .map(|((dev, pinned), stream)| {
-                        Box::pin(async move {
-                            let mut buffer = pinned.take().ok_or("pinned buffer lost")?;
-                            for _ in 0..per_lane {
-                                buffer = dev.copy_from_pinned_async(stream, buffer)?.await?;
-                            }
-                            *pinned = Some(buffer);
-                            Ok(())
-                        })
-                            as std::pin::Pin<
-                                Box<dyn std::future::Future<Output = BenchResult<()>> + '_>,
-                            >
-                    })
-                    .collect();
-                for chain in run_all(&waker, chains) {
-                    chain?;
+                let mut taken = Vec::with_capacity(STREAMS);
+                for (_, pinned) in lanes.iter_mut() {
+                    taken.push(pinned.take().ok_or("pinned buffer lost")?);
                 }
-                Ok(nanos(start.elapsed()) / (per_lane * STREAMS) as f64)
+                let [d0, d1, d2, d3] = &mut lanes[..] else {
+                    return Err("four lanes expected".into());
+                };
+                let [b0, b1, b2, b3]: [PinnedBuffer<u8>; STREAMS] = taken
+                    .try_into()
+                    .map_err(|_| "four pinned buffers expected")?;
+                let start = Instant::now();
+                let done = runtime.block_on(async {
+                    tokio::join!(
+                        upload_chain(&mut d0.0, &streams[0], b0, per_lane),
+                        upload_chain(&mut d1.0, &streams[1], b1, per_lane),
+                        upload_chain(&mut d2.0, &streams[2], b2, per_lane),
+                        upload_chain(&mut d3.0, &streams[3], b3, per_lane)
+                    )
+                });
+                let elapsed = nanos(start.elapsed());
+                for (lane, buffer) in lanes.iter_mut().zip([done.0, done.1, done.2, done.3]) {
+                    lane.1 = Some(buffer?);
+                }
+                Ok(elapsed / (per_lane * STREAMS) as f64)
             }
         });
         raw_stream_synchronize(rs)?;
@@ -1626,7 +1657,14 @@ impl Bench {
             unsafe { sys::cudaEventDestroy(raw_event) },
             "cudaEventDestroy",
         )?;
-        Ok(vec![spin, synchronize, uploads])
+        Ok(vec![
+            spin_then_park,
+            park,
+            host_function,
+            synchronize,
+            handoff,
+            uploads,
+        ])
     }
 
     fn small_copies(&self) -> Vec<Outcome> {
@@ -1682,53 +1720,117 @@ impl Bench {
     }
 }
 
-/// Wakes the thread that polls (the executor of `block_on` and `run_all`).
-struct ThreadWaker(std::thread::Thread);
+/// `copies` uploads of `buffer` into `device` on `stream`, each awaited before the next.
+async fn upload_chain(
+    device: &mut DeviceBuffer<u8>,
+    stream: &Stream,
+    mut buffer: PinnedBuffer<u8>,
+    copies: usize,
+) -> BenchResult<PinnedBuffer<u8>> {
+    for _ in 0..copies {
+        buffer = device.copy_from_pinned_async(stream, buffer)?.await?;
+    }
+    Ok(buffer)
+}
 
-impl std::task::Wake for ThreadWaker {
+/// The waker of the bench's executor: sets a flag and unparks the thread that polls.
+struct FlagWaker {
+    thread: std::thread::Thread,
+    woken: AtomicBool,
+}
+
+impl std::task::Wake for FlagWaker {
     fn wake(self: std::sync::Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
     fn wake_by_ref(self: &std::sync::Arc<Self>) {
-        self.0.unpark();
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
     }
 }
 
-/// The smallest executor: polls `future` on this thread, parking between wakes.
-fn block_on<F: std::future::Future>(waker: &std::task::Waker, future: F) -> F::Output {
-    let mut cx = std::task::Context::from_waker(waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
-            return value;
+/// The smallest executor, for one future on the calling thread.
+struct Executor {
+    flag: std::sync::Arc<FlagWaker>,
+    waker: std::task::Waker,
+}
+
+impl Executor {
+    /// An executor for the calling thread.
+    fn new() -> Executor {
+        let flag = std::sync::Arc::new(FlagWaker {
+            thread: std::thread::current(),
+            woken: AtomicBool::new(false),
+        });
+        Executor {
+            waker: std::task::Waker::from(std::sync::Arc::clone(&flag)),
+            flag,
         }
-        std::thread::park();
     }
-}
 
-/// Runs `futures` to completion on this thread, polling each one still running whenever woken:
-/// one thread driving several streams' chains of awaited work.
-fn run_all<T>(
-    waker: &std::task::Waker,
-    mut futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + '_>>>,
-) -> Vec<T> {
-    let mut cx = std::task::Context::from_waker(waker);
-    let mut outputs: Vec<Option<T>> = futures.iter().map(|_| None).collect();
-    let mut left = futures.len();
-    while left > 0 {
-        for (future, output) in futures.iter_mut().zip(&mut outputs) {
-            if output.is_none() {
-                if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
-                    *output = Some(value);
-                    left -= 1;
+    /// Polls `future` to completion; between polls it spins on the wake flag for up to `spin`,
+    /// then parks until woken.
+    fn block_on<F: std::future::Future>(&self, spin: Duration, future: F) -> F::Output {
+        let mut cx = std::task::Context::from_waker(&self.waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            self.flag.woken.store(false, Ordering::Relaxed);
+            if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+                return value;
+            }
+            let started = Instant::now();
+            while !self.flag.woken.load(Ordering::Acquire) {
+                if started.elapsed() >= spin {
+                    std::thread::park();
+                } else {
+                    std::hint::spin_loop();
                 }
             }
         }
-        if left > 0 {
-            std::thread::park();
-        }
     }
-    outputs.into_iter().flatten().collect()
+}
+
+/// Mean nanoseconds from one thread's signal to another thread running on it, over `n`
+/// handoffs: the waiting thread spins on a flag, or (`parked`) parks until unparked.
+fn thread_handoff(n: usize, parked: bool) -> BenchResult<f64> {
+    use std::sync::atomic::AtomicU64;
+    let base = Instant::now();
+    let sent = std::sync::Arc::new(AtomicU64::new(0));
+    let waiter = std::thread::current();
+    let signaller = {
+        let sent = std::sync::Arc::clone(&sent);
+        std::thread::spawn(move || {
+            for _ in 0..n {
+                // Let the waiter settle into its wait.
+                std::thread::sleep(Duration::from_micros(50));
+                sent.store(nanos(base.elapsed()) as u64 + 1, Ordering::Release);
+                if parked {
+                    waiter.unpark();
+                }
+                while sent.load(Ordering::Acquire) != 0 {
+                    std::hint::spin_loop();
+                }
+            }
+        })
+    };
+    let mut total = 0.0;
+    for _ in 0..n {
+        let at = loop {
+            let at = sent.load(Ordering::Acquire);
+            if at != 0 {
+                break at;
+            }
+            if parked {
+                std::thread::park();
+            } else {
+                std::hint::spin_loop();
+            }
+        };
+        total += nanos(base.elapsed()) - (at - 1) as f64;
+        sent.store(0, Ordering::Release);
+    }
+    signaller.join().map_err(|_| "handoff thread panicked")?;
+    Ok(total / n as f64)
 }
 
 fn gpu_description() -> BenchResult<String> {

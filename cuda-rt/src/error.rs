@@ -390,7 +390,7 @@ pub(crate) fn thread_tag() -> ThreadTag {
 
 /// The thread that errors met now belong to: inside a host callback, the thread that queued
 /// the callback; elsewhere the calling thread.
-fn cause_tag() -> ThreadTag {
+pub(crate) fn cause_tag() -> ThreadTag {
     crate::callback::callback_owner().unwrap_or_else(thread_tag)
 }
 
@@ -417,7 +417,12 @@ fn deferred() -> std::sync::MutexGuard<'static, Deferred> {
 /// Records an error met where it cannot be returned (a `Drop`, a host callback), so that the
 /// next synchronize of the thread that caused it returns it (see the [module docs](self)).
 pub(crate) fn defer(error: Error) {
-    let owner = cause_tag();
+    defer_for(cause_tag(), error);
+}
+
+/// Records an error for the next synchronize of the thread `owner` (a [`cause_tag`] taken
+/// earlier): for errors met on a thread of this crate on behalf of another.
+pub(crate) fn defer_for(owner: ThreadTag, error: Error) {
     let mut d = deferred();
     if d.errors.len() < DEFERRED_CAPACITY {
         d.errors.push_back((

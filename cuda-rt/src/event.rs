@@ -111,6 +111,8 @@ impl Event {
     /// Gives up ownership: returns the handle without destroying it.
     pub fn into_raw(self) -> RawEvent {
         let raw = self.raw;
+        // Whoever takes the handle may destroy it: no future's watch may outlive this.
+        crate::future::forget_event(raw);
         std::mem::forget(self);
         raw
     }
@@ -204,7 +206,9 @@ impl Drop for Event {
         if crate::callback::leak_if_in_callback("Event::drop") {
             return;
         }
-        // SAFETY: we own the live handle; it is not used after this.
+        crate::future::forget_event(self.raw);
+        // SAFETY: we own the live handle; it is not used after this (the futures' spinner
+        // forgot it just now).
         let result = unsafe { raw::event_destroy(self.raw) };
         crate::error::defer_result(result.map_err(|e| e.context("Event::drop")));
     }

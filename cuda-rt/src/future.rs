@@ -2,8 +2,9 @@
 //! finished the work queued so far ([`Stream::drained`]), and an owned asynchronous copy
 //! handing its buffer back ([`Pending`] implements [`IntoFuture`]).
 //!
-//! They work with any executor (this crate depends on none): a future is woken by a host
-//! function that CUDA runs when the work is done, and every poll also asks CUDA directly.
+//! They work with any executor (this crate depends on none): a future is woken by a thread of
+//! this crate that watches short work closely (the *spinner*), or by a host function that CUDA
+//! runs when longer work is done; every poll also asks CUDA directly.
 //!
 //! ```no_run
 //! use cuda_rt::{DeviceBuffer, DeviceMemory, Event, PinnedBuffer, Stream};
@@ -23,35 +24,52 @@
 //! Futures are armed when they are made, not at their first poll: [`Stream::drained`] waits for
 //! the work queued before the call, [`Event::occurred`] for the event's most recent record
 //! before the call (or a later one: each poll also asks `cudaEventQuery`, which answers for the
-//! most recent record). A future that is already complete when made queues nothing.
+//! most recent record; so does the spinner). A future that is already complete when made queues
+//! nothing.
 //!
 //! # How a future is woken
-//! A future shares a small state with a host function (`cudaLaunchHostFunc`) queued to run when
-//! its work is done: an atomic flag and the waker of its last pending poll. The host function
-//! calls no CUDA (it may not): it sets the flag and wakes the waker.
-//! - [`Stream::drained`] records a completion event on the stream (for the polls to query) and
-//!   queues the host function on the stream itself. Later work of the stream waits for the host
-//!   function to return, that is, for the executor's `wake` (which only schedules the task in
-//!   every common executor).
-//! - [`Event::occurred`] and a [`Pending`]'s future queue it on a *waiter stream* of the device,
-//!   made to wait for the event first (`cudaStreamWaitEvent`). Waiter streams come from a
-//!   process-wide pool, one per armed future (host functions of one stream run in order, so a
-//!   shared stream would make every future wait for the ones queued before it), at most 32 per
-//!   device; the user's streams are not touched. Waiter streams are non-blocking and live until
-//!   the process exits.
+//! - **The spinner** (the default, for short work): one process-wide thread that, for the *spin
+//!   window* after a future is made (1 ms unless [`set_spin_window`] says otherwise), queries
+//!   the event behind the future's work over and over (`cudaEventQuery`) and wakes the future
+//!   as soon as it has occurred, within about a microsecond. Making such a future costs no CUDA
+//!   call for [`Event::occurred`] and a [`Pending`]'s future (the spinner queries their own
+//!   events), and one `cudaEventRecord` of a pooled completion event for [`Stream::drained`].
+//!   The spinner keeps one core busy while a future made within the last window is pending,
+//!   then parks.
+//! - **A host function** (for work longer than the window): when the window has passed with the
+//!   work unfinished, the spinner queues `cudaLaunchHostFunc` behind it; the host function sets
+//!   an atomic flag and wakes the stored waker, and calls no CUDA (it may not). CUDA runs host
+//!   functions on a thread of its own, which learns of finished work 10–25 µs late on the
+//!   machines measured: cheap against long work, dear against short work. With the spinner off
+//!   ([`set_spin_window`] with zero) every future queues its host function when made.
+//!
+//! Host functions run on a *waiter stream* of the device, made to wait for the event first
+//! (`cudaStreamWaitEvent`): the user's streams get at most a `cudaEventRecord`, and later work
+//! on them never waits for a host function. Waiter streams come from a process-wide pool, one
+//! per armed future (host functions of one stream run in order, so a shared stream would make
+//! every future wait for the ones queued before it), at most 32 per device; they are
+//! non-blocking and live until the process exits. If none is free when the window ends, the
+//! spinner keeps watching the future for another window.
+//!
+//! The spinner never queries an event that may be destroyed under it: pooled events are
+//! co-owned by its watch, and an [`Event`] or a [`Pending`] removes its event from the
+//! spinner's watch (one atomic load when nothing is watched) before destroying it, so a future
+//! dropped or leaked while watched leaves the spinner nothing dangling. [`EventRef::occurred`]
+//! on an event this crate does not own is watched through a pooled event recorded on the
+//! waiter stream instead.
 //!
 //! CUDA may never run a host function queued behind work that failed with a sticky error.
 //! So that such a future does not hang, every poll also queries the event
-//! (`cudaEventQuery`) and returns its error, and a process-wide *poller* thread wakes every
-//! pending future every 10 ms, so that it is polled again even if its host function never
-//! runs. The poller calls no CUDA and touches no handle (only wakers); it parks while no future
+//! (`cudaEventQuery`) and returns its error, the spinner wakes a future whose query fails, and
+//! a process-wide *poller* thread wakes every pending future the spinner does not watch every
+//! 10 ms, so that it is polled again even if its host function never runs. The poller calls no CUDA and touches no handle (only wakers); it parks while no future
 //! is pending. A future that could not be armed (all 32 waiter streams of the device busy, or
 //! `cudaLaunchHostFunc` refused) is woken by the poller every 1 ms instead: it still completes,
 //! with up to 1 ms of extra latency. These periods bound how late a future learns of an error;
-//! successful work wakes its future from the host function, at once.
+//! successful work wakes its future from the spinner or the host function, at once.
 //!
-//! Polls are cheap (an atomic load, one `cudaEventQuery`, a lock to store the waker, no
-//! allocation) and correct under spurious polls, polls with a different waker (the stored one is
+//! Polls are cheap (an atomic load; while not woken yet, one `cudaEventQuery` and a lock to
+//! store the waker; no allocation) and correct under spurious polls, polls with a different waker (the stored one is
 //! replaced) and polls from different threads (the futures are `Send` and `Sync`). A poll inside
 //! a host callback (an executor that polls from `wake`) does not call CUDA: it is ready if the
 //! host function fired, pending otherwise.
@@ -83,21 +101,28 @@
 //!   and await it later, or move it to a thread made for blocking.
 //!
 //! # Cost
-//! Making a future whose work is not done yet: one query, then for [`Event::occurred`] and
-//! `Pending::into_future` one `cudaStreamWaitEvent` and one `cudaLaunchHostFunc` on a pooled
-//! waiter stream; for [`Stream::drained`] one `cudaEventRecord` of a pooled event and one
-//! `cudaLaunchHostFunc`; two small allocations (the shared state, the host function's closure).
+//! Making a future whose work is not done yet, with the spinner on: no CUDA call for
+//! [`Event::occurred`] and `Pending::into_future`, one `cudaStreamQuery` and one
+//! `cudaEventRecord` for [`Stream::drained`]; a lock, a few small allocations (the shared
+//! state, the watch). Without the spinner, or for work longer than the window, add one
+//! `cudaStreamWaitEvent` and one `cudaLaunchHostFunc`. A poll after the wake calls no CUDA, and
+//! a [`Pending`]'s future then hands the buffer back without another call.
 
 mod poller;
 mod pools;
 mod signal;
+mod spinner;
+
+pub(crate) use spinner::forget as forget_event;
+pub use spinner::{set_spin_window, spin_window};
 
 use crate::error::{defer, Error, ErrorKind, Result};
 use crate::event::{Event, EventRef};
 use crate::pinned::Pending;
 use crate::stream::{Stream, StreamRef};
-use pools::CompletionEvent;
+use pools::{Armed, CompletionEvent};
 use signal::Signal;
+use spinner::Target;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -117,9 +142,10 @@ enum State {
 #[derive(Debug)]
 struct Wait {
     state: State,
-    /// Whether a host function is queued to fire the signal.
+    /// Whether a host function is queued to fire the signal, or the spinner watches it.
     armed: bool,
-    /// Whether the poller watches the signal.
+    /// Whether the poller watches the signal, or the spinner does (it hands the signal to the
+    /// poller when it stops watching).
     watched: bool,
     /// Whether an error was deferred already (at most one per future).
     deferred: bool,
@@ -143,18 +169,32 @@ impl Wait {
         Wait::with_state(State::Finished(outcome), what)
     }
 
-    /// A wait that `arm` arms (by queuing a host function that fires the signal it is given;
-    /// `Ok(false)`: nothing could be queued). An error of `arm` is deferred, and the poller
-    /// alone wakes the future.
-    fn armed_by(what: &'static str, arm: impl FnOnce(&Arc<Signal>) -> Result<bool>) -> Wait {
+    /// A wait that `arm` arms (the spinner watches the signal it is given, or a host function
+    /// is queued to fire it). An error of `arm` is deferred, and the poller alone wakes the
+    /// future.
+    fn armed_by(what: &'static str, arm: impl FnOnce(&Arc<Signal>) -> Result<Armed>) -> Wait {
         let signal = Arc::new(Signal::new());
         let armed = arm(&signal);
         let mut wait = Wait::with_state(State::Waiting(signal), what);
         match armed {
-            Ok(armed) => wait.armed = armed,
+            Ok(armed) => {
+                wait.armed = armed != Armed::Not;
+                wait.watched = armed == Armed::Spinner;
+            }
             Err(e) => wait.defer_once(e),
         }
         wait
+    }
+
+    /// The query a future of an event is made with: `query` (`cudaEventQuery`), skipped while
+    /// the spinner is on, since arming then costs no CUDA call and the first poll queries
+    /// anyway; inside a host callback `query` runs, and refuses.
+    fn made_with(query: impl FnOnce() -> Result<bool>) -> Result<bool> {
+        if spinner::enabled() && !crate::callback::in_callback() {
+            Ok(false)
+        } else {
+            query()
+        }
     }
 
     /// The outcome of the query made when the future is made: `Some` if the wait is over
@@ -199,24 +239,17 @@ impl Wait {
             State::Finished(outcome) => return Poll::Ready(*outcome),
             State::Waiting(signal) => Arc::clone(signal),
         };
-        let fired = signal.has_fired();
-        if crate::callback::in_callback() {
-            // CUDA must not be called here; the host function's flag is all there is to go by.
-            if fired {
-                return self.finish(Ok(()));
-            }
-        } else {
+        if signal.has_fired() {
+            // The host function ran, or the spinner saw the event occur: the point waited for
+            // has passed (the event may have been recorded again since), with no query.
+            return self.finish(Ok(()));
+        }
+        // Inside a host callback CUDA must not be called: the signal is all there is to go by.
+        if !crate::callback::in_callback() {
             match query() {
                 Ok(true) => return self.finish(Ok(())),
                 Err(e) if e.is_sticky() => return self.finish(Err(e.context(self.what))),
-                // The host function ran, so the point waited for has passed; the event was
-                // recorded again since (not done yet), or the query failed for a reason that
-                // says nothing about the work.
-                Ok(false) if fired => return self.finish(Ok(())),
-                Err(e) if fired => {
-                    self.defer_once(e);
-                    return self.finish(Ok(()));
-                }
+                // A query that failed for a reason that says nothing about the work.
                 Err(e) => self.defer_once(e),
                 Ok(false) => {}
             }
@@ -263,16 +296,26 @@ pub struct EventFuture<'a> {
 }
 
 impl<'a> EventFuture<'a> {
-    fn new(event: EventRef<'a>) -> EventFuture<'a> {
+    /// `owned`: the event is an [`Event`]'s, whose drop makes the spinner forget it, so the
+    /// spinner may query it directly.
+    fn new(event: EventRef<'a>, owned: bool) -> EventFuture<'a> {
         const WHAT: &str = "Event::occurred";
-        if let Some(wait) = Wait::settled_by(event.has_occurred(), WHAT) {
+        if let Some(wait) = Wait::settled_by(Wait::made_with(|| event.has_occurred()), WHAT) {
             return EventFuture { event, wait };
         }
         let wait = Wait::armed_by(WHAT, |signal| {
             // SAFETY: no preconditions.
             let device = unsafe { crate::raw::get_device() }?;
-            // SAFETY: the event is live for 'a, which includes this call.
-            unsafe { pools::arm_after_event(event.as_raw(), device, signal) }
+            let raw = event.as_raw();
+            if owned {
+                // SAFETY: the event is live for 'a, which includes this call, and is owned by
+                // an `Event`, whose drop and `into_raw` call `spinner::forget` first.
+                unsafe { pools::arm(Target::Owned { raw, device }, signal) }
+            } else {
+                // SAFETY: the event is live for 'a, which includes this call.
+                unsafe { pools::arm_host_function(raw, device, signal, spinner::enabled()) }
+                    .map(Armed::host_function)
+            }
         });
         EventFuture { event, wait }
     }
@@ -291,13 +334,15 @@ impl Future for EventFuture<'_> {
 impl Event {
     /// A future that is ready once the event has occurred: its most recent
     /// [`record`](Self::record) before this call, or a later one. Polls ask `cudaEventQuery`;
-    /// the future is woken by a host function (`cudaLaunchHostFunc`) queued on a pooled waiter
+    /// the future is woken by the spinner, which queries the event, or for work longer than
+    /// the spin window by a host function (`cudaLaunchHostFunc`) queued on a pooled waiter
     /// stream of the calling thread's current device after `cudaStreamWaitEvent` on the event
-    /// (see the [module docs](crate::future)). Ready at once for an event never recorded.
+    /// (see the [module docs](crate::future)). Ready at its first poll for an event never
+    /// recorded.
     ///
     /// # Errors
-    /// The output is the sticky error of the work waited for, or an error of the first
-    /// `cudaEventQuery` ([`ErrorKind::InHostCallback`] inside a host callback).
+    /// The output is the sticky error of the work waited for, or an error of making the future
+    /// ([`ErrorKind::InHostCallback`] inside a host callback).
     ///
     /// # Examples
     /// ```no_run
@@ -310,7 +355,7 @@ impl Event {
     /// # Ok(()) }
     /// ```
     pub fn occurred(&self) -> EventFuture<'_> {
-        EventFuture::new(self.as_event_ref())
+        EventFuture::new(self.as_event_ref(), true)
     }
 }
 
@@ -320,7 +365,7 @@ impl<'a> EventRef<'a> {
     /// # Errors
     /// As for [`Event::occurred`].
     pub fn occurred(&self) -> EventFuture<'a> {
-        EventFuture::new(*self)
+        EventFuture::new(*self, false)
     }
 }
 
@@ -340,7 +385,7 @@ impl<'a> EventRef<'a> {
 #[must_use = "a future does nothing unless awaited; dropping it stops no work"]
 pub struct DrainedFuture {
     /// Recorded on the stream when made; `None` when the future was complete when made.
-    event: Option<CompletionEvent>,
+    event: Option<Arc<CompletionEvent>>,
     wait: Wait,
 }
 
@@ -351,21 +396,20 @@ impl DrainedFuture {
         if let Some(wait) = Wait::settled_by(stream.query(), WHAT) {
             return unarmed(wait);
         }
-        let event = match stream
-            .device_ordinal()
-            .and_then(CompletionEvent::take)
-            .and_then(|event| {
-                // SAFETY: the event is live and of the stream's device; the stream is live for
-                // its lifetime, which includes this call.
-                unsafe { crate::raw::event_record(event.raw(), stream.as_raw()) }.map(|()| event)
-            }) {
-            Ok(event) => event,
+        let recorded = stream.device_ordinal().and_then(|device| {
+            let event = CompletionEvent::take(device)?;
+            // SAFETY: the event is live and of the stream's device; the stream is live for its
+            // lifetime, which includes this call.
+            unsafe { crate::raw::event_record(event.raw(), stream.as_raw()) }?;
+            Ok(Arc::new(event))
+        });
+        let event = match recorded {
+            Ok(recorded) => recorded,
             Err(e) => return unarmed(Wait::finished(Err(e.context(WHAT)), WHAT)),
         };
         let wait = Wait::armed_by(WHAT, |signal| {
-            let signal = Arc::clone(signal);
-            // The host function calls no CUDA: it sets the signal and wakes its waker.
-            crate::callback::launch_host_fn(stream, move || signal.fire()).map(|()| true)
+            // SAFETY: the event is live: the target holds a reference to it.
+            unsafe { pools::arm(Target::Pooled(Arc::clone(&event)), signal) }
         });
         DrainedFuture {
             event: Some(event),
@@ -379,9 +423,9 @@ impl Future for DrainedFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
-        let event = this.event.as_ref().map(CompletionEvent::raw);
+        let event = this.event.as_ref().map(|event| event.raw());
         this.wait.poll(cx, || match event {
-            // SAFETY: the event is owned by the future, live.
+            // SAFETY: the event is held by the future, live.
             Some(event) => unsafe { crate::raw::event_query(event) },
             None => Ok(true),
         })
@@ -391,17 +435,17 @@ impl Future for DrainedFuture {
 impl Drop for DrainedFuture {
     fn drop(&mut self) {
         if let Some(event) = self.event.take() {
-            // Recycled only when its record has occurred; destroyed otherwise (CUDA lets a
-            // record pending complete on its own).
+            // Recycled only when its record has occurred (and the spinner is done with it);
+            // destroyed otherwise (CUDA lets a record pending complete on its own).
+            let mut occurred = false;
             if self.wait.succeeded() {
-                // SAFETY: the event is live (ours).
+                // SAFETY: the event is live (held here).
                 match unsafe { crate::raw::event_query(event.raw()) } {
-                    Ok(true) => return event.recycle(),
-                    Ok(false) => {}
+                    Ok(done) => occurred = done,
                     Err(e) => self.wait.defer_once(e),
                 }
             }
-            drop(event);
+            CompletionEvent::release(event, occurred);
         }
     }
 }
@@ -409,10 +453,11 @@ impl Drop for DrainedFuture {
 impl Stream {
     /// A future that is ready once all work queued on the stream before this call has
     /// finished: the asynchronous form of [`synchronize`](Self::synchronize). Records a pooled
-    /// completion event (`cudaEventRecord`, queried by polls) and queues a host function
-    /// (`cudaLaunchHostFunc`) that wakes the future; work queued later waits for that host
-    /// function, which only wakes the task (see the [module docs](crate::future)). Ready at once,
-    /// queuing nothing, when `cudaStreamQuery` says the stream is idle.
+    /// completion event on the stream (`cudaEventRecord`, queried by polls and by the spinner)
+    /// and queues the host function that wakes the future on a pooled waiter stream behind that
+    /// event (see the [module docs](crate::future)); later work of the stream waits for nothing
+    /// more than before. Ready at once, queuing nothing, when `cudaStreamQuery` says the stream
+    /// is idle.
     ///
     /// Unlike `synchronize`, it does not return deferred errors.
     ///
@@ -484,13 +529,14 @@ impl<B> IntoFuture for Pending<B> {
     /// operation's device (see the [module docs](crate::future)).
     fn into_future(self) -> PendingFuture<B> {
         const WHAT: &str = "Pending::into_future";
-        let wait = match Wait::settled_by(self.is_complete(), WHAT) {
+        let wait = match Wait::settled_by(Wait::made_with(|| self.is_complete()), WHAT) {
             Some(wait) => wait,
             None => {
-                let (event, device) = self.completion_event();
+                let (raw, device) = self.completion_event();
                 Wait::armed_by(WHAT, |signal| {
-                    // SAFETY: the event is the Pending's, live while `self` is.
-                    unsafe { pools::arm_after_event(event, device, signal) }
+                    // SAFETY: the event is the Pending's, live while `self` is, and its drop
+                    // calls `spinner::forget` first.
+                    unsafe { pools::arm(Target::Owned { raw, device }, signal) }
                 })
             }
         };
@@ -511,10 +557,14 @@ impl<B> Future for PendingFuture<B> {
         };
         match this.wait.poll(cx, || pending.is_complete()) {
             Poll::Pending => Poll::Pending,
-            // The operation has finished, or failed with a sticky error (or its outcome was
-            // known when the future was made): `wait` returns at once, with the buffer or the
-            // error (the buffer is then leaked, as by `Pending::wait`).
-            Poll::Ready(_) => match this.pending.take() {
+            // The operation has finished: the buffer comes back without another CUDA call.
+            Poll::Ready(Ok(())) => match this.pending.take() {
+                Some(pending) => Poll::Ready(Ok(pending.finished())),
+                None => panic!("PendingFuture polled after it handed its buffer back"),
+            },
+            // A sticky error (or one known when the future was made): `wait` returns at once,
+            // with the error (the buffer is then leaked, as by `Pending::wait`).
+            Poll::Ready(Err(_)) => match this.pending.take() {
                 Some(pending) => Poll::Ready(pending.wait()),
                 None => panic!("PendingFuture polled after it handed its buffer back"),
             },
@@ -543,7 +593,7 @@ mod tests {
         let mut shared = None;
         let wait = Wait::armed_by("test", |signal| {
             shared = Some(Arc::clone(signal));
-            Ok(true)
+            Ok(Armed::HostFunction)
         });
         (wait, shared.unwrap())
     }

@@ -373,8 +373,9 @@ impl Drop for DoneEvent {
         if crate::callback::leak_if_in_callback("Pending: event") {
             return;
         }
-        // SAFETY: ours and live, not used after this (a record still pending completes on its
-        // own: CUDA releases the event then).
+        crate::future::forget_event(self.raw);
+        // SAFETY: ours and live, not used after this (the futures' spinner forgot it just now;
+        // a record still pending completes on its own: CUDA releases the event then).
         defer_result(
             unsafe { raw::event_destroy(self.raw) }.map_err(|e| e.context("Pending: event")),
         );
@@ -577,6 +578,15 @@ impl<B> Pending<B> {
             }
             std::thread::sleep(pause.min(timeout - elapsed));
             pause = (pause * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    /// Hands the buffer back once the operation is known to have finished (a query said so, or
+    /// a host function queued behind it ran): no wait and no CUDA call.
+    pub(crate) fn finished(self) -> B {
+        match self.finish(|_| Ok(())) {
+            Ok(value) => value,
+            Err(_) => unreachable!("finish with a wait that cannot fail"),
         }
     }
 

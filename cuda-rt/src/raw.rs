@@ -1032,6 +1032,26 @@ pub unsafe fn event_query(event: RawEvent) -> Result<bool> {
     query_result(unsafe { sys::cudaEventQuery(event) }, "cudaEventQuery")
 }
 
+/// `cudaThreadExchangeStreamCaptureMode`: sets the calling thread's stream-capture mode to
+/// `mode` (a [`flags`] `CAPTURE_MODE_*` value) and returns the previous one.
+///
+/// # Errors
+/// The status of `cudaThreadExchangeStreamCaptureMode` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's; with [`flags::CAPTURE_MODE_RELAXED`] the thread's calls are no longer
+/// refused while another thread captures, so they must not touch what is being captured.
+pub unsafe fn thread_exchange_stream_capture_mode(mode: u32) -> Result<u32> {
+    not_in_callback("cudaThreadExchangeStreamCaptureMode")?;
+    let mut mode: sys::cudaStreamCaptureMode = mode;
+    check(
+        // SAFETY: reads and writes one enum value through a valid pointer.
+        unsafe { sys::cudaThreadExchangeStreamCaptureMode(&mut mode) },
+        "cudaThreadExchangeStreamCaptureMode",
+    )?;
+    Ok(mode)
+}
+
 /// `cudaEventSynchronize`.
 ///
 /// # Errors

@@ -384,7 +384,14 @@ struct Lane {
 fn random_sequences_of_copies_kernels_awaits_and_drops_match_a_cpu_model() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     let _serial = serial();
-    for seed in 0..6u64 {
+    let window = cuda_rt::future::spin_window();
+    for seed in 0..12u64 {
+        // Half the sequences with the spinner off: every future is woken by its host function.
+        cuda_rt::future::set_spin_window(if seed % 2 == 0 {
+            window
+        } else {
+            Duration::ZERO
+        });
         let mut state = seed;
         let lanes_count = 2 + (next(&mut state) % 3) as usize;
         let mut lanes: Vec<Lane> = (0..lanes_count)
@@ -484,6 +491,112 @@ fn random_sequences_of_copies_kernels_awaits_and_drops_match_a_cpu_model() {
             assert!(lane.device.to_vec().unwrap() == lane.model, "seed {seed}");
         }
     }
+    cuda_rt::future::set_spin_window(window);
+    no_deferred_errors();
+}
+
+/// The spinner queries the events of `Event`s and `Pending`s directly: an event destroyed
+/// while a leaked future still waits on it must be forgotten first. A query of a destroyed
+/// handle would show as a deferred error (or worse).
+#[test]
+fn events_destroyed_under_leaked_or_dropped_futures_are_never_queried_after() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let window = cuda_rt::future::spin_window();
+    // A long window: every watch below outlives its event.
+    cuda_rt::future::set_spin_window(Duration::from_secs(2));
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let mut device = DeviceBuffer::<u32>::zeroed(1 << 16).unwrap();
+    let release = stall(&stream);
+    for _ in 0..200 {
+        let event = Event::new().unwrap();
+        event.record(&stream).unwrap();
+        let mut occurred = event.occurred();
+        assert!(poll_once(&mut occurred).0.is_pending());
+        std::mem::forget(occurred);
+        drop(event);
+    }
+    // A raw handle given away under a leaked future, then destroyed by its new owner.
+    let event = Event::new().unwrap();
+    event.record(&stream).unwrap();
+    std::mem::forget(event.occurred());
+    let raw = event.into_raw();
+    // SAFETY: the handle is live and owned by nobody else (given up just above).
+    drop(unsafe { Event::from_raw(raw) });
+    // A copy's future dropped unfinished: the drop waits for the copy, then destroys its event.
+    let upload = device
+        .copy_from_pinned_async(&stream, PinnedBuffer::from_slice(&[7u32; 1 << 16]).unwrap())
+        .unwrap();
+    let mut upload = upload.into_future();
+    assert!(poll_once(&mut upload).0.is_pending());
+    let releaser = {
+        let release = Arc::clone(&release);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            release.store(true, Ordering::Release);
+        })
+    };
+    drop(upload);
+    releaser.join().unwrap();
+    // Work goes on, and the spinner has had time to look at everything it watched.
+    affine_u32(&mut device, &stream, 1, 1).unwrap();
+    stream.synchronize().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(device.to_vec().unwrap().iter().all(|&x| x == 8));
+    cuda_rt::future::set_spin_window(window);
+    no_deferred_errors();
+}
+
+/// Work longer than the spin window: the spinner hands the wake to a host function, with the
+/// window at zero (the maker queues it), short, and long.
+#[test]
+fn futures_complete_whatever_the_spin_window() {
+    let Some(_gpu) = gpu_test::gpu() else { return };
+    let _serial = serial();
+    let window = cuda_rt::future::spin_window();
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let input: Vec<u32> = (0..1 << 20).collect();
+    for spin in [
+        Duration::ZERO,
+        Duration::from_micros(1),
+        window,
+        Duration::from_secs(1),
+    ] {
+        cuda_rt::future::set_spin_window(spin);
+        let mut device = DeviceBuffer::<u32>::zeroed(input.len()).unwrap();
+        let release = stall(&stream);
+        let upload = device
+            .copy_from_pinned_async(&stream, PinnedBuffer::from_slice(&input).unwrap())
+            .unwrap()
+            .into_future();
+        let done = Event::new().unwrap();
+        done.record(&stream).unwrap();
+        let occurred = done.occurred();
+        let drained = stream.drained();
+        // Released well after any short window has passed.
+        let releaser = {
+            let release = Arc::clone(&release);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                release.store(true, Ordering::Release);
+            })
+        };
+        let staging = block_on(upload).unwrap();
+        block_on(occurred).unwrap();
+        block_on(drained).unwrap();
+        releaser.join().unwrap();
+        assert!(*staging == input[..], "spin window {spin:?}");
+        affine_u32(&mut device, &stream, 3, 2).unwrap();
+        let host = block_on(
+            device
+                .copy_to_pinned_async(&stream, PinnedBuffer::new(input.len()).unwrap())
+                .unwrap(),
+        )
+        .unwrap();
+        let expected: Vec<u32> = input.iter().map(|&x| affine_u32_cpu(x, 3, 2)).collect();
+        assert!(*host == expected[..], "spin window {spin:?}");
+    }
+    cuda_rt::future::set_spin_window(window);
     no_deferred_errors();
 }
 
@@ -504,46 +617,56 @@ fn futures_behind_a_sticky_error_return_it_instead_of_hanging() {
         return futures_behind_a_sticky_error_child();
     }
     let Some(_gpu) = gpu_test::gpu() else { return };
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut child = std::process::Command::new(exe)
-        .args(["--exact", STICKY_TEST, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawning the child test process");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
+    // The fault seen by the spinner; seen after the spin window (host functions queued, which
+    // never run, and the poller); and with the spinner off.
+    for scenario in ["spin", "late", "off"] {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let mut child = std::process::Command::new(exe)
+            .args(["--exact", STICKY_TEST, "--nocapture", "--test-threads=1"])
+            .env(CHILD, scenario)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawning the child test process");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the child ({scenario}) hung: a future behind a sticky error never finished"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+        for line in stdout.lines().filter(|l| l.starts_with("CHILD ")) {
+            println!("  | {scenario}: {line}");
         }
-        if started.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the child hung: a future behind a sticky error never finished");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stdout = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
-    for line in stdout.lines().filter(|l| l.starts_with("CHILD ")) {
-        println!("  | {line}");
+        assert!(status.success(), "child ({scenario}) failed:\n{stdout}");
+        assert_eq!(
+            stdout
+                .lines()
+                .filter(|l| l.starts_with("CHILD sticky"))
+                .count(),
+            3,
+            "{stdout}"
+        );
     }
-    assert!(status.success(), "child failed:\n{stdout}");
-    assert_eq!(
-        stdout
-            .lines()
-            .filter(|l| l.starts_with("CHILD sticky"))
-            .count(),
-        3,
-        "{stdout}"
-    );
     // The parent's context is unaffected.
     let stream = Stream::new().unwrap();
     block_on(stream.drained()).unwrap();
 }
 
 fn futures_behind_a_sticky_error_child() {
+    let scenario = std::env::var(CHILD).unwrap_or_default();
+    if scenario == "off" {
+        cuda_rt::future::set_spin_window(Duration::ZERO);
+    }
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let mut buffer = DeviceBuffer::<u32>::zeroed(1024).unwrap();
     let release = stall(&stream);
@@ -574,6 +697,10 @@ fn futures_behind_a_sticky_error_child() {
     assert!(poll_once(&mut occurred).0.is_pending());
     assert!(poll_once(&mut drained).0.is_pending());
     assert!(poll_once(&mut download).0.is_pending());
+    if scenario == "late" {
+        // Past the spin window: the spinner has queued the host functions and stopped watching.
+        std::thread::sleep(cuda_rt::future::spin_window() * 5);
+    }
     release.store(true, Ordering::Release);
     let started = Instant::now();
     let results = [

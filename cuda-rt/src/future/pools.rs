@@ -1,6 +1,7 @@
 //! Process-wide pools of the CUDA handles futures use: *waiter streams*, on which a future
 //! queues "wait for this event, then run the host function that wakes me", and *completion
-//! events*, which a [`DrainedFuture`](super::DrainedFuture) records on the stream it waits for.
+//! events*, which a [`DrainedFuture`](super::DrainedFuture) records on the stream it waits for
+//! and the spinner queries.
 //!
 //! A waiter stream is lent to one future at a time, from the moment its wait is queued until
 //! its host function has run: host functions of one stream run in order, so sharing one stream
@@ -14,8 +15,9 @@
 //! occurred (a new record then replaces a finished one, which nobody waits on).
 
 use super::signal::Signal;
+use super::spinner::{self, Target};
 use crate::device::with_current;
-use crate::error::{defer_result, Result};
+use crate::error::{cause_tag, defer, defer_for, Result, ThreadTag};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::StreamRef;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,12 +89,17 @@ fn take_waiter(device: i32) -> Result<Option<(RawStream, Arc<AtomicBool>)>> {
 /// function (`cudaLaunchHostFunc`) that fires the signal. Returns false when every waiter
 /// stream of the device is busy (nothing queued).
 ///
+/// With `spin` (for an event the spinner may not query itself), a pooled completion event is
+/// recorded on the waiter stream between the two, for the spinner to watch; errors of that
+/// part are deferred (the host function still wakes the future).
+///
 /// # Safety
 /// `event` is a live event handle for the duration of the call.
-pub(crate) unsafe fn arm_after_event(
+pub(crate) unsafe fn arm_host_function(
     event: RawEvent,
     device: i32,
     signal: &Arc<Signal>,
+    spin: bool,
 ) -> Result<bool> {
     let Some((stream, idle)) = take_waiter(device)? else {
         return Ok(false);
@@ -102,6 +109,18 @@ pub(crate) unsafe fn arm_after_event(
     if let Err(e) = unsafe { raw::stream_wait_event(stream, event) } {
         idle.store(true, Ordering::Release);
         return Err(e.context("arming a future"));
+    }
+    if spin {
+        let recorded = CompletionEvent::take(device).and_then(|completion| {
+            // SAFETY: both are live and of `device`.
+            unsafe { raw::event_record(completion.raw(), stream) }.map(|()| completion)
+        });
+        match recorded {
+            Ok(completion) => {
+                spinner::watch(signal, Target::Pooled(Arc::new(completion)), true);
+            }
+            Err(e) => defer(e.context("arming a future")),
+        }
     }
     let fired = Arc::clone(signal);
     let done = Arc::clone(&idle);
@@ -122,12 +141,53 @@ pub(crate) unsafe fn arm_after_event(
     Ok(true)
 }
 
+/// What wakes a future.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Armed {
+    /// The spinner watches it (and hands it to the poller when it stops watching).
+    Spinner,
+    /// A host function is queued to fire its signal.
+    HostFunction,
+    /// Nothing: every waiter stream of the device was busy.
+    Not,
+}
+
+impl Armed {
+    /// From what [`arm_host_function`] returns.
+    pub(crate) fn host_function(queued: bool) -> Armed {
+        if queued {
+            Armed::HostFunction
+        } else {
+            Armed::Not
+        }
+    }
+}
+
+/// Arms `signal` to fire once the event of `target` has occurred: the spinner watches it when
+/// it is on (and queues the host function at the window's end), otherwise the host function is
+/// queued now.
+///
+/// # Safety
+/// The event of `target` is live for the duration of the call, and, if it is
+/// [`Target::Owned`], until its owner calls [`spinner::forget`].
+pub(crate) unsafe fn arm(target: Target, signal: &Arc<Signal>) -> Result<Armed> {
+    let (event, device) = (target.raw(), target.device());
+    if spinner::enabled() && spinner::watch(signal, target, false) {
+        return Ok(Armed::Spinner);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { arm_host_function(event, device, signal, false) }.map(Armed::host_function)
+}
+
 /// A completion event of a [`DrainedFuture`](super::DrainedFuture): without timing, taken from
 /// a pool and put back once it has occurred.
 #[derive(Debug)]
 pub(crate) struct CompletionEvent {
     raw: RawEvent,
     device: i32,
+    /// The thread that took it from the pool: a failed destroy is deferred to it, whichever
+    /// thread drops the event (the spinner may hold the last reference).
+    owner: ThreadTag,
 }
 
 // SAFETY: an event handle may be used from any thread.
@@ -143,18 +203,38 @@ impl CompletionEvent {
         {
             let mut pool = lock(&EVENTS);
             if let Some(i) = pool.iter().rposition(|e| e.device == device) {
-                return Ok(pool.swap_remove(i));
+                let mut event = pool.swap_remove(i);
+                event.owner = cause_tag();
+                return Ok(event);
             }
         }
         let raw = with_current(device, || {
             // SAFETY: no preconditions; the handle is owned by the CompletionEvent built below.
             unsafe { raw::event_create_with_flags(raw::flags::EVENT_DISABLE_TIMING) }
         })?;
-        Ok(CompletionEvent { raw, device })
+        Ok(CompletionEvent {
+            raw,
+            device,
+            owner: cause_tag(),
+        })
     }
 
     pub(crate) fn raw(&self) -> RawEvent {
         self.raw
+    }
+
+    pub(crate) fn device(&self) -> i32 {
+        self.device
+    }
+
+    /// Lets go of a shared event: the last reference puts it back in the pool if `occurred`
+    /// (its last record has occurred), or destroys it otherwise.
+    pub(crate) fn release(event: Arc<CompletionEvent>, occurred: bool) {
+        if let Ok(event) = Arc::try_unwrap(event) {
+            if occurred {
+                event.recycle();
+            }
+        }
     }
 
     /// Puts back an event whose last record has occurred (or destroys it if the pool is full).
@@ -171,12 +251,13 @@ impl CompletionEvent {
 
 impl Drop for CompletionEvent {
     fn drop(&mut self) {
-        if crate::callback::leak_if_in_callback("DrainedFuture: event") {
+        if crate::callback::leak_if_in_callback("future: completion event") {
             return;
         }
         // SAFETY: ours and live, not used after this (a record still pending completes on its
         // own: CUDA releases the event then).
-        let result = unsafe { raw::event_destroy(self.raw) };
-        defer_result(result.map_err(|e| e.context("DrainedFuture: event")));
+        if let Err(e) = unsafe { raw::event_destroy(self.raw) } {
+            defer_for(self.owner, e.context("future: completion event"));
+        }
     }
 }
