@@ -1,12 +1,15 @@
 //! Futures on a GPU: events, drained streams and owned copies awaited with a minimal executor
 //! (a `block_on` that parks the thread), with data checked against the CPU; futures pending
 //! behind a long kernel and ready after it; many futures from many threads; futures dropped
-//! before completion and polled after it; random sequences of copies, kernels, awaits and drops
-//! on several streams against a CPU model. Each test skips loudly without a GPU.
+//! before completion and polled after it; events destroyed under leaked futures; every spin
+//! window; proptest sequences of copies, kernels, awaits, drops and leaks on several streams
+//! against a CPU model; sticky errors under each way of waking. Each test skips loudly without
+//! a GPU.
 
 use cuda_rt::prelude::*;
 use cuda_rt::{DrainedFuture, Pending};
 use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
+use proptest::prelude::*;
 use std::future::{Future, IntoFuture};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -362,13 +365,64 @@ fn many_futures_from_many_threads_all_complete() {
     no_deferred_errors();
 }
 
-/// A small deterministic generator (splitmix64).
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// One step of a random sequence, on lane `lane % lanes`.
+#[derive(Debug, Clone)]
+enum Op {
+    /// `x -> a * x + b` on the lane's buffer.
+    Kernel { lane: usize, a: u32, b: u32 },
+    /// An upload of values made from `seed`: awaited, or its future polled `polls` times and
+    /// dropped (the drop waits for the copy).
+    Upload {
+        lane: usize,
+        seed: u32,
+        awaited: bool,
+        polls: u8,
+    },
+    /// A download started, to be awaited, dropped or leaked by a later step (or at the end).
+    DownloadStart { lane: usize },
+    /// The download in flight: awaited and checked, dropped after `polls` polls, or leaked
+    /// (its buffer with it).
+    DownloadEnd { lane: usize, end: End, polls: u8 },
+    /// A drained-stream future: awaited, dropped, or leaked.
+    Drained { lane: usize, end: End },
+    /// An event recorded on the lane: its future awaited, dropped, or leaked (then the event
+    /// is destroyed under the leaked future).
+    Event { lane: usize, end: End },
+    /// A switch of the spin window (zero: host functions wake every future).
+    Window { spin: bool },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Await,
+    Drop,
+    Leak,
+}
+
+fn end() -> impl Strategy<Value = End> {
+    prop_oneof![3 => Just(End::Await), 1 => Just(End::Drop), 1 => Just(End::Leak)]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (any::<usize>(), any::<u32>(), any::<u32>())
+            .prop_map(|(lane, a, b)| Op::Kernel { lane, a: a | 1, b }),
+        2 => (any::<usize>(), any::<u32>(), any::<bool>(), 0..3u8)
+            .prop_map(|(lane, seed, awaited, polls)| Op::Upload { lane, seed, awaited, polls }),
+        2 => any::<usize>().prop_map(|lane| Op::DownloadStart { lane }),
+        2 => (any::<usize>(), end(), 0..3u8)
+            .prop_map(|(lane, end, polls)| Op::DownloadEnd { lane, end, polls }),
+        1 => (any::<usize>(), end()).prop_map(|(lane, end)| Op::Drained { lane, end }),
+        1 => (any::<usize>(), end()).prop_map(|(lane, end)| Op::Event { lane, end }),
+        1 => any::<bool>().prop_map(|spin| Op::Window { spin }),
+    ]
+}
+
+/// The values an upload of `seed` writes.
+fn upload_values(seed: u32, len: usize) -> Vec<u32> {
+    (0..len as u32)
+        .map(|i| i.wrapping_mul(0x9E37_79B9) ^ seed)
+        .collect()
 }
 
 /// One stream of the random sequence: its buffer, the CPU model of it, and a download in
@@ -380,117 +434,166 @@ struct Lane {
     download: Option<(cuda_rt::PendingFuture<PinnedBuffer<u32>>, Vec<u32>)>,
 }
 
+/// Polls `future` up to `polls` times; its output if one poll found it ready (it must not be
+/// polled again then).
+fn poll_times<F: Future + Unpin>(future: &mut F, polls: u8) -> Option<F::Output> {
+    for _ in 0..polls {
+        if let (Poll::Ready(output), _) = poll_once(future) {
+            return Some(output);
+        }
+    }
+    None
+}
+
+/// Runs `ops` on `lens.len()` streams against a CPU model of every buffer; every awaited
+/// result and, at the end, every buffer must equal the model.
+fn run_sequence(lens: &[usize], ops: &[Op]) {
+    let mut lanes: Vec<Lane> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let model: Vec<u32> = (0..len as u32).map(|x| x ^ (i as u32)).collect();
+            Lane {
+                stream: Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+                device: DeviceBuffer::from_slice(&model).unwrap(),
+                model,
+                download: None,
+            }
+        })
+        .collect();
+    let count = lanes.len();
+    for (step, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Kernel { lane, a, b } => {
+                let lane = &mut lanes[lane % count];
+                affine_u32(&mut lane.device, &lane.stream, a, b).unwrap();
+                for x in &mut lane.model {
+                    *x = affine_u32_cpu(*x, a, b);
+                }
+            }
+            Op::Upload {
+                lane,
+                seed,
+                awaited,
+                polls,
+            } => {
+                let lane = &mut lanes[lane % count];
+                let values = upload_values(seed, lane.model.len());
+                let pending: Pending<_> = lane
+                    .device
+                    .copy_from_pinned_async(
+                        &lane.stream,
+                        PinnedBuffer::from_slice(&values).unwrap(),
+                    )
+                    .unwrap();
+                let mut future = pending.into_future();
+                match poll_times(&mut future, polls) {
+                    Some(back) => assert!(*back.unwrap() == values[..], "step {step}"),
+                    None if awaited => {
+                        let back = block_on(future).unwrap();
+                        assert!(*back == values[..], "step {step}");
+                    }
+                    None => drop(future),
+                }
+                lane.model = values;
+            }
+            Op::DownloadStart { lane } => {
+                let lane = &mut lanes[lane % count];
+                if lane.download.is_none() {
+                    let future = lane
+                        .device
+                        .copy_to_pinned_async(
+                            &lane.stream,
+                            PinnedBuffer::new(lane.model.len()).unwrap(),
+                        )
+                        .unwrap()
+                        .into_future();
+                    lane.download = Some((future, lane.model.clone()));
+                }
+            }
+            Op::DownloadEnd { lane, end, polls } => {
+                let lane = &mut lanes[lane % count];
+                if let Some((mut future, expected)) = lane.download.take() {
+                    if let Some(host) = poll_times(&mut future, polls) {
+                        assert!(*host.unwrap() == expected[..], "step {step}");
+                        continue;
+                    }
+                    match end {
+                        End::Await => {
+                            let host = block_on(future).unwrap();
+                            assert!(*host == expected[..], "step {step}");
+                        }
+                        End::Drop => drop(future),
+                        End::Leak => std::mem::forget(future),
+                    }
+                }
+            }
+            Op::Drained { lane, end } => {
+                let lane = &lanes[lane % count];
+                let drained = lane.stream.drained();
+                match end {
+                    End::Await => block_on(drained).unwrap(),
+                    End::Drop => drop(drained),
+                    End::Leak => std::mem::forget(drained),
+                }
+            }
+            Op::Event { lane, end } => {
+                let lane = &lanes[lane % count];
+                let done = Event::new().unwrap();
+                done.record(&lane.stream).unwrap();
+                let mut occurred = done.occurred();
+                match end {
+                    End::Await => {
+                        block_on(occurred).unwrap();
+                        assert!(done.has_occurred().unwrap());
+                    }
+                    End::Drop => drop(occurred),
+                    End::Leak => {
+                        let _ = poll_once(&mut occurred);
+                        std::mem::forget(occurred);
+                    }
+                }
+                drop(done);
+            }
+            Op::Window { spin } => cuda_rt::future::set_spin_window(if spin {
+                Duration::from_millis(1)
+            } else {
+                Duration::ZERO
+            }),
+        }
+    }
+    for mut lane in lanes {
+        if let Some((future, expected)) = lane.download.take() {
+            assert!(*block_on(future).unwrap() == expected[..]);
+        }
+        block_on(lane.stream.drained()).unwrap();
+        assert!(lane.device.to_vec().unwrap() == lane.model);
+    }
+}
+
+/// Random sequences of kernels, uploads, downloads, drained streams and events on several
+/// streams, whose futures are awaited, dropped after a few polls, or leaked, with the spin
+/// window switched on and off between steps: awaited results and the final buffers equal a
+/// CPU model (proptest shrinks a failing sequence to a short one).
 #[test]
-fn random_sequences_of_copies_kernels_awaits_and_drops_match_a_cpu_model() {
+fn random_sequences_of_copies_kernels_awaits_drops_and_leaks_match_a_cpu_model() {
     let Some(_gpu) = gpu_test::gpu() else { return };
     let _serial = serial();
     let window = cuda_rt::future::spin_window();
-    for seed in 0..12u64 {
-        // Half the sequences with the spinner off: every future is woken by its host function.
-        cuda_rt::future::set_spin_window(if seed % 2 == 0 {
-            window
-        } else {
-            Duration::ZERO
-        });
-        let mut state = seed;
-        let lanes_count = 2 + (next(&mut state) % 3) as usize;
-        let mut lanes: Vec<Lane> = (0..lanes_count)
-            .map(|i| {
-                let len = 1000 + (next(&mut state) % 100_000) as usize;
-                let model: Vec<u32> = (0..len as u32).map(|x| x ^ (i as u32)).collect();
-                Lane {
-                    stream: Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
-                    device: DeviceBuffer::from_slice(&model).unwrap(),
-                    model,
-                    download: None,
-                }
-            })
-            .collect();
-        for step in 0..300 {
-            let lane = &mut lanes[(next(&mut state) % lanes_count as u64) as usize];
-            match next(&mut state) % 8 {
-                // A kernel.
-                0 | 1 => {
-                    let (a, b) = (next(&mut state) as u32 | 1, next(&mut state) as u32);
-                    affine_u32(&mut lane.device, &lane.stream, a, b).unwrap();
-                    for x in &mut lane.model {
-                        *x = affine_u32_cpu(*x, a, b);
-                    }
-                }
-                // An upload, awaited or dropped (its drop waits).
-                2 => {
-                    let values: Vec<u32> = (0..lane.model.len())
-                        .map(|_| next(&mut state) as u32)
-                        .collect();
-                    let pending: Pending<_> = lane
-                        .device
-                        .copy_from_pinned_async(
-                            &lane.stream,
-                            PinnedBuffer::from_slice(&values).unwrap(),
-                        )
-                        .unwrap();
-                    if next(&mut state) % 2 == 0 {
-                        let back = block_on(pending).unwrap();
-                        assert!(*back == values[..]);
-                    } else {
-                        let mut future = pending.into_future();
-                        let _ = poll_once(&mut future);
-                        drop(future);
-                    }
-                    lane.model = values;
-                }
-                // A download started (awaited later, or dropped).
-                3 | 4 => {
-                    if lane.download.is_none() {
-                        let future = lane
-                            .device
-                            .copy_to_pinned_async(
-                                &lane.stream,
-                                PinnedBuffer::new(lane.model.len()).unwrap(),
-                            )
-                            .unwrap()
-                            .into_future();
-                        lane.download = Some((future, lane.model.clone()));
-                    }
-                }
-                // A download finished, or dropped unfinished.
-                5 => {
-                    if let Some((mut future, expected)) = lane.download.take() {
-                        if next(&mut state) % 3 == 0 {
-                            let _ = poll_once(&mut future);
-                            drop(future);
-                        } else {
-                            let host = block_on(future).unwrap();
-                            assert!(*host == expected[..], "seed {seed} step {step}");
-                        }
-                    }
-                }
-                // A drained stream, awaited or dropped.
-                6 => {
-                    let drained = lane.stream.drained();
-                    if next(&mut state) % 2 == 0 {
-                        block_on(drained).unwrap();
-                    } else {
-                        drop(drained);
-                    }
-                }
-                // An event recorded on the lane, awaited.
-                _ => {
-                    let done = Event::new().unwrap();
-                    done.record(&lane.stream).unwrap();
-                    block_on(done.occurred()).unwrap();
-                    assert!(done.has_occurred().unwrap());
-                }
-            }
-        }
-        for mut lane in lanes {
-            if let Some((future, expected)) = lane.download.take() {
-                assert!(*block_on(future).unwrap() == expected[..]);
-            }
-            block_on(lane.stream.drained()).unwrap();
-            assert!(lane.device.to_vec().unwrap() == lane.model, "seed {seed}");
-        }
-    }
+    let config = ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let lens = proptest::collection::vec(1usize..150_000, 2..5);
+    let ops = proptest::collection::vec(op(), 1..120);
+    proptest::test_runner::TestRunner::new(config)
+        .run(&(lens, ops), |(lens, ops)| {
+            run_sequence(&lens, &ops);
+            cuda_rt::future::set_spin_window(window);
+            Ok(())
+        })
+        .unwrap();
     cuda_rt::future::set_spin_window(window);
     no_deferred_errors();
 }
