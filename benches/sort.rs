@@ -75,9 +75,7 @@ unsafe extern "C" {
 
 fn check(status: cudaError_t, what: &str) {
     if status != cudaSuccess {
-        // SAFETY: cudaGetErrorName returns a static string for every value.
-        let name = unsafe { CStr::from_ptr(cudaGetErrorName(status)) };
-        panic!("{what} failed: {}", name.to_string_lossy());
+        panic!("{what} failed: {}", cuda_rt::raw::error_name(status));
     }
 }
 

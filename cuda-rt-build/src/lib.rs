@@ -183,3 +183,8 @@ pub fn env(name: &str) -> Option<String> {
     println!("cargo:rerun-if-env-changed={name}");
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
+
+/// The README's example, compiled with the documentation tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;

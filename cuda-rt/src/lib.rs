@@ -173,6 +173,11 @@ pub mod prelude {
     };
 }
 
+/// The README's example, compiled with the documentation tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
+
 mod thread_safety {
     //! `Send`/`Sync` exactly where CUDA allows them.
     use super::*;

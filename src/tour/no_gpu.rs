@@ -2,7 +2,6 @@
 //! asked for.
 
 use cuda_rt_sys as sys;
-use std::ffi::CStr;
 
 /// Why device `device` cannot be used, as one sentence for a person, or `None` if it can.
 ///
@@ -31,8 +30,8 @@ pub fn why_unusable(device: i32) -> Option<String> {
     if status != sys::cudaSuccess {
         return Some(format!(
             "CUDA cannot start: {} ({}); this program needs a working NVIDIA GPU",
-            error_text(status, sys::cudaGetErrorString),
-            error_text(status, sys::cudaGetErrorName)
+            cuda_rt::raw::error_string(status),
+            cuda_rt::raw::error_name(status)
         ));
     }
     if !(0..count).contains(&device) {
@@ -50,21 +49,4 @@ fn runtime_version() -> String {
         Ok((major, minor)) => format!("{major}.{minor}"),
         Err(_) => "13".into(),
     }
-}
-
-/// The name or description of `status`.
-fn error_text(
-    status: sys::cudaError_t,
-    describe: unsafe extern "C" fn(sys::cudaError_t) -> *const core::ffi::c_char,
-) -> String {
-    // SAFETY: cudaGetErrorName and cudaGetErrorString accept any value and return a static,
-    // NUL-terminated string (or, defensively, null, handled below).
-    let text = unsafe { describe(status) };
-    if text.is_null() {
-        return format!("cudaError {status}");
-    }
-    // SAFETY: non-null, static and NUL-terminated (see above).
-    unsafe { CStr::from_ptr(text) }
-        .to_string_lossy()
-        .into_owned()
 }
