@@ -1,5 +1,41 @@
-//! A thin, sound, safe layer over the CUDA runtime API.
+//! A thin, sound, safe layer over the CUDA runtime API: devices, streams, events, device and
+//! page-locked memory, asynchronous copies that cannot outlive what they touch, host callbacks,
+//! graphs, memory pools, typed kernel launches, and futures for `async` code. Each safe call
+//! names the runtime call it wraps; [`raw`] and [`cuda_rt_sys`] are there for the rest.
 //!
+//! # Requirements
+//! - To build: a CUDA toolkit 12.0 to 13.5, found by [`cuda_rt_sys`] (`CUDA_PATH`, then `nvcc` on
+//!   `PATH`, then `/usr/local/cuda`); Linux (x86_64, aarch64). Feature `static` (the default)
+//!   links `libcudart_static.a`, `dynamic` links `libcudart.so`.
+//! - To run: an NVIDIA driver at least as new as the runtime. Calls without a device return
+//!   errors ([`ErrorKind`]), never panic.
+//!
+//! # Quick start
+//! Upload, copy on the GPU, download, with the host memory borrowed for exactly as long as the
+//! copies run:
+//! ```no_run
+//! use cuda_rt::prelude::*;
+//!
+//! let stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
+//! let input: Vec<u32> = (0..1 << 20).collect();
+//! let mut output = vec![0u32; input.len()];
+//! let mut a = DeviceBuffer::<u32>::new(input.len())?;
+//! let mut b = DeviceBuffer::<u32>::new_async(input.len(), &stream)?;
+//! cuda_rt::scope(|s| {
+//!     s.copy_to_device(&stream, &input, &mut a)?;
+//!     b.copy_from_device_async(&stream, &a)?;
+//!     s.copy_to_host(&stream, &b, &mut output)
+//! })?;
+//! assert_eq!(input, output);
+//! # Ok::<(), cuda_rt::Error>(())
+//! ```
+//!
+//! Your own kernels: compile them with `cuda-rt-build` in your `build.rs`, declare them with
+//! [`kernels!`] and launch them typed ([`kernel`]). The numbered examples in `cuda-rt/examples/`
+//! teach one topic each (pinned memory, events, streams, chunked copies over several streams,
+//! graphs, callbacks, your own kernel).
+//!
+//! # The map
 //! Every concept of CUDA's asynchronous execution model has a module named for it:
 //! [`error`], [`device`], [`stream`], [`event`], [`memory`] (device memory), [`pinned`]
 //! (page-locked host memory, owned asynchronous copies, a pool of staging buffers), [`pool`]
@@ -91,23 +127,6 @@
 //! and waits on it spinning.
 //! [`DeviceMemory::as_raw_ptr`] and [`Stream::as_raw`] with [`raw`] are the zero-overhead path.
 //!
-//! # Example
-//! ```no_run
-//! use cuda_rt::prelude::*;
-//!
-//! let stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
-//! let input: Vec<u32> = (0..1 << 20).collect();
-//! let mut output = vec![0u32; input.len()];
-//! let mut a = DeviceBuffer::<u32>::new(input.len())?;
-//! let mut b = DeviceBuffer::<u32>::new_async(input.len(), &stream)?;
-//! cuda_rt::scope(|s| {
-//!     s.copy_to_device(&stream, &input, &mut a)?;
-//!     b.copy_from_device_async(&stream, &a)?;
-//!     s.copy_to_host(&stream, &b, &mut output)
-//! })?;
-//! assert_eq!(input, output);
-//! # Ok::<(), cuda_rt::Error>(())
-//! ```
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod callback;
