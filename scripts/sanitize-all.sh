@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every staged test binary under the four compute-sanitizer tools (memcheck with leak
 # checking, racecheck, synccheck, initcheck) and prints one summary line per binary and tool.
-# On the GPU machine, from the checkout root, after ../shared/gpu/bundle.sh staged .gpu/:
+# On the GPU machine, from the checkout root, after scripts/stage-gpu.sh (or scripts/gpu-bundle.sh) staged .gpu/:
 #
 #   bash scripts/sanitize-all.sh                      # every test binary of .gpu/manifest.txt
 #   bash scripts/sanitize-all.sh --bin-dir DIR        # every executable in DIR instead
@@ -112,7 +112,7 @@ binaries=()
 if [[ -n "$bins" ]]; then
   for b in $bins; do binaries+=(".gpu/bin/$b"); done
 elif [[ -z "$bin_dir" ]]; then
-  [[ -f .gpu/manifest.txt ]] || { echo "no .gpu/manifest.txt: run ../shared/gpu/bundle.sh, or pass --bin-dir"; exit 2; }
+  [[ -f .gpu/manifest.txt ]] || { echo "no .gpu/manifest.txt: run scripts/gpu-bundle.sh, or pass --bin-dir"; exit 2; }
   while read -r kind name; do
     [[ $kind == test ]] && binaries+=(".gpu/bin/$name")
   done < .gpu/manifest.txt

@@ -2,7 +2,7 @@
 # The sort's GPU check under all four compute-sanitizer tools, on the host-queued build (the
 # kernels compiled without relocatable device code, which every tool instruments; the
 # device-driven build uses dynamic parallelism, which only memcheck instruments). On the GPU
-# machine, from the checkout root, after ../shared/gpu/bundle.sh (or scripts/stage-gpu.sh):
+# machine, from the checkout root, after scripts/stage-gpu.sh (or scripts/gpu-bundle.sh):
 #
 #   bash scripts/sanitize-sort.sh          # about 4 minutes on an H100
 #
