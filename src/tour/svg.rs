@@ -3,12 +3,16 @@
 //! Each timeline is a panel. A panel has one lane per stream (every copy and kernel of that
 //! stream, coloured by kind), then one lane per engine: `H2D` copies, kernels, `D2H` copies of
 //! all streams together, so that a glance tells whether both copy directions were busy at once.
-//! All panels share one time axis, so a serial run and a pipelined run compare by length. The
-//! lighter start of a bar is the time an operation was queued behind an earlier one of its kind
-//! ([`Timeline::engine_starts`]); a dashed line marks the timeline's bound, when it has one.
-//! Hovering a bar shows its details (an SVG `<title>`).
+//! Every bar is one operation as its events measured it, from the event before it to the event
+//! after it (any wait for an engine included; nothing is inferred). Operations of one kind that
+//! overlap in time, such as copies of one direction on a GPU with several copy engines, are
+//! stacked in sub-lanes of their engine lane ([`Timeline::sub_lanes`]: each takes the lowest
+//! sub-lane free at its start), and the lane grows by one row per sub-lane; each bar keeps its
+//! stream's chunk label and its full width. All panels share one time axis, so a serial run
+//! and a pipelined run compare by length; a dashed line marks the timeline's bound, when it has
+//! one. Hovering a bar shows its details (an SVG `<title>`).
 
-use cuda_rt_kernels::timeline::{Span, Stage, Timeline};
+use cuda_rt_kernels::timeline::{Span, Stage, SubLanes, Timeline};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -17,6 +21,8 @@ const LABEL_WIDTH: f64 = 120.0;
 const RIGHT_MARGIN: f64 = 40.0;
 const LANE_HEIGHT: f64 = 18.0;
 const LANE_GAP: f64 = 4.0;
+/// Between the stacked sub-lanes of one engine lane.
+const SUB_LANE_GAP: f64 = 2.0;
 const GROUP_GAP: f64 = 10.0;
 const HEADING_HEIGHT: f64 = 24.0;
 const PANEL_GAP: f64 = 18.0;
@@ -71,10 +77,23 @@ fn tick_step(span: Duration) -> Duration {
     Duration::from_secs_f64(step)
 }
 
-/// The height of one panel.
-fn panel_height(timeline: &Timeline) -> f64 {
-    let lanes = timeline.streams as f64 + Stage::ALL.len() as f64;
-    HEADING_HEIGHT + lanes * (LANE_HEIGHT + LANE_GAP) + GROUP_GAP
+/// How many rows the engine lane of `stage` has: one per sub-lane, at least one.
+fn engine_rows(sub_lanes: &SubLanes, stage: Stage) -> usize {
+    sub_lanes.count(stage).max(1)
+}
+
+/// The height of an engine lane of `rows` stacked sub-lanes.
+fn engine_lane_height(rows: usize) -> f64 {
+    rows as f64 * LANE_HEIGHT + rows.saturating_sub(1) as f64 * SUB_LANE_GAP
+}
+
+/// The height of one panel whose engine lanes are stacked as `sub_lanes` says.
+fn panel_height(timeline: &Timeline, sub_lanes: &SubLanes) -> f64 {
+    let engines: f64 = Stage::ALL
+        .into_iter()
+        .map(|stage| engine_lane_height(engine_rows(sub_lanes, stage)) + LANE_GAP)
+        .sum();
+    HEADING_HEIGHT + timeline.streams as f64 * (LANE_HEIGHT + LANE_GAP) + engines + GROUP_GAP
 }
 
 struct Scale {
@@ -102,8 +121,13 @@ pub fn render(title: &str, timelines: &[Timeline]) -> String {
     let scale = Scale {
         end: Duration::from_secs_f64(steps * step.as_secs_f64()),
     };
+    let sub_lanes: Vec<SubLanes> = timelines.iter().map(Timeline::sub_lanes).collect();
     let plot_bottom = TOP
-        + timelines.iter().map(panel_height).sum::<f64>()
+        + timelines
+            .iter()
+            .zip(&sub_lanes)
+            .map(|(timeline, lanes)| panel_height(timeline, lanes))
+            .sum::<f64>()
         + PANEL_GAP * timelines.len().saturating_sub(1) as f64;
     let height = plot_bottom + AXIS_HEIGHT;
 
@@ -122,9 +146,9 @@ pub fn render(title: &str, timelines: &[Timeline]) -> String {
     grid(&mut svg, &scale, step, plot_bottom);
 
     let mut y = TOP;
-    for (index, timeline) in timelines.iter().enumerate() {
-        panel(&mut svg, &scale, index, timeline, y);
-        y += panel_height(timeline) + PANEL_GAP;
+    for (index, (timeline, lanes)) in timelines.iter().zip(&sub_lanes).enumerate() {
+        panel(&mut svg, &scale, index, timeline, lanes, y);
+        y += panel_height(timeline, lanes) + PANEL_GAP;
     }
     svg.push_str("</svg>\n");
     svg
@@ -152,10 +176,9 @@ fn legend(svg: &mut String) {
     }
     let _ = writeln!(
         svg,
-        r##"<rect x="{x}" y="30" width="14" height="12" fill="#888" fill-opacity="0.3"/><text x="{}" y="40">queued (lighter: waiting behind an earlier operation of its kind)</text>"##,
-        x + 18.0
+        r##"<text x="{x}" y="40" fill="#444">bars run event to event (waits included); overlaps stack in engine lanes</text>"##
     );
-    x += 400.0;
+    x += 460.0;
     let _ = writeln!(
         svg,
         r##"<line x1="{x}" y1="36" x2="{}" y2="36" stroke="#c00" stroke-width="1.5" stroke-dasharray="5,3"/><text x="{}" y="40">bound</text>"##,
@@ -186,7 +209,14 @@ fn grid(svg: &mut String, scale: &Scale, step: Duration, plot_bottom: f64) {
     svg.push_str("</g>\n");
 }
 
-fn panel(svg: &mut String, scale: &Scale, index: usize, timeline: &Timeline, top: f64) {
+fn panel(
+    svg: &mut String,
+    scale: &Scale,
+    index: usize,
+    timeline: &Timeline,
+    sub_lanes: &SubLanes,
+    top: f64,
+) {
     let duration = timeline.duration();
     let mut heading = format!("{}: {}", timeline.name, format_ms(duration, duration / 100));
     if let Some(bound) = timeline.bound {
@@ -198,41 +228,43 @@ fn panel(svg: &mut String, scale: &Scale, index: usize, timeline: &Timeline, top
         top + 15.0,
         escape(&heading)
     );
-    let engine_starts = timeline.engine_starts();
-    let lane_top = |lane: usize| top + HEADING_HEIGHT + lane as f64 * (LANE_HEIGHT + LANE_GAP);
 
+    let mut y = top + HEADING_HEIGHT;
     for stream in 0..timeline.streams {
-        let y = lane_top(stream);
-        lane_background(svg, y, &format!("stream {stream}"));
+        lane_background(svg, &[y], &format!("stream {stream}"));
         let _ = writeln!(svg, r#"<g class="lane stream" data-stream="{stream}">"#);
-        for (span, &busy_from) in timeline.spans.iter().zip(&engine_starts) {
-            if span.stream == stream {
-                bar(svg, scale, span, busy_from, y, true);
-            }
+        for span in timeline.spans.iter().filter(|s| s.stream == stream) {
+            bar(svg, scale, span, y, None);
         }
         svg.push_str("</g>\n");
+        y += LANE_HEIGHT + LANE_GAP;
     }
-    for (offset, stage) in Stage::ALL.into_iter().enumerate() {
-        let y = lane_top(timeline.streams + offset) + GROUP_GAP / 2.0;
-        lane_background(svg, y, engine_label(stage));
+    y += GROUP_GAP / 2.0;
+    for stage in Stage::ALL {
+        let rows = engine_rows(sub_lanes, stage);
+        let height = engine_lane_height(rows);
+        let row_tops: Vec<f64> = (0..rows)
+            .map(|row| y + row as f64 * (LANE_HEIGHT + SUB_LANE_GAP))
+            .collect();
+        lane_background(svg, &row_tops, engine_label(stage));
         let _ = writeln!(
             svg,
-            r#"<g class="lane engine" data-stage="{}">"#,
+            r#"<g class="lane engine" data-stage="{}" data-sub-lanes="{rows}">"#,
             stage.short_name()
         );
-        for (span, &busy_from) in timeline.spans.iter().zip(&engine_starts) {
+        for (span, &row) in timeline.spans.iter().zip(&sub_lanes.of_span) {
             if span.stage == stage {
-                bar(svg, scale, span, busy_from, y, false);
+                bar(svg, scale, span, row_tops[row], Some(row));
             }
         }
         svg.push_str("</g>\n");
+        y += height + LANE_GAP;
     }
     if let Some(bound) = timeline.bound {
         let x = scale.x(bound);
-        let bottom = lane_top(timeline.streams + Stage::ALL.len()) + GROUP_GAP / 2.0;
         let _ = writeln!(
             svg,
-            r##"<line class="bound" x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{bottom:.1}" stroke="#c00" stroke-width="1.5" stroke-dasharray="5,3"><title>bound: {}</title></line>"##,
+            r##"<line class="bound" x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{y:.1}" stroke="#c00" stroke-width="1.5" stroke-dasharray="5,3"><title>bound: {}</title></line>"##,
             top + HEADING_HEIGHT - 2.0,
             format_ms(bound, bound / 100)
         );
@@ -240,57 +272,53 @@ fn panel(svg: &mut String, scale: &Scale, index: usize, timeline: &Timeline, top
     svg.push_str("</g>\n");
 }
 
-fn lane_background(svg: &mut String, y: f64, label: &str) {
+/// A lane's label, vertically centred on its rows, and the background of each row (`row_tops`:
+/// the top of each, in order).
+fn lane_background(svg: &mut String, row_tops: &[f64], label: &str) {
+    let (first, last) = (row_tops[0], row_tops[row_tops.len() - 1]);
     let _ = writeln!(
         svg,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text><rect x="{LABEL_WIDTH}" y="{y:.1}" width="{:.1}" height="{LANE_HEIGHT}" fill="#f4f4f4"/>"##,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
         LABEL_WIDTH - 8.0,
-        y + LANE_HEIGHT - 5.0,
+        (first + last + LANE_HEIGHT) / 2.0 + 4.0,
         escape(label),
-        WIDTH - LABEL_WIDTH - RIGHT_MARGIN
     );
+    for y in row_tops {
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{LABEL_WIDTH}" y="{y:.1}" width="{:.1}" height="{LANE_HEIGHT}" fill="#f4f4f4"/>"##,
+            WIDTH - LABEL_WIDTH - RIGHT_MARGIN
+        );
+    }
 }
 
-/// One span: its queued part (lighter, stream lanes only) and its busy part, with a tooltip
-/// and, when wide enough, the chunk number.
-fn bar(
-    svg: &mut String,
-    scale: &Scale,
-    span: &Span,
-    busy_from: Duration,
-    y: f64,
-    show_queued: bool,
-) {
+/// One span from its start to its end as measured, at the top `y` of its row, with a tooltip
+/// and, when wide enough, the chunk number. `sub_lane` is its row in an engine lane (none in a
+/// stream lane).
+fn bar(svg: &mut String, scale: &Scale, span: &Span, y: f64, sub_lane: Option<usize>) {
     let fill = colour(span.stage);
-    let queued = busy_from.saturating_sub(span.start);
-    let busy = span.end.saturating_sub(busy_from);
-    let tooltip = format!(
-        "stream {} · {} chunk {} · {:.2} MiB · {} busy{}",
+    let duration = span.duration();
+    let mut tooltip = format!(
+        "stream {} · {} chunk {} · {:.2} MiB · {}",
         span.stream,
         span.stage.short_name(),
         span.chunk,
         span.bytes as f64 / (1u64 << 20) as f64,
-        format_ms(busy, Duration::from_micros(1)),
-        if queued.is_zero() {
-            String::new()
-        } else {
-            format!(", {} queued", format_ms(queued, Duration::from_micros(1)))
-        }
+        format_ms(duration, Duration::from_micros(1)),
     );
-    if show_queued && !queued.is_zero() {
-        let (x0, x1) = (scale.x(span.start), scale.x(busy_from));
-        let _ = writeln!(
-            svg,
-            r#"<rect class="queued" x="{x0:.2}" y="{y:.1}" width="{:.2}" height="{LANE_HEIGHT}" fill="{fill}" fill-opacity="0.25"><title>{}</title></rect>"#,
-            (x1 - x0).max(0.0),
-            escape(&tooltip)
+    if !duration.is_zero() && span.bytes > 0 {
+        let _ = write!(
+            tooltip,
+            " · {:.1} GB/s",
+            span.bytes as f64 / duration.as_secs_f64() / 1e9
         );
     }
-    let (x0, x1) = (scale.x(busy_from), scale.x(span.end));
+    let sub_lane = sub_lane.map_or(String::new(), |row| format!(r#" data-sub-lane="{row}""#));
+    let (x0, x1) = (scale.x(span.start), scale.x(span.end));
     let width = (x1 - x0).max(0.5);
     let _ = writeln!(
         svg,
-        r#"<rect class="op {}" x="{x0:.2}" y="{y:.1}" width="{width:.2}" height="{LANE_HEIGHT}" fill="{fill}" stroke="white" stroke-width="0.5"><title>{}</title></rect>"#,
+        r#"<rect class="op {}"{sub_lane} x="{x0:.2}" y="{y:.1}" width="{width:.2}" height="{LANE_HEIGHT}" fill="{fill}" stroke="white" stroke-width="0.5"><title>{}</title></rect>"#,
         span.stage.short_name(),
         escape(&tooltip)
     );
