@@ -4,7 +4,7 @@
 # Comment and doc lines are not code and are skipped (doc examples are counted apart).
 # The generated bindings of cuda-rt-sys (src/bindings_*.rs) are reported on a line of their own.
 #
-#   bash scripts/count-unsafe.sh            # a Markdown table (the README's "Unsafe audit")
+#   bash scripts/count-unsafe.sh            # a Markdown table (docs/reliability.md, "Unsafe audit")
 #
 # Every `unsafe {}` block and `unsafe impl` must carry a `// SAFETY:` comment: CI denies
 # clippy's `undocumented_unsafe_blocks` (a workspace lint) on every target of every crate.
