@@ -2,13 +2,14 @@
 # Stages the whole GPU suite for a machine with a GPU but no Rust toolchain, in one archive
 # small enough to carry (the staged binaries are ~240 MB; xz -9 makes ~13 MB: its 64 MiB
 # dictionary finds the kernels that every test binary repeats):
-#   1. ../shared/gpu/bundle.sh: every test/bench/example of the workspace into .gpu/
-#   2. what bundle.sh does not know about: the shared libraries the interop runtime tests load
+#   1. scripts/gpu-bundle.sh: every test/bench/example of the workspace into .gpu/
+#   2. what gpu-bundle.sh does not build: the shared libraries the interop runtime tests load
 #      from beside their executable, libcuda_rt_interop.a (the standalone C++ program test links
 #      it), the CUB sort benchmark (feature cub-bench), the soak
-#   3. cuda-rt's examples that check their results against the CPU (the ports of the CUDA
-#      samples: those whose main is `common::main`), built as programs (bundle.sh builds
-#      examples as test harnesses, which never run `main`); bundle.sh's run.sh becomes
+#   3. the CMake example's C++ programs (static and shared runtime; docs/cpp.md), and
+#      cuda-rt's examples that check their results against the CPU (the ports of the CUDA
+#      samples: those whose main is `common::main`), built as programs (gpu-bundle.sh builds
+#      examples as test harnesses, which never run `main`); gpu-bundle.sh's run.sh becomes
 #      .gpu/run-tests.sh, and .gpu/run.sh runs it, then each of .gpu/examples.txt with
 #      CUDA_RT_REQUIRE_GPU=1 (a missing GPU fails, a wrong result exits non-zero)
 #   4. .gpucarry/gpu.tar.xz
@@ -18,7 +19,7 @@
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-bash ../shared/gpu/bundle.sh
+bash scripts/gpu-bundle.sh
 target=${CARGO_TARGET_DIR:-target}
 for so in libmylib_own_static_cudart.so libmylib_shared_cudart.so; do
   found=$(ls -t "$target"/release/build/cuda-rt-interop-*/out/$so | head -1)
@@ -29,10 +30,10 @@ done
 # LD_LIBRARY_PATH.
 lib_dir=$(sed -n 's/^cargo:lib_dir=//p' $(ls -t "$target"/release/build/cuda-rt-sys-*/output | head -1))
 cp "$lib_dir"/libcudart.so.1[0-9] .gpu/bin/
-# Builds cuda-rt's checked examples as programs (bundle.sh's `cargo test --all-targets` builds
+# Builds cuda-rt's checked examples as programs (gpu-bundle.sh's `cargo test --all-targets` builds
 # examples as test harnesses, which hold no tests and never run `main`), stages each as
 # .gpu/bin/example-NAME listed in .gpu/examples.txt (dropping its empty harness), and makes
-# .gpu/run.sh run them after bundle.sh's test run (kept as .gpu/run-tests.sh, same flags:
+# .gpu/run.sh run them after gpu-bundle.sh's test run (kept as .gpu/run-tests.sh, same flags:
 # --sanitize, --only NAME).
 stage_checked_examples() {
   local src name exe
@@ -76,7 +77,19 @@ while read -r name; do
   (( rc != 0 )) && { fail=1; echo "---- example $name FAILED (rc=$rc), last lines:"; tail -25 "$logs/example-$name.log"; }
   summary+=("$(printf '%-40s rc=%-3s %6ss  %s' "example-$name" "$rc" "$secs" "$(tail -1 "$logs/example-$name.log")")")
 done < .gpu/examples.txt
-echo "==== examples (full output in $all)"; printf '%s\n' "${summary[@]}"
+# The C++ programs built with CMake (.gpu/cpp.txt): each checks its results against std::sort.
+while read -r name; do
+  [[ -z "$only" || "$name" == *"$only"* ]] || continue
+  cmd=(".gpu/bin/$name")
+  (( sanitize )) && cmd=(compute-sanitizer --tool memcheck --error-exitcode 86 "${cmd[@]}")
+  start=$(date +%s.%N)
+  "${cmd[@]}" > "$logs/$name.log" 2>&1; rc=$?
+  secs=$(python3 -c "import time;print(f'{time.time()-$start:.1f}')")
+  { echo "==== $name (rc=$rc)"; cat "$logs/$name.log"; } >> "$all"
+  (( rc != 0 )) && { fail=1; echo "---- $name FAILED (rc=$rc), last lines:"; tail -25 "$logs/$name.log"; }
+  summary+=("$(printf '%-40s rc=%-3s %6ss  %s' "$name" "$rc" "$secs" "$(tail -1 "$logs/$name.log")")")
+done < <(cat .gpu/cpp.txt 2>/dev/null)
+echo "==== examples and C++ programs (full output in $all)"; printf '%s\n' "${summary[@]}"
 exit $fail
 RUN
   chmod +x .gpu/run.sh
@@ -98,6 +111,23 @@ CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release -p cuda-rt-interop
 cp "$target"/release/libcuda_rt_interop.a .gpu/bin/
 CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --example soak \
   --message-format=json-render-diagnostics | executable_of soak | tail -1 | xargs -I{} cp {} .gpu/bin/soak
+# The CMake example (interop/cpp/CMakeLists.txt, docs/cpp.md) against the static and the shared
+# CUDA runtime: cpp_host, and rdc_consumer (relocatable device code of its own beside cuda-rt's),
+# staged as .gpu/bin/cpp-PROGRAM-RUNTIME and listed in .gpu/cpp.txt, which .gpu/run.sh runs after
+# the examples (the shared ones find libcudart.so.1x in .gpu/bin through LD_LIBRARY_PATH).
+stage_cmake_programs() {
+  local runtime program
+  : > .gpu/cpp.txt
+  for runtime in static shared; do
+    CARGO_PROFILE_RELEASE_DEBUG=false CARGO_TARGET_DIR="$target" \
+      bash interop/scripts/build-cmake-example.sh "$runtime" "$target/cmake-example-$runtime" release
+    for program in cpp_host rdc_consumer; do
+      cp "$target/cmake-example-$runtime/$program" ".gpu/bin/cpp-$program-$runtime"
+      echo "cpp-$program-$runtime" >> .gpu/cpp.txt
+    done
+  done
+}
+stage_cmake_programs
 stage_checked_examples
 strip --strip-debug .gpu/bin/* 2>/dev/null || true
 grep -qxF '/.gpucarry/' .git/info/exclude || echo '/.gpucarry/' >> .git/info/exclude

@@ -11,7 +11,10 @@
 //        host_program --sticky     a sticky error raised by cuda-rt, seen by C++ (ruins the
 //                                  context: run it in a process of its own)
 // Prints one "cpp-host: PASS ..." or "cpp-host: FAIL ..." line per check; exit status 0 when
-// every check passed, 1 otherwise.
+// every check passed, 1 otherwise. Without a CUDA device it prints why it skipped and exits 0,
+// or 1 with CUDA_RT_REQUIRE_GPU=1.
+//
+// Also built by CMake (interop/cpp/CMakeLists.txt, target cpp_host) against cuda_rt::interop.
 #include "cuda_rt.h"
 
 #include <cuda_runtime.h>
@@ -204,6 +207,16 @@ int main(int argc, char** argv) {
 #endif
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     g_failures = 0;
+    int devices = 0;
+    cudaError_t found = cudaGetDeviceCount(&devices);
+    if (found != cudaSuccess || devices == 0) {
+        const char* require = std::getenv("CUDA_RT_REQUIRE_GPU");
+        bool required = require && std::strcmp(require, "1") == 0;
+        std::printf("cpp-host: %s: no CUDA device (%s)\n",
+                    required ? "FAIL (CUDA_RT_REQUIRE_GPU=1)" : "skipped",
+                    cudaGetErrorName(found));
+        return required ? 1 : 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "--sticky") == 0) return run_sticky();
     size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1000003;
     return run_all(n);

@@ -67,7 +67,7 @@ run() {
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 for mode in static dynamic; do
-    for test in rust_calls_cpp cpp_calls_rust runtimes; do
+    for test in rust_calls_cpp cpp_calls_rust runtimes c_abi_sort header; do
         run ".gpu-interop/$mode/$test" --test-threads=1 --nocapture
     done
     run ".gpu-interop/$mode/cpp_host"

@@ -3,13 +3,20 @@
 //!
 //! | failure | `cudaError_t` returned |
 //! |---|---|
-//! | a CUDA call failed ([`cuda_rt::Error`] of kind `Cuda`) | its status |
+//! | a CUDA call failed ([`cuda_rt::Error`] of kind `Cuda`, also inside [`SortError::Runtime`]) | its status |
 //! | any other [`cuda_rt::Error`] (checked before calling CUDA) | `cudaErrorInvalidValue` |
 //! | the sort failed on the host ([`SortError::Cuda`]) | that call's status |
 //! | a device-side launch of the sort failed ([`SortError::DeviceLaunch`]) | that status |
 //! | the sort's chain stopped early for another reason | `cudaErrorUnknown` |
-//! | an argument was rejected (null pointer with `n > 0`) | `cudaErrorInvalidValue` |
+//! | the sort refused its arguments ([`SortError::UnsupportedValue`], [`SortError::SizeOverflow`], [`SortError::SharedMemoryLimit`], ...) | `cudaErrorInvalidValue` |
+//! | an argument was rejected (null, misaligned, unknown key type, host memory, ...) | `cudaErrorInvalidValue` |
+//! | a workspace used on another device than the one it was created on | `cudaErrorInvalidDevice` |
+//! | a workspace's sort has not finished yet (`cuda_rt_sort_status`) | `cudaErrorNotReady` |
+//! | a workspace's previous sort failed, its outcome not collected | as that failure |
 //! | the Rust code panicked | `cudaErrorUnknown` |
+//!
+//! The message of [`cuda_rt_last_error_message`](crate::exports::cuda_rt_last_error_message)
+//! starts with the name of the C function that failed.
 
 use cuda_rt_kernels::sort::SortError;
 use cuda_rt_sys as sys;
@@ -27,6 +34,26 @@ pub enum Failure {
     Sort(SortError),
     /// An argument the function rejected before calling CUDA, and why.
     InvalidArgument(&'static str),
+    /// A pointer argument that is not device memory of the current device
+    /// (`cudaPointerGetAttributes`).
+    Pointer {
+        /// The argument.
+        argument: &'static str,
+        /// What it points to instead.
+        why: &'static str,
+    },
+    /// A workspace used while the current device is not the one it was created on.
+    WrongDevice {
+        /// The device of the workspace.
+        workspace: i32,
+        /// The current device.
+        current: i32,
+    },
+    /// A workspace's sort has not finished yet.
+    NotReady,
+    /// The previous sort of a workspace failed, and its outcome had not been collected before
+    /// the call that found it.
+    PreviousSort(SortError),
     /// The Rust code panicked with this message.
     Panic(String),
 }
@@ -39,10 +66,20 @@ impl Failure {
                 cuda_rt::ErrorKind::Cuda(status) => status,
                 _ => sys::cudaErrorInvalidValue,
             },
+            Failure::Sort(SortError::Runtime(e)) => Failure::Rt(*e).status(),
+            Failure::PreviousSort(e) => Failure::Sort(*e).status(),
             Failure::Sort(SortError::Cuda { status, .. }) => *status,
             Failure::Sort(SortError::DeviceLaunch { status, .. }) if *status != 0 => *status,
+            Failure::Sort(
+                SortError::UnsupportedValue { .. }
+                | SortError::LengthMismatch { .. }
+                | SortError::SizeOverflow
+                | SortError::SharedMemoryLimit { .. },
+            ) => sys::cudaErrorInvalidValue,
             Failure::Sort(_) => sys::cudaErrorUnknown,
-            Failure::InvalidArgument(_) => sys::cudaErrorInvalidValue,
+            Failure::InvalidArgument(_) | Failure::Pointer { .. } => sys::cudaErrorInvalidValue,
+            Failure::WrongDevice { .. } => sys::cudaErrorInvalidDevice,
+            Failure::NotReady => sys::cudaErrorNotReady,
             Failure::Panic(_) => sys::cudaErrorUnknown,
         }
     }
@@ -54,6 +91,21 @@ impl fmt::Display for Failure {
             Failure::Rt(e) => write!(f, "{e}"),
             Failure::Sort(e) => write!(f, "{e}"),
             Failure::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
+            Failure::Pointer { argument, why } => {
+                write!(f, "invalid argument: {argument} is {why}")
+            }
+            Failure::WrongDevice { workspace, current } => write!(
+                f,
+                "the workspace belongs to device {workspace} but the current device is \
+                 {current} (cudaSetDevice({workspace}) first, or use a workspace of device \
+                 {current})"
+            ),
+            Failure::NotReady => write!(f, "the sort has not finished yet"),
+            Failure::PreviousSort(e) => write!(
+                f,
+                "the workspace's previous sort failed, and its outcome had not been collected \
+                 (cuda_rt_sort_status or cuda_rt_sort_wait): {e}"
+            ),
             Failure::Panic(message) => {
                 write!(f, "cuda-rt panicked (caught at the C ABI): {message}")
             }
@@ -98,10 +150,13 @@ pub fn last_message_ptr() -> *const c_char {
     LAST_MESSAGE.with(|m| m.borrow().as_ptr())
 }
 
-/// Runs the body of a C ABI function: its result becomes the returned status and the thread's
-/// last message; a panic is caught (the panic hook has printed it) and becomes
-/// `cudaErrorUnknown`.
-pub fn ffi_call(body: impl FnOnce() -> Result<(), Failure>) -> sys::cudaError_t {
+/// Runs the body of the C ABI function `function`: its result becomes the returned status and
+/// the thread's last message (`"{function}: {failure}"`, `""` after a success); a panic is
+/// caught (the panic hook has printed it) and becomes `cudaErrorUnknown`.
+pub fn ffi_call(
+    function: &'static str,
+    body: impl FnOnce() -> Result<(), Failure>,
+) -> sys::cudaError_t {
     let outcome = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
         let message = payload
             .downcast_ref::<&str>()
@@ -116,7 +171,7 @@ pub fn ffi_call(body: impl FnOnce() -> Result<(), Failure>) -> sys::cudaError_t 
             sys::cudaSuccess
         }
         Err(failure) => {
-            set_last_message(&failure.to_string());
+            set_last_message(&format!("{function}: {failure}"));
             failure.status()
         }
     }
@@ -137,14 +192,15 @@ mod tests {
     #[test]
     fn success_is_cuda_success_and_clears_the_message() {
         set_last_message("old");
-        assert_eq!(ffi_call(|| Ok(())), sys::cudaSuccess);
+        assert_eq!(ffi_call("f", || Ok(())), sys::cudaSuccess);
         assert_eq!(last_message(), "");
     }
 
     #[test]
     fn a_panic_becomes_cuda_error_unknown_with_its_message() {
-        let status = ffi_call(|| panic!("boom {}", 42));
+        let status = ffi_call("f", || panic!("boom {}", 42));
         assert_eq!(status, sys::cudaErrorUnknown);
+        assert!(last_message().starts_with("f: "), "{}", last_message());
         assert!(last_message().contains("boom 42"), "{}", last_message());
     }
 
@@ -165,6 +221,27 @@ mod tests {
             .status(),
             sys::cudaErrorLaunchPendingCountExceeded
         );
+        assert_eq!(Failure::NotReady.status(), sys::cudaErrorNotReady);
+        assert_eq!(
+            Failure::WrongDevice {
+                workspace: 1,
+                current: 0
+            }
+            .status(),
+            sys::cudaErrorInvalidDevice
+        );
+        assert_eq!(
+            Failure::Sort(SortError::Runtime(
+                cuda_rt::Error::from_status(sys::cudaErrorIllegalAddress, "cudaEventQuery")
+                    .unwrap()
+            ))
+            .status(),
+            sys::cudaErrorIllegalAddress
+        );
+        assert_eq!(
+            Failure::Sort(SortError::SizeOverflow).status(),
+            sys::cudaErrorInvalidValue
+        );
         assert_eq!(
             Failure::Sort(SortError::Incomplete { status_word: 1 }).status(),
             sys::cudaErrorUnknown
@@ -182,7 +259,7 @@ mod tests {
     #[test]
     fn messages_are_per_thread() {
         assert_eq!(
-            ffi_call(|| Err(Failure::InvalidArgument("here"))),
+            ffi_call("f", || Err(Failure::InvalidArgument("here"))),
             sys::cudaErrorInvalidValue
         );
         let other = std::thread::spawn(last_message).join().unwrap();

@@ -4,13 +4,15 @@
 //! sort on its buffers and streams, ordered by its events, with the results checked against
 //! `std::sort`. A sticky error raised by cuda-rt's kernel is seen by C++ (in a child process).
 //!
-//! Also, on any machine: the header compiles as C, C++ and CUDA and declares exactly the
-//! functions the library exports, and a standalone C++ executable links `libcuda_rt_interop.a`
-//! (run too when a GPU is present).
+//! Also, on any machine: a standalone C++ executable links `libcuda_rt_interop.a` (run too
+//! when a GPU is present). The header's own checks are in `tests/header.rs`.
 
 mod common;
 
+#[path = "common/staticlib.rs"]
+mod staticlib;
 use common::child::{is_child, lines_with, run_child};
+use staticlib::staticlib;
 use std::ffi::{c_char, c_int, CString};
 use std::path::PathBuf;
 use std::process::Command;
@@ -128,65 +130,6 @@ fn interop_dir() -> Option<PathBuf> {
     .find(|dir| dir.join("include/cuda_rt.h").is_file())
 }
 
-/// The function names `cuda_rt.h` declares: identifiers `cuda_rt_*` followed by `(`, outside
-/// comments.
-fn declared_functions(header: &str) -> Vec<String> {
-    let mut code = String::new();
-    let mut rest = header;
-    while let Some(start) = rest.find("/*") {
-        code.push_str(&rest[..start]);
-        let end = rest[start..].find("*/").expect("comment closed") + start + 2;
-        rest = &rest[end..];
-    }
-    code.push_str(rest);
-    let mut names = Vec::new();
-    let mut at = 0;
-    while let Some(found) = code[at..].find("cuda_rt_") {
-        let start = at + found;
-        let len = code[start..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(code.len() - start);
-        let after = code[start + len..].trim_start();
-        if after.starts_with('(') {
-            names.push(code[start..start + len].to_string());
-        }
-        at = start + len;
-    }
-    names.sort();
-    names.dedup();
-    names
-}
-
-#[test]
-fn header_declares_exactly_the_exported_functions() {
-    let Some(dir) = interop_dir() else {
-        return skip(
-            "header_declares_exactly_the_exported_functions",
-            "include/cuda_rt.h not found here",
-        );
-    };
-    let header = std::fs::read_to_string(dir.join("include/cuda_rt.h")).unwrap();
-    let mut exported: Vec<String> = cuda_rt_interop::EXPORTED_FUNCTIONS
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    exported.sort();
-    assert_eq!(declared_functions(&header), exported);
-    assert!(header.contains(&format!(
-        "#define CUDA_RT_INTEROP_ABI_VERSION {}u",
-        cuda_rt_interop::ABI_VERSION
-    )));
-    // Every exported name is really a symbol of this binary (the linker resolved it).
-    let addresses = [
-        cuda_rt_interop::exports::cuda_rt_interop_abi_version as *const () as usize,
-        cuda_rt_interop::exports::cuda_rt_last_error_message as *const () as usize,
-        cuda_rt_interop::exports::cuda_rt_iota_u32 as *const () as usize,
-        cuda_rt_interop::exports::cuda_rt_sort_u32 as *const () as usize,
-        cuda_rt_interop::exports::cuda_rt_sort_u32_after as *const () as usize,
-    ];
-    assert_eq!(addresses.len(), exported.len());
-}
-
 /// A compiler of the build machine, or `None` (with the reason printed) where this binary runs
 /// elsewhere (staged for a GPU machine without the toolkit it was built with).
 fn tool(path: &str) -> Option<PathBuf> {
@@ -212,23 +155,6 @@ fn nvcc() -> Option<PathBuf> {
     candidates.into_iter().find_map(|path| tool(path.to_str()?))
 }
 
-/// The CUDA headers: the build's, or those of the toolkit of [`nvcc`].
-fn toolkit_include() -> Option<PathBuf> {
-    let build = PathBuf::from(env!("CUDA_RT_INTEROP_TOOLKIT_INCLUDE"));
-    let local = nvcc().and_then(|nvcc| {
-        Some(
-            nvcc.canonicalize()
-                .ok()?
-                .parent()?
-                .parent()?
-                .join("include"),
-        )
-    });
-    std::iter::once(build)
-        .chain(local)
-        .find(|dir| dir.join("cuda_runtime_api.h").is_file())
-}
-
 fn skip(test: &str, why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "skipped {test}: {why}");
@@ -244,72 +170,10 @@ fn compile_ok(command: &mut Command) {
     );
 }
 
-#[test]
-fn header_compiles_as_c_cpp_and_cuda() {
-    const TEST: &str = "header_compiles_as_c_cpp_and_cuda";
-    let (Some(include), Some(dir)) = (toolkit_include(), interop_dir()) else {
-        return skip(
-            TEST,
-            "no CUDA headers on this machine (neither the build's nor a local toolkit's)",
-        );
-    };
-    let header = dir.join("include/cuda_rt.h");
-    let mut compilers = 0;
-    for (compiler, language, standard) in [("g++", "c++", "-std=c++17"), ("gcc", "c", "-std=c11")] {
-        let Some(cc) = tool(compiler) else {
-            skip(TEST, &format!("no {compiler} here"));
-            continue;
-        };
-        compile_ok(
-            Command::new(cc)
-                .args(["-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic"])
-                .args(["-x", language, standard, "-I"])
-                .arg(&include)
-                .arg(&header),
-        );
-        compilers += 1;
-    }
-    if let Some(nvcc) = nvcc() {
-        let scratch = scratch_dir("header_nvcc");
-        let source = scratch.join("uses_header.cu");
-        std::fs::write(
-            &source,
-            "#include \"cuda_rt.h\"\n\
-             __global__ void k(uint32_t* p) { p[0] = CUDA_RT_INTEROP_ABI_VERSION; }\n\
-             int f(uint32_t* p, cudaStream_t s) { return cuda_rt_sort_u32(p, 1, s); }\n",
-        )
-        .unwrap();
-        compile_ok(
-            Command::new(nvcc)
-                .args(["-std=c++17", "-c", "-Werror", "all-warnings", "-I"])
-                .arg(dir.join("include"))
-                .arg(&source)
-                .arg("-o")
-                .arg(scratch.join("uses_header.o")),
-        );
-        compilers += 1;
-    }
-    if compilers == 0 {
-        skip(TEST, "no C, C++ or CUDA compiler here");
-    }
-}
-
 fn scratch_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cuda-rt-interop-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// `libcuda_rt_interop.a` of this build: cargo puts it in the profile folder, the parent of the
-/// `deps/` folder that holds this test binary; scripts/stage-gpu.sh puts it beside the binary.
-fn staticlib() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let beside = exe.parent()?.to_path_buf();
-    let profile = beside.parent()?.to_path_buf();
-    [beside, profile]
-        .into_iter()
-        .map(|dir| dir.join("libcuda_rt_interop.a"))
-        .find(|lib| lib.is_file())
 }
 
 /// The standalone program: `nvcc` links `cpp/host_program.cu` with `libcuda_rt_interop.a` (the

@@ -9,9 +9,10 @@
 //!   too (feature `dynamic`: one runtime), another runtime next to cuda-rt's static one otherwise.
 //!
 //! Every observation is printed as a `fact:` line (run with `--nocapture` to see them); the
-//! assertions are what the README states. Experiments that may break the process (kernel handles
-//! of the other runtime, sticky errors, device reset) run in child processes, so a crash is
-//! recorded as an observation rather than ending the test binary.
+//! assertions are what docs/building.md ("One CUDA runtime or two") states. Experiments that
+//! may break the process (kernel handles of the other runtime, sticky errors, device reset) run
+//! in child processes, so a crash is recorded as an observation rather than ending the test
+//! binary.
 
 mod common;
 
@@ -261,7 +262,7 @@ fn kernel_handles_cross_runtimes_only_as_cuda_kernel_t() {
 }
 
 /// One experiment in a child process: launches a saxpy-shaped kernel (a = 2, x = 1, y = 1, so
-/// y becomes 3) and checks the outcome against the README's statement.
+/// y becomes 3) and checks the outcome against the statement in docs/building.md.
 fn kernel_experiment(arg: &str) {
     let (variant, experiment) = arg.split_once('/').expect("variant/experiment");
     let variant = variant_named(variant);

@@ -517,8 +517,9 @@ impl RawWorkspace {
     }
 
     /// Waits for the last sort enqueued on `stream` and reports whether its chain of stages
-    /// completed: copies the status word to pinned host memory (`cudaMemcpyAsync`), waits for
-    /// the stream (`cudaStreamSynchronize`) and decodes the word.
+    /// completed: [`enqueue_outcome_copy`](Self::enqueue_outcome_copy) (`cudaMemcpyAsync` of
+    /// the status word to pinned host memory), a wait for the stream (`cudaStreamSynchronize`)
+    /// and [`read_outcome`](Self::read_outcome).
     ///
     /// The stream is waited for even when the copy fails, so no work of the sort is left
     /// queued when this returns, whatever it returns (unless the wait itself fails: its error
@@ -535,7 +536,35 @@ impl RawWorkspace {
         if self.status_host.is_null() || self.status.ptr.is_null() {
             return Ok(()); // nothing was ever enqueued
         }
-        // SAFETY: both buffers hold one u32 and live until the wait below has returned.
+        // SAFETY: forwarded from the caller.
+        unsafe { self.enqueue_outcome_copy(stream) }?;
+        // SAFETY: the caller guarantees `stream` is live.
+        unsafe { self.wait(stream) }?;
+        // SAFETY: the copy was queued on `stream`, which has been waited for since, and no
+        // sort was enqueued in between.
+        unsafe { self.read_outcome() }
+    }
+
+    /// The first half of [`finish`](Self::finish), for callers that learn later, without
+    /// blocking, that the stream has passed it: queues the copy of the status word of the sort
+    /// last enqueued on `stream` into pinned host memory (`cudaMemcpyAsync`) and returns at once.
+    /// Once the copy has completed (an event recorded after it on `stream` has occurred, or
+    /// the stream was synchronized), [`read_outcome`](Self::read_outcome) decodes the word.
+    /// Queues nothing when no sort was ever enqueued with this workspace.
+    ///
+    /// # Errors
+    /// [`SortError::Cuda`] when the copy cannot be queued; the stream is then waited for (as
+    /// after any error that follows queued work), so no work of the sort is left queued.
+    ///
+    /// # Safety
+    /// `stream` is a live stream, and the last sort enqueued with this workspace was enqueued
+    /// on it.
+    pub unsafe fn enqueue_outcome_copy(&mut self, stream: RawStream) -> Result<(), SortError> {
+        if self.status_host.is_null() || self.status.ptr.is_null() {
+            return Ok(()); // nothing was ever enqueued
+        }
+        // SAFETY: both buffers hold one u32 and live as long as the workspace, which waits for
+        // queued work before freeing them (Drop, close's contract).
         let copied = unsafe {
             cuda::memcpy_async(
                 self.status_host.cast(),
@@ -550,9 +579,27 @@ impl RawWorkspace {
             unsafe { self.wait_after_error(stream) };
             return Err(SortError::from_call(e));
         }
-        // SAFETY: the caller guarantees `stream` is live.
-        unsafe { self.wait(stream) }?;
-        // SAFETY: the copy into the pinned word has completed (the stream was waited for).
+        Ok(())
+    }
+
+    /// The second half of [`finish`](Self::finish): decodes the status word that
+    /// [`enqueue_outcome_copy`](Self::enqueue_outcome_copy) copied, and marks the workspace
+    /// idle (no queued work uses it). Calls no CUDA function. `Ok` when no sort was ever
+    /// enqueued.
+    ///
+    /// # Errors
+    /// The device-side errors of [`SortError::from_status_word`].
+    ///
+    /// # Safety
+    /// The copy queued by the last [`enqueue_outcome_copy`](Self::enqueue_outcome_copy) has
+    /// completed, and no sort has been enqueued with this workspace since.
+    pub unsafe fn read_outcome(&mut self) -> Result<(), SortError> {
+        if self.status_host.is_null() {
+            return Ok(());
+        }
+        self.in_flight = false;
+        // SAFETY: the copy into the pinned word has completed (the caller's contract), and the
+        // word lives as long as the workspace.
         SortError::from_status_word(unsafe { ptr::read_volatile(self.status_host) })
     }
 

@@ -1,0 +1,175 @@
+# cuda_rt_interopConfig.cmake: cuda-rt's C ABI for CMake projects.
+#
+#   project(app LANGUAGES CXX CUDA)
+#   set(CMAKE_CUDA_RUNTIME_LIBRARY None)   # the one CUDA runtime comes with cuda_rt::interop
+#   find_package(cuda_rt_interop CONFIG REQUIRED PATHS /path/to/cuda-rt/interop/cmake)
+#   target_link_libraries(app PRIVATE cuda_rt::interop)
+#
+# Defines the imported static library cuda_rt::interop: libcuda_rt_interop.a, which cargo
+# builds from this checkout (a target of the build, run on every build: cargo itself decides
+# whether anything changed), with include/cuda_rt.h on its include path and what the library
+# needs at link time. docs/cpp.md at the repository root explains the choices below.
+#
+# Cache variables (each may be set on the command line):
+#   CUDA_RT_INTEROP_RUNTIME      static (default): the library contains the CUDA runtime
+#                                (libcudart_static.a), and the program links no other;
+#                                shared: the library calls libcudart.so, which is linked here.
+#   CUDA_RT_INTEROP_PROFILE      release (default) or debug: cargo's profile.
+#   CUDA_RT_INTEROP_CARGO        the cargo executable (found on PATH or in ~/.cargo/bin).
+#   CUDA_RT_INTEROP_CARGO_TARGET_DIR
+#                                cargo's target folder (default: cuda-rt-cargo/ in the build
+#                                folder; point it at an existing one to reuse its builds).
+#   CUDA_RT_INTEROP_CUDA_PATH    the toolkit cargo builds with (CUDA_PATH for cuda-rt-sys);
+#                                default: the toolkit of CMAKE_CUDA_COMPILER, so that both sides
+#                                agree. Empty: cargo's own search (CUDA_PATH of the environment,
+#                                /usr/local/cuda, the checkout's .cuda-toolkit/).
+#   CUDA_RT_INTEROP_ARCHS        CUDA_RT_ARCHS for the Rust kernels (default: derived from
+#                                CMAKE_CUDA_ARCHITECTURES: 90 -> 90, 90-real -> sm_90,
+#                                90-virtual -> compute_90; all, all-major, native -> cuda-rt's
+#                                default).
+#
+# Relocatable device code: the library's device code is device-linked already, with a private
+# copy of the device runtime, inside one object whose symbols are local. It must therefore stay
+# out of the consumer's device link (nvlink would link its relocatable code a second time,
+# together with a second device runtime, and the registration code of the two collides). The
+# imported target says so with CUDA_RESOLVE_DEVICE_SYMBOLS ON ("already device-linked"), which
+# makes CMake leave it out of the device link of any target that links it, also with
+# CUDA_SEPARABLE_COMPILATION ON; it takes part in the host link only.
+
+cmake_minimum_required(VERSION 3.18)
+
+if(TARGET cuda_rt::interop)
+  return()
+endif()
+
+if(NOT CMAKE_CUDA_COMPILER_LOADED)
+  message(FATAL_ERROR
+    "cuda_rt_interop: enable the CUDA language first (project(... LANGUAGES CXX CUDA) or "
+    "enable_language(CUDA)): the library's kernels and yours must come from one toolkit")
+endif()
+
+get_filename_component(_cuda_rt_checkout "${CMAKE_CURRENT_LIST_DIR}/../.." ABSOLUTE)
+
+set(CUDA_RT_INTEROP_RUNTIME "static" CACHE STRING
+  "CUDA runtime of libcuda_rt_interop.a: static (inside the library) or shared (libcudart.so)")
+set_property(CACHE CUDA_RT_INTEROP_RUNTIME PROPERTY STRINGS static shared)
+set(CUDA_RT_INTEROP_PROFILE "release" CACHE STRING "cargo profile: release or debug")
+set_property(CACHE CUDA_RT_INTEROP_PROFILE PROPERTY STRINGS release debug)
+set(CUDA_RT_INTEROP_CARGO_TARGET_DIR "${CMAKE_BINARY_DIR}/cuda-rt-cargo" CACHE PATH
+  "cargo's target folder for libcuda_rt_interop.a")
+set(CUDA_RT_INTEROP_CUDA_PATH "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}" CACHE PATH
+  "CUDA toolkit cargo builds with (empty: cargo's own search)")
+find_program(CUDA_RT_INTEROP_CARGO cargo HINTS "$ENV{CARGO_HOME}/bin" "$ENV{HOME}/.cargo/bin")
+if(NOT CUDA_RT_INTEROP_CARGO)
+  message(FATAL_ERROR
+    "cuda_rt_interop: cargo not found: install Rust (https://rustup.rs) or set "
+    "CUDA_RT_INTEROP_CARGO to the cargo executable")
+endif()
+
+# CUDA_RT_ARCHS from CMAKE_CUDA_ARCHITECTURES, so that both sides build for the same GPUs.
+set(_cuda_rt_archs "")
+foreach(_arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+  if(_arch MATCHES "^([0-9]+[a-z]?)-real$")
+    list(APPEND _cuda_rt_archs "sm_${CMAKE_MATCH_1}")
+  elseif(_arch MATCHES "^([0-9]+[a-z]?)-virtual$")
+    list(APPEND _cuda_rt_archs "compute_${CMAKE_MATCH_1}")
+  elseif(_arch MATCHES "^[0-9]+[a-z]?$")
+    list(APPEND _cuda_rt_archs "${_arch}")
+  endif()
+endforeach()
+list(JOIN _cuda_rt_archs "," _cuda_rt_archs)
+set(CUDA_RT_INTEROP_ARCHS "${_cuda_rt_archs}" CACHE STRING
+  "CUDA_RT_ARCHS for the Rust kernels (empty: cuda-rt's default)")
+
+if(CUDA_RT_INTEROP_RUNTIME STREQUAL "static")
+  set(_cuda_rt_features "")
+elseif(CUDA_RT_INTEROP_RUNTIME STREQUAL "shared")
+  set(_cuda_rt_features --no-default-features --features dynamic)
+else()
+  message(FATAL_ERROR "cuda_rt_interop: CUDA_RT_INTEROP_RUNTIME is static or shared, "
+    "not '${CUDA_RT_INTEROP_RUNTIME}'")
+endif()
+if(CUDA_RT_INTEROP_PROFILE STREQUAL "release")
+  set(_cuda_rt_profile_flag --release)
+elseif(CUDA_RT_INTEROP_PROFILE STREQUAL "debug")
+  set(_cuda_rt_profile_flag "")
+else()
+  message(FATAL_ERROR "cuda_rt_interop: CUDA_RT_INTEROP_PROFILE is release or debug, "
+    "not '${CUDA_RT_INTEROP_PROFILE}'")
+endif()
+
+set(_cuda_rt_env "CARGO_TARGET_DIR=${CUDA_RT_INTEROP_CARGO_TARGET_DIR}")
+if(CUDA_RT_INTEROP_CUDA_PATH)
+  list(APPEND _cuda_rt_env "CUDA_PATH=${CUDA_RT_INTEROP_CUDA_PATH}")
+endif()
+if(CUDA_RT_INTEROP_ARCHS)
+  list(APPEND _cuda_rt_env "CUDA_RT_ARCHS=${CUDA_RT_INTEROP_ARCHS}")
+endif()
+set(_cuda_rt_library
+  "${CUDA_RT_INTEROP_CARGO_TARGET_DIR}/${CUDA_RT_INTEROP_PROFILE}/libcuda_rt_interop.a")
+
+# cargo runs on every build and rebuilds only what changed; the library is its byproduct (so
+# that Ninja knows who makes it).
+add_custom_target(cuda_rt_interop_cargo
+  COMMAND "${CMAKE_COMMAND}" -E env ${_cuda_rt_env}
+          "${CUDA_RT_INTEROP_CARGO}" build -p cuda-rt-interop --lib ${_cuda_rt_profile_flag}
+          ${_cuda_rt_features}
+  WORKING_DIRECTORY "${_cuda_rt_checkout}"
+  BYPRODUCTS "${_cuda_rt_library}"
+  COMMENT "cargo: building libcuda_rt_interop.a (${CUDA_RT_INTEROP_PROFILE}, "
+          "${CUDA_RT_INTEROP_RUNTIME} CUDA runtime)"
+  USES_TERMINAL
+  VERBATIM)
+
+# What the library needs at link time besides itself: the system libraries of the Rust
+# standard library and of the CUDA runtime; the device runtime's host half for the consumer's
+# own relocatable device code (CMake links it only when it links a CUDA runtime itself, which
+# CMAKE_CUDA_RUNTIME_LIBRARY None turns off); the shared runtime in `shared` mode.
+find_package(Threads REQUIRED)
+set(_cuda_rt_link Threads::Threads ${CMAKE_DL_LIBS} rt m)
+find_library(CUDA_RT_INTEROP_CUDADEVRT cudadevrt
+  HINTS ${CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES} "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}/lib64"
+        "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}/lib"
+  NO_DEFAULT_PATH)
+if(CUDA_RT_INTEROP_CUDADEVRT)
+  list(APPEND _cuda_rt_link "${CUDA_RT_INTEROP_CUDADEVRT}")
+endif()
+if(CUDA_RT_INTEROP_RUNTIME STREQUAL "shared")
+  # libcudart.so, or the versioned file alone (PyPI wheels ship only libcudart.so.<major>).
+  find_library(CUDA_RT_INTEROP_CUDART
+    NAMES cudart libcudart.so.13 libcudart.so.12
+    HINTS ${CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES} "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}/lib64"
+          "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}/lib"
+    NO_DEFAULT_PATH)
+  if(NOT CUDA_RT_INTEROP_CUDART)
+    message(FATAL_ERROR "cuda_rt_interop: no libcudart.so in the toolkit of "
+      "${CMAKE_CUDA_COMPILER}; set CUDA_RT_INTEROP_CUDART to it")
+  endif()
+  list(APPEND _cuda_rt_link "${CUDA_RT_INTEROP_CUDART}")
+  # Where the program finds it at run time (CMake adds no run path for a versioned file name).
+  get_filename_component(_cuda_rt_cudart_dir "${CUDA_RT_INTEROP_CUDART}" DIRECTORY)
+  set(_cuda_rt_link_options "$<HOST_LINK:LINKER:-rpath,${_cuda_rt_cudart_dir}>")
+else()
+  set(_cuda_rt_link_options "")
+endif()
+
+add_library(cuda_rt::interop STATIC IMPORTED GLOBAL)
+set_target_properties(cuda_rt::interop PROPERTIES
+  IMPORTED_LOCATION "${_cuda_rt_library}"
+  INTERFACE_INCLUDE_DIRECTORIES
+    "${_cuda_rt_checkout}/interop/include;${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES}"
+  INTERFACE_LINK_LIBRARIES "${_cuda_rt_link}"
+  INTERFACE_LINK_OPTIONS "${_cuda_rt_link_options}"
+  # Device-linked already: never part of a consumer's device link (see above).
+  CUDA_RESOLVE_DEVICE_SYMBOLS ON)
+add_dependencies(cuda_rt::interop cuda_rt_interop_cargo)
+
+unset(_cuda_rt_archs)
+unset(_cuda_rt_checkout)
+unset(_cuda_rt_env)
+unset(_cuda_rt_features)
+unset(_cuda_rt_library)
+unset(_cuda_rt_link)
+unset(_cuda_rt_link_options)
+unset(_cuda_rt_cudart_dir)
+unset(_cuda_rt_profile_flag)
