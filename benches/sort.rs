@@ -13,6 +13,7 @@ use cuda_rt_kernels::sort::ffi::SortEntry;
 use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
 use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortKey, Strategy, TileWidth};
 use cuda_rt_sys::*;
+use gpu_test::SplitMix64;
 use rayon::slice::ParallelSliceMut;
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
@@ -216,17 +217,6 @@ fn time_cpu<T: Clone>(reps: usize, input: &[T], sort: impl Fn(&mut Vec<T>)) -> f
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     median(&mut times)
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 /// Values of the pairs benchmark: derived from the key's input position, so the check can
@@ -580,8 +570,8 @@ fn main() {
     let mut variant_lines = Vec::new();
     for &log in &sizes {
         let n = 1usize << log;
-        let mut rng = Rng(u64::from(log) * 7919);
-        let keys32: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+        let mut rng = SplitMix64::new(u64::from(log) * 7919);
+        let keys32: Vec<u32> = (0..n).map(|_| rng.next_u64() as u32).collect();
         let values: Vec<u32> = (0..n as u32).map(|i| i ^ VALUE_TAG).collect();
         for case in [Case::KeysU32, Case::KeysU64, Case::PairsU32] {
             let t = Instant::now();
@@ -670,7 +660,7 @@ fn main() {
                 Case::KeysU64 => {
                     let keys64: Vec<u64> = keys32
                         .iter()
-                        .map(|&k| (u64::from(k) << 32) | (rng.next() & 0xffff_ffff))
+                        .map(|&k| (u64::from(k) << 32) | (rng.next_u64() & 0xffff_ffff))
                         .collect();
                     let pristine = Dev::<u64>::new(n);
                     pristine.upload(&keys64);
@@ -739,8 +729,8 @@ fn main() {
 fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
     for &log in logs {
         let n = 1usize << log;
-        let mut rng = Rng(u64::from(log));
-        let keys: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+        let mut rng = SplitMix64::new(u64::from(log));
+        let keys: Vec<u32> = (0..n).map(|_| rng.next_u64() as u32).collect();
         let pristine = Dev::<u32>::new(n);
         pristine.upload(&keys);
         let work = Dev::<u32>::new(n);
@@ -884,16 +874,16 @@ fn focus_report(bench: &mut Bench, args: &[String]) {
             args,
             "u64",
             false,
-            |r| r.next(),
+            |r| r.next_u64(),
             |b, k, _| cub_merge_keys_u64(b, k),
         );
     } else if args.iter().any(|a| a == "pairs") {
-        let key = |r: &mut Rng| r.next() as u32;
+        let key = |r: &mut SplitMix64| r.next_u64() as u32;
         focus_case::<u32>(bench, args, "u32->u32 pairs", true, key, |b, k, v| {
             cub_merge_pairs_u32(b, k, v.expect("pairs have values"))
         });
     } else {
-        let key = |r: &mut Rng| r.next() as u32;
+        let key = |r: &mut SplitMix64| r.next_u64() as u32;
         focus_case::<u32>(bench, args, "u32", false, key, |b, k, _| {
             cub_merge_keys_u32(b, k)
         });
@@ -905,7 +895,7 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
     args: &[String],
     what: &str,
     pairs: bool,
-    key: impl Fn(&mut Rng) -> K,
+    key: impl Fn(&mut SplitMix64) -> K,
     cub: impl Fn(&Bench, &Dev<K>, Option<&Dev<u32>>) -> f64,
 ) {
     use cuda_rt_kernels::sort::ffi::flags::{
@@ -921,7 +911,7 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
     };
     for log in sizes {
         let n = 1usize << log;
-        let mut rng = Rng(u64::from(log) * 7919);
+        let mut rng = SplitMix64::new(u64::from(log) * 7919);
         let keys: Vec<K> = (0..n).map(|_| key(&mut rng)).collect();
         let pristine = Dev::<K>::new(n);
         pristine.upload(&keys);
