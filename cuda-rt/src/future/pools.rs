@@ -43,7 +43,8 @@ unsafe impl Send for Waiter {}
 
 static WAITERS: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks one of the futures' process-wide mutexes.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing panics while these locks are held; poisoned data is still consistent.
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -27,12 +27,12 @@
 //! futures through their [`Signal`]s.
 
 use super::poller;
-use super::pools::{self, CompletionEvent};
+use super::pools::{self, lock, CompletionEvent};
 use super::signal::Signal;
 use crate::error::{cause_tag, defer_for, ThreadTag};
 use crate::raw::{self, RawEvent};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -129,11 +129,6 @@ static SPINNER: Spinner = Spinner {
 
 /// How many entries with a [`Target::Owned`] event exist: [`forget`] returns at once at zero.
 static OWNED: AtomicUsize = AtomicUsize::new(0);
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while these locks are held; the data stays consistent.
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 impl Spinner {
     /// The spinner thread's loop; `owner` is the thread that started it.
