@@ -9,13 +9,13 @@
 
 mod common;
 
-#[path = "common/staticlib.rs"]
-mod staticlib;
+#[path = "common/tools.rs"]
+mod tools;
 use common::child::{is_child, lines_with, run_child};
-use staticlib::staticlib;
 use std::ffi::{c_char, c_int, CString};
 use std::path::PathBuf;
 use std::process::Command;
+use tools::{nvcc, staticlib};
 
 // The C ABI lives in the library; make sure this binary links it.
 use cuda_rt_interop as _;
@@ -128,31 +128,6 @@ fn interop_dir() -> Option<PathBuf> {
     ]
     .into_iter()
     .find(|dir| dir.join("include/cuda_rt.h").is_file())
-}
-
-/// A compiler of the build machine, or `None` (with the reason printed) where this binary runs
-/// elsewhere (staged for a GPU machine without the toolkit it was built with).
-fn tool(path: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(path);
-    let found = if path.is_absolute() {
-        path.is_file()
-    } else {
-        Command::new(&path).arg("--version").output().is_ok()
-    };
-    found.then_some(path)
-}
-
-/// nvcc: the build's, or where this binary was staged for a machine without the build's
-/// toolkit (a GPU machine), that machine's: `$CUDA_HOME/bin/nvcc`, `/usr/local/cuda/bin/nvcc`,
-/// or `nvcc` on the PATH.
-fn nvcc() -> Option<PathBuf> {
-    let mut candidates = vec![PathBuf::from(env!("CUDA_RT_INTEROP_NVCC"))];
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
-        candidates.push(PathBuf::from(home).join("bin/nvcc"));
-    }
-    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
-    candidates.push(PathBuf::from("nvcc"));
-    candidates.into_iter().find_map(|path| tool(path.to_str()?))
 }
 
 fn skip(test: &str, why: &str) {

@@ -5,11 +5,11 @@
 //! `CUDA_RT_UPDATE_HEADER=1` rewrites the committed header instead of comparing
 //! (`scripts/update-header.sh`).
 
-#[path = "common/staticlib.rs"]
-mod staticlib;
-use staticlib::staticlib;
+#[path = "common/tools.rs"]
+mod tools;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use tools::{nvcc, staticlib, tool};
 
 /// This package's folder: where it was built, or `interop/` of the current directory (binaries
 /// staged for another machine run from the checkout's root there).
@@ -148,28 +148,6 @@ fn every_declared_function_is_exported_by_the_static_library() {
         "declared in cuda_rt.h but not a global function of {}: {missing:?}",
         lib.display()
     );
-}
-
-/// A compiler of this machine, or `None`.
-fn tool(path: &Path) -> Option<PathBuf> {
-    let found = if path.is_absolute() {
-        path.is_file()
-    } else {
-        Command::new(path).arg("--version").output().is_ok()
-    };
-    found.then(|| path.to_path_buf())
-}
-
-/// nvcc: the build's, or where this binary was staged for a machine without the build's
-/// toolkit, that machine's (`$CUDA_HOME/bin/nvcc`, `/usr/local/cuda/bin/nvcc`, `nvcc`).
-fn nvcc() -> Option<PathBuf> {
-    let mut candidates = vec![PathBuf::from(env!("CUDA_RT_INTEROP_NVCC"))];
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
-        candidates.push(PathBuf::from(home).join("bin/nvcc"));
-    }
-    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
-    candidates.push(PathBuf::from("nvcc"));
-    candidates.into_iter().find_map(|path| tool(&path))
 }
 
 /// The CUDA headers: the build's, or those of the toolkit of [`nvcc`].
