@@ -743,6 +743,8 @@ fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
             &[(Cuts::Fused, TileWidth::Wide)]
         } else {
             &[
+                (Cuts::FourWay, TileWidth::Narrow),
+                (Cuts::FourWay, TileWidth::Wide),
                 (Cuts::Kernel, TileWidth::Narrow),
                 (Cuts::Kernel, TileWidth::Wide),
                 (Cuts::Fused, TileWidth::Narrow),
@@ -780,6 +782,17 @@ fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
                     t[1..].iter().step_by(2).copied().collect(),
                     t[2..].iter().step_by(2).copied().collect(),
                 ),
+                Cuts::FourWay => {
+                    // An odd number of doublings puts a fused two-way pass first; each four-way
+                    // pass is a partition, its four-way cuts, then its merge.
+                    let rest = &t[1..];
+                    let first = rest.len() % 3;
+                    let quads = &rest[first..];
+                    let mut merges: Vec<f32> = rest[..first].to_vec();
+                    merges.extend(quads.iter().skip(2).step_by(3));
+                    let cuts = quads.iter().enumerate().filter(|(i, _)| i % 3 != 2);
+                    (cuts.map(|(_, &ms)| ms).collect(), merges)
+                }
                 _ => (Vec::new(), t[1..].to_vec()),
             };
             println!(
@@ -900,6 +913,7 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
 ) {
     use cuda_rt_kernels::sort::ffi::flags::{
         GRID_PERSISTENT, GRID_PER_TILE, LAUNCH_CHAINED, MERGE_NARROW, MERGE_WIDE, TILE_NARROW,
+        TILE_SMALL,
     };
     let sizes: Vec<u32> = if args.iter().any(|a| a == "small") {
         (16..=24).collect()
@@ -936,6 +950,25 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
             ("host-driven", host, Cuts::Auto, 0, None),
             ("host, RDC build", host, Cuts::Auto, 0, rdc),
             ("host/narrow-tile", host, Cuts::Auto, TILE_NARROW, None),
+            ("fused", Driver::Auto, Cuts::Fused, 0, None),
+            ("four-way", Driver::Auto, Cuts::FourWay, 0, None),
+            ("host/four-way", host, Cuts::FourWay, 0, None),
+            ("device/four-way", Driver::Device, Cuts::FourWay, 0, None),
+            (
+                "four-way/narrow-tile",
+                Driver::Auto,
+                Cuts::FourWay,
+                TILE_NARROW,
+                None,
+            ),
+            ("small-tile", Driver::Auto, Cuts::Auto, TILE_SMALL, None),
+            (
+                "four-way/small-tile",
+                Driver::Auto,
+                Cuts::FourWay,
+                TILE_SMALL,
+                None,
+            ),
             (
                 "fused/persistent",
                 Driver::Auto,
@@ -996,8 +1029,9 @@ fn auto_is_host_driven<K: SortKey>(n: usize, value_bytes: usize) -> bool {
 fn print_table(rows: &[Row]) {
     println!();
     println!("Throughput in Gkeys/s (median time in ms in parentheses); ratio = this sort / CUB merge sort.");
-    println!("\"this sort\" is the default strategy: host-queued stages below 2^25 keys (marked host), the");
-    println!("device-driven chain from 2^25 on; \"device-driven\" is the chain at every size.\n");
+    println!("\"this sort\" is the default strategy: four-way passes from 2^24 keys on; stages queued from the host");
+    println!("(marked host) for four-way sorts and below 2^25 keys, else the device-driven chain; \"device-driven\"");
+    println!("is the chain at every size.\n");
     println!("| n | case | this sort (passes, kernels) | device-driven | CUB merge sort | CUB radix sort | CPU std | CPU rayon | ratio | ratio, device-driven |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let cell = |n: usize, ms: Option<f64>| match ms {

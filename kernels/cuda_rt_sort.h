@@ -29,6 +29,10 @@
 #define CUDA_RT_SORT_CUTS_KERNEL 0x4u
 /** Every merge block finds its own cuts. */
 #define CUDA_RT_SORT_CUTS_FUSED 0x8u
+/** Merge passes merge four runs at a time (half the passes over memory), each after two
+ * partition kernels; with an odd number of doublings the first pass merges two (fused). A sort
+ * whose shared-memory limit cannot hold a four-way merge block is refused. */
+#define CUDA_RT_SORT_CUTS_FOUR_WAY 0xcu
 /** Threads of a tile-sort block (tile = threads * items per thread). */
 #define CUDA_RT_SORT_TILE_MASK 0x30u
 /** 512 threads per tile-sort block. */
@@ -123,7 +127,7 @@ typedef struct CudaRtSortLayout {
     unsigned long long keys_scratch_bytes;
     /** Bytes of value scratch (0 for keys only, or without merge passes). */
     unsigned long long values_scratch_bytes;
-    /** Bytes of merge-path cuts, or (fused) tile samples; 0 without merge passes. */
+    /** Bytes of merge-path cuts or tile samples (four-way: both); 0 without merge passes. */
     unsigned long long cuts_bytes;
     /** Merge passes after the tile sort. */
     uint32_t passes;

@@ -6,9 +6,13 @@
 // passes), mergesort_chain.cuh (the chain); buffers, status word and tuning:
 // mergesort_plan.cuh; key encoding: mergesort_keys.cuh.
 //
+// Four-way plans (mergesort_four_way.cuh) merge four runs per pass, after two partition
+// kernels: half the passes over memory, three kernels per pass.
+//
 // Pending launches: a device-driven sort has at most one pending launch per stage after the
 // first (the first grid queues them all; 2 * passes + 1 stages with partition kernels, passes
-// + 1 fused), fewer than 50 for every n that fits in an 80 GB GPU (passes <= 24 with tiles of
+// + 1 fused, at most 3 * passes + 1 four-way), fewer than 75 for every n that fits in an
+// 80 GB GPU (at most 24 doublings with tiles of
 // at least 2,560 keys), far below the device runtime's default pool of 2048
 // (cudaLimitDevRuntimePendingLaunchCount), which this code leaves untouched. When the pool is
 // full anyway (a smaller limit, many sorts at once), the queue resumes from its last stage, so
@@ -22,6 +26,7 @@
 #include "cuda_rt_sort.h"
 #include "mergesort_block_sort.cuh"
 #include "mergesort_chain.cuh"
+#include "mergesort_four_way.cuh"
 #include "mergesort_merge_pass.cuh"
 #include "mergesort_plan.cuh"
 
@@ -31,14 +36,21 @@ namespace cuda_rt_sort {
 namespace {
 
 // The choices the library makes, from H100 measurements (BENCHMARKS.md):
-// - driver: the device from kDeviceDriverMinN keys on; below, the host queues every stage,
+// - passes: four-way (half the sweeps over memory) from kFourWayMinN keys on, with narrow
+//   tiles, queued from the host: 2^28 u32 keys 11.64 ms against 13.9 two-way, u64 22.8 against
+//   30.6, u32 pairs 26.1 against 31.1; 2^24 u64 keys 1.44 against 1.71; below, the four-way
+//   cuts' searches cost more than the passes saved (2^20 u32: 0.134 against 0.088 ms);
+//   host-queued four-way sorts measured 1-4% faster than device-driven ones at 2^26 and 2^28
+//   (three device-side launches per pass);
+// - driver (two-way plans): the device from kDeviceDriverMinN keys on; below, the host queues
+//   every stage,
 //   because there the device-side launch links cost more than the merge passes they order
 //   (u32 keys, device-driven against host-queued: 2^20 0.128 against 0.087 ms, 2^23 0.441
 //   against 0.390, 2^24 0.839 against 0.818; 2^25 1.673 against 1.680, 2^26 3.307 against
 //   3.447; u64 keys and u32 pairs cross over at 2^25 too: BENCHMARKS.md);
-// - cuts: fused at every size: each merge block searches the cuts of all its tiles when it
-//   starts, narrowed by the previous stage's tile samples, which costs less than a partition
-//   kernel and its tail launch per pass (2^28 keys: 15.7 against 16.2 ms);
+// - cuts of two-way passes: fused: each merge block searches the cuts of all its tiles when
+//   it starts, narrowed by the previous stage's tile samples, which costs less than a
+//   partition kernel and its tail launch per pass (2^28 keys: 15.7 against 16.2 ms);
 // - tiles: wide (one pass fewer, for a tile sort that costs a little more) from
 //   kNarrowTileMaxN keys on, narrow below, where a merge pass costs less than a tile-sort round
 //   (2^20 u32 keys: 0.158 against 0.189 ms; 2^24: 0.938 against 0.907);
@@ -49,6 +61,7 @@ namespace {
 // - device-side launches: the first grid queues every later stage in its tail-launch stream
 //   (2^24 u32 keys: 0.856 ms, against 0.919 when each stage launches the next).
 constexpr unsigned long long kDeviceDriverMinN = 1ull << 25;
+constexpr unsigned long long kFourWayMinN = 1ull << 24;
 constexpr unsigned long long kNarrowMergeMaxN = 1ull << 26;
 constexpr unsigned long long kNarrowTileMaxN = 1ull << 22;
 
@@ -117,17 +130,25 @@ size_t block_smem_limit(uint32_t flags) {
 template <class K, class V>
 uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) {
     using P = Policy<K, V>;
-    if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0)
-        flags |= n < kDeviceDriverMinN ? CUDA_RT_SORT_DRIVER_HOST : CUDA_RT_SORT_DRIVER_DEVICE;
-    if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0)
-        flags |= CUDA_RT_SORT_CUTS_FUSED;
+    if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0) {
+        const bool four_way_fits =
+            merge_block_smem_bytes<K, V, kMerge4Groups<K, V>>() <= smem_limit;
+        flags |= n >= kFourWayMinN && four_way_fits ? CUDA_RT_SORT_CUTS_FOUR_WAY
+                                                    : CUDA_RT_SORT_CUTS_FUSED;
+    }
+    const bool four_way = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FOUR_WAY;
+    if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0) {
+        flags |= four_way || n < kDeviceDriverMinN ? CUDA_RT_SORT_DRIVER_HOST
+                                                   : CUDA_RT_SORT_DRIVER_DEVICE;
+    }
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) {
         const auto fits = [smem_limit](int threads) {
             return tile_smem_bytes<K, V>(threads * P::SORT_ITEMS) <= smem_limit;
         };
-        flags |= n > kNarrowTileMaxN && fits(P::SORT_THREADS_WIDE) ? CUDA_RT_SORT_TILE_WIDE
-                 : fits(P::SORT_THREADS_NARROW)                      ? CUDA_RT_SORT_TILE_NARROW
-                                                                     : CUDA_RT_SORT_TILE_SMALL;
+        flags |= n > kNarrowTileMaxN && !four_way && fits(P::SORT_THREADS_WIDE)
+                     ? CUDA_RT_SORT_TILE_WIDE
+                 : fits(P::SORT_THREADS_NARROW) ? CUDA_RT_SORT_TILE_NARROW
+                                                : CUDA_RT_SORT_TILE_SMALL;
     }
     if ((flags & CUDA_RT_SORT_MERGE_MASK) == 0) {
         const bool wide_fits = merge_block_smem_bytes<K, V, P::MERGE_GROUPS_WIDE>() <= smem_limit;
@@ -178,6 +199,37 @@ size_t merge_smem_bytes(int groups) {
     return merge_block_smem_bytes<K, V, P::MERGE_GROUPS_NARROW>();
 }
 
+// The merge passes of a sort: how many, how many of them merge two runs (the rest merge
+// four), and how many kernels the whole sort launches.
+struct PassPlan {
+    uint32_t passes, two_way, kernels;
+};
+
+inline PassPlan plan_passes(unsigned long long n, unsigned long long tile, uint32_t flags) {
+    uint32_t doublings = 0;
+    for (unsigned long long run = tile; run < n; run *= 2) ++doublings;
+    const uint32_t cuts = flags & CUDA_RT_SORT_CUTS_MASK;
+    if (cuts == CUDA_RT_SORT_CUTS_FOUR_WAY) {
+        const uint32_t two_way = doublings & 1;
+        const uint32_t four_way = doublings / 2;
+        return {two_way + four_way, two_way, 1 + two_way + 3 * four_way};
+    }
+    const bool fused = cuts == CUDA_RT_SORT_CUTS_FUSED;
+    return {doublings, doublings, 1 + (fused ? doublings : 2 * doublings)};
+}
+
+// Bytes of the cuts buffer that hold tile samples (fused and four-way plans): the first and
+// last key of every merge tile, for two passes (see SortPlan), rounded up to 8 bytes. A
+// four-way plan's pair cuts (one per merge tile), quad cuts (three) and grid keys (two keys,
+// grid_keys) follow them.
+template <class K, class V>
+unsigned long long sample_bytes(unsigned long long n) {
+    return ceil_div<unsigned long long>(ceil_div<unsigned long long>(n, Policy<K, V>::MERGE_TILE) *
+                                            4 * sizeof(K),
+                                        8) *
+           8;
+}
+
 template <class K, class V>
 void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     using P = Policy<K, V>;
@@ -185,24 +237,30 @@ void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     flags = resolve_flags<K, V>(n, flags, smem_limit);
     const int threads = sort_threads_of<K, V>(flags);
     const unsigned long long tile = (unsigned long long)threads * P::SORT_ITEMS;
-    uint32_t passes = 0;
-    for (unsigned long long run = tile; run < n; run *= 2) ++passes;
-    const bool fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
+    const PassPlan plan = plan_passes(n, tile, flags);
+    const uint32_t passes = plan.passes;
+    const uint32_t cuts = flags & CUDA_RT_SORT_CUTS_MASK;
     *out = CudaRtSortLayout{};
     if (passes > 0) {
         out->keys_scratch_bytes = n * sizeof(K);
         out->values_scratch_bytes = kHasValues<V> ? n * sizeof(V) : 0;
-        // Fused: the first and last key of every merge tile, for two passes (see SortPlan).
-        out->cuts_bytes = ceil_div<unsigned long long>(n, P::MERGE_TILE) *
-                          (fused ? 4 * sizeof(K) : sizeof(unsigned long long));
+        const unsigned long long tiles = ceil_div<unsigned long long>(n, P::MERGE_TILE);
+        out->cuts_bytes = cuts == CUDA_RT_SORT_CUTS_KERNEL ? tiles * sizeof(unsigned long long)
+                          : cuts == CUDA_RT_SORT_CUTS_FUSED
+                              ? sample_bytes<K, V>(n)
+                              : sample_bytes<K, V>(n) + 4 * tiles * sizeof(unsigned long long) +
+                                    ceil_div<unsigned long long>(2 * tiles * sizeof(K), 8) * 8;
     }
     out->passes = passes;
-    out->kernels = 1 + (fused ? passes : 2 * passes);
+    out->kernels = plan.kernels;
     out->sort_tile = uint32_t(tile);
     out->merge_tile = uint32_t(P::MERGE_TILE);
     out->flags = flags;
     const size_t tile_smem = tile_smem_bytes<K, V>(threads * P::SORT_ITEMS);
-    const size_t merge_smem = passes > 0 ? merge_smem_bytes<K, V>(merge_groups_of<K, V>(flags)) : 0;
+    size_t merge_smem = passes > 0 ? merge_smem_bytes<K, V>(merge_groups_of<K, V>(flags)) : 0;
+    // Four-way merge blocks are narrow whatever the flags say about two-way ones.
+    const size_t merge4_smem = merge_block_smem_bytes<K, V, kMerge4Groups<K, V>>();
+    if (passes > plan.two_way && merge4_smem > merge_smem) merge_smem = merge4_smem;
     out->smem_bytes = uint32_t(tile_smem > merge_smem ? tile_smem : merge_smem);
     out->smem_limit = smem_limit > UINT32_MAX ? 0 : uint32_t(smem_limit);
 }
@@ -284,6 +342,8 @@ template <class K, class V, int THREADS, ChainBlocks BLOCKS>
 struct BlockSortTag {};
 template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
 struct MergeTag {};
+template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
+struct Merge4Tag {};
 
 // Per-stage timing of a host-driven sort (benchmarks): an event before the first stage and
 // after every stage.
@@ -344,6 +404,12 @@ cudaError_t prepare_kernels(const SortPlan& plan) {
         return cudaErrorInvalidDeviceFunction;  // a small block is never in a kFull plan
     }
     if (error != cudaSuccess || plan.passes == 0) return error;
+    if (plan.four_way && plan.passes > plan.two_way) {
+        constexpr int G = kMerge4Groups<K, V>;
+        error = prepare_kernel<Merge4Tag<K, V, G, B>>(
+            reinterpret_cast<const void*>(&merge4_kernel<K, V, G, B>), G * P::kMergeGroupSmem);
+        if (error != cudaSuccess) return error;
+    }
     if (plan.merge_groups == P::MERGE_GROUPS_WIDE) return prepare_merge<K, V, P::MERGE_GROUPS_WIDE, B>();
     if (plan.merge_groups == P::MERGE_GROUPS_NARROW)
         return prepare_merge<K, V, P::MERGE_GROUPS_NARROW, B>();
@@ -420,7 +486,19 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.passes = int(layout.passes);
     plan.sort_tile = int(layout.sort_tile);
     plan.sort_threads = sort_threads_of<K, V>(flags);
-    plan.fused = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FUSED;
+    const uint32_t cuts = flags & CUDA_RT_SORT_CUTS_MASK;
+    plan.four_way = cuts == CUDA_RT_SORT_CUTS_FOUR_WAY;
+    // A four-way plan's two-way pass (if any) is fused.
+    plan.fused = cuts == CUDA_RT_SORT_CUTS_FUSED || plan.four_way;
+    plan.two_way = int(plan_passes(args.n, layout.sort_tile, flags).two_way);
+    plan.pair_cuts = nullptr;
+    plan.quad_cuts = nullptr;
+    if (plan.four_way && args.cuts != nullptr) {
+        const unsigned long long tiles =
+            ceil_div<unsigned long long>(args.n, Policy<K, V>::MERGE_TILE);
+        plan.pair_cuts = args.cuts + sample_bytes<K, V>(args.n) / sizeof(unsigned long long);
+        plan.quad_cuts = plan.pair_cuts + tiles;
+    }
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
     plan.queued = (flags & CUDA_RT_SORT_LAUNCH_MASK) == CUDA_RT_SORT_LAUNCH_QUEUED;
 #ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY

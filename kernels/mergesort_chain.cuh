@@ -25,10 +25,34 @@ template <class K, class V, ChainBlocks BLOCKS>
 __global__ void partition_kernel(SortPlan plan, int stage);
 template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
 __global__ void merge_pass_kernel(SortPlan plan, int stage);
+template <class K, class V, ChainBlocks BLOCKS>
+__global__ void quad_cuts_kernel(SortPlan plan, int stage);
+template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
+__global__ void merge4_kernel(SortPlan plan, int stage);
 
 // One thread per merge tile (the partition kernel uses no shared memory, so device-side
 // launches of it get full occupancy).
 constexpr int kPartitionThreads = 1024;
+// Threads of a quad-cuts block. Its searches are chains of dependent loads, so a spill in
+// their loops costs latency: the blocks are small, so that registers are not capped (64 per
+// thread spilled, and cost a third more time at 2^20 keys).
+constexpr int kQuadCutsThreads = 256;
+
+// Lanes that search one merge tile's four-way cut together (quad_cuts_kernel): up to a warp
+// while the tiles' lanes fit kQuadCutsLaneBudget threads, which an H100 holds at once
+// (4-byte keys, one lane against these: 2^20 0.054 against 0.016 ms with 32 lanes, 2^24 0.083
+// against 0.040 with 16), one per tile from 2^16 tiles on (2^28: 0.27 ms with one lane, 0.44
+// with four, whose probes multiply the memory traffic).
+constexpr unsigned long long kQuadCutsLaneBudget = 1ull << 16;
+__host__ __device__ inline int quad_cut_lanes(unsigned long long tiles) {
+    int lanes = 32;
+    while (lanes > 1 && tiles * (unsigned long long)lanes > kQuadCutsLaneBudget) lanes /= 2;
+    return lanes;
+}
+// Groups of a four-way merge block: the wide ones (2^28 u32 keys: 1.02 ms per pass, against
+// 1.43 with two groups, whose 16 warps per SM cannot hide the two merges' latencies).
+template <class K, class V>
+constexpr int kMerge4Groups = Policy<K, V>::MERGE_GROUPS_WIDE;
 
 // Which kernel runs stage `stage` of a plan, and its launch configuration. kSortSmall and
 // kMergeSingle: kAny sets only.
@@ -39,7 +63,9 @@ enum class StageKernel {
     kMergeNarrow,
     kMergeWide,
     kSortSmall,
-    kMergeSingle
+    kMergeSingle,
+    kQuadCuts,
+    kMerge4
 };
 struct StageLaunch {
     StageKernel kernel;
@@ -79,10 +105,26 @@ __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int st
                 threads * block_scale, tile_smem_bytes<K, V>(threads * P::SORT_ITEMS)};
     }
     const unsigned long long merge_tiles = ceil_div<unsigned long long>(plan.n, P::MERGE_TILE);
-    if (is_partition_stage(plan, stage)) {
+    const StageRole role = stage_of(plan, stage).role;
+    if (role == StageRole::kPartition) {
         return {StageKernel::kPartition,
                 unsigned(ceil_div<unsigned long long>(merge_tiles, kPartitionThreads)),
                 kPartitionThreads * block_scale, 0};
+    }
+    if (role == StageRole::kQuadCuts) {
+        const unsigned long long threads =
+            merge_tiles * (unsigned long long)quad_cut_lanes(merge_tiles);
+        return {StageKernel::kQuadCuts,
+                unsigned(ceil_div<unsigned long long>(threads, kQuadCutsThreads)),
+                kQuadCutsThreads * block_scale, 0};
+    }
+    if (role == StageRole::kMerge4) {
+        // Four-way merge blocks have kMerge4Groups groups, whatever the two-way blocks have.
+        constexpr int groups = kMerge4Groups<K, V>;
+        const unsigned long long blocks = ceil_div<unsigned long long>(merge_tiles, groups);
+        const bool capped = plan.merge_grid > 0 && blocks > (unsigned long long)plan.merge_grid;
+        return {StageKernel::kMerge4, capped ? unsigned(plan.merge_grid) : unsigned(blocks),
+                groups * P::MERGE_THREADS * block_scale, groups * P::kMergeGroupSmem};
     }
     if constexpr (BLOCKS == ChainBlocks::kAny) {
         if (plan.merge_groups == P::MERGE_GROUPS_SINGLE) {
@@ -145,6 +187,13 @@ __device__ cudaError_t launch_stage_from_device(const SortPlan& plan, int stage)
             merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B><<<l.grid, l.block, l.smem, s>>>(
                 plan, stage);
             break;
+        case StageKernel::kQuadCuts:
+            quad_cuts_kernel<K, V, B><<<l.grid, l.block, l.smem, s>>>(plan, stage);
+            break;
+        case StageKernel::kMerge4:
+            merge4_kernel<K, V, kMerge4Groups<K, V>, B><<<l.grid, l.block, l.smem, s>>>(plan,
+                                                                                       stage);
+            break;
         default:  // kSortSmall, kMergeSingle: handled above (kAny), never planned (kFull)
             break;
     }
@@ -183,6 +232,12 @@ __host__ cudaError_t launch_stage_from_host(const SortPlan& plan, int stage, cud
         case StageKernel::kMergeNarrow:
             kernel = reinterpret_cast<const void*>(
                 &merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B>);
+            break;
+        case StageKernel::kQuadCuts:
+            kernel = reinterpret_cast<const void*>(&quad_cuts_kernel<K, V, B>);
+            break;
+        case StageKernel::kMerge4:
+            kernel = reinterpret_cast<const void*>(&merge4_kernel<K, V, kMerge4Groups<K, V>, B>);
             break;
         case StageKernel::kSortSmall:
             if constexpr (B == ChainBlocks::kAny) {

@@ -41,14 +41,90 @@ __device__ __forceinline__ unsigned long long cut_at(const SortPlan& plan, int p
     return merge_path(a, pair.la, a + pair.la, pair.lb, tile * TILE - pair.begin);
 }
 
-// Finds the cut of every merge tile of a pass: cuts[b] for output position b * MERGE_TILE.
+// Four-way passes: the elements of X = merge(A, B) (or Y = merge(C, D)) at and just before
+// each merge tile's position in its pair: grid_keys[b] and grid_keys[tiles + b], written by
+// the partition beside the pair cuts (where they exist), after the quad cuts in the cuts
+// buffer (fill_layout).
+template <class K, class V>
+__device__ __forceinline__ K* grid_keys(const SortPlan& plan) {
+    const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, Policy<K, V>::MERGE_TILE);
+    return reinterpret_cast<K*>(plan.quad_cuts + 3 * tiles);
+}
+
+// Narrows the range [*lo, *hi] that holds the merge-path cut of diagonal `diag` of `pair` (pass
+// `pass`) to one tile with the previous stage's samples (small, and cached in L2): the test
+// at a multiple i = u * TILE of the tile size reads a[i], the first key of a tile of the first
+// run, and b[diag - 1 - i], the last key of a tile of the second (diag and the runs' starts
+// are multiples of TILE). Fused and four-way plans only (the others write no samples).
+template <class K, class V>
+__device__ __forceinline__ void narrow_by_samples(const SortPlan& plan, int pass,
+                                                  const PairOfRuns& pair, unsigned long long diag,
+                                                  unsigned long long* lo_out,
+                                                  unsigned long long* hi_out) {
+    using Index = unsigned long long;
+    constexpr int TILE = Policy<K, V>::MERGE_TILE;
+    Index lo = *lo_out, hi = *hi_out;
+    const Index tiles = ceil_div<Index>(plan.n, TILE);
+    const K* first_keys = tile_samples<const K>(plan, pass - 1, tiles);
+    const K* last_keys = first_keys + tiles;
+    const Index a_tile = pair.begin / TILE;
+    const Index b_end_tile = (pair.begin + pair.la + diag) / TILE;  // b[diag - 1 - i]: tile
+    Index u_lo = ceil_div<Index>(lo, TILE);
+    const Index u_end = ceil_div<Index>(hi, TILE);  // candidates u * TILE in [lo, hi)
+    Index u_hi = u_end;
+    while (u_lo < u_hi) {  // the first u whose test is true (u_end if none)
+        const Index mid = u_lo + (u_hi - u_lo) / 2;
+        if (!(last_keys[b_end_tile - mid - 1] < first_keys[a_tile + mid])) {
+            u_lo = mid + 1;
+        } else {
+            u_hi = mid;
+        }
+    }
+    // The test is false at (u - 1) * TILE and true at u * TILE: the cut is in between.
+    if (u_lo > ceil_div<Index>(lo, TILE)) lo = (u_lo - 1) * TILE + 1;
+    if (u_lo < u_end) hi = u_lo * TILE;
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+// Finds the cut of every merge tile of a pass: cuts[b] for output position b * MERGE_TILE
+// (pair_cuts of a four-way pass: the cut in the tile's pair of runs).
 template <class K, class V, ChainBlocks BLOCKS>
 __global__ void __launch_bounds__(kPartitionThreads) partition_kernel(SortPlan plan, int stage) {
     chain_next<K, V, BLOCKS>(plan, stage);
     constexpr int TILE = Policy<K, V>::MERGE_TILE;
     const unsigned long long b = (unsigned long long)blockIdx.x * kPartitionThreads + threadIdx.x;
     const unsigned long long tiles = ceil_div<unsigned long long>(plan.n, TILE);
-    if (b < tiles) plan.cuts[b] = cut_at<K, V>(plan, pass_of_stage(plan, stage), b);
+    if (b < tiles) {
+        // A four-way pass's partition finds the cuts of its pairs of runs (pair_cuts), from
+        // which quad_cuts_kernel finds the four-way ones.
+        const int pass = pass_of_stage(plan, stage);
+        if (pass_ways(plan, pass) == 2) {
+            plan.cuts[b] = cut_at<K, V>(plan, pass, b);
+            return;
+        }
+        // Four-way plans write tile samples in every stage: the search starts within a tile.
+        using Index = unsigned long long;
+        const PairOfRuns pair = pair_of_tile(plan, pass, b, TILE);
+        const K* a = keys_buffer<const K>(plan, pass_source(plan, pass)) + pair.begin;
+        const K* bb = a + pair.la;
+        const Index diag = b * TILE - pair.begin;
+        Index lo = diag > pair.lb ? diag - pair.lb : Index(0);
+        Index hi = diag < pair.la ? diag : pair.la;
+        narrow_by_samples<K, V>(plan, pass, pair, diag, &lo, &hi);
+        while (lo < hi) {
+            const Index mid = lo + (hi - lo) / 2;
+            if (!(bb[diag - 1 - mid] < a[mid])) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        plan.pair_cuts[b] = lo;
+        K* grid = grid_keys<K, V>(plan);
+        if (diag < pair.la + pair.lb) grid[b] = merged_at(a, pair.la, bb, pair.lb, diag, lo);
+        if (diag > 0) grid[tiles + b] = merged_before(a, bb, diag, lo);
+    }
 }
 
 // The 32-bit shared-memory address of a generic pointer into shared memory.
@@ -332,8 +408,10 @@ __device__ __forceinline__ void load_tile_pieces(const SortPlan& plan, int pass,
 
 // Merges the tile whose inputs are in buffer `buffer` (loaded, and visible to the whole group)
 // and stores it (FULL: na + nb == MERGE_TILE, so no bounds checks). Leaves the buffer free
-// once the group has passed its next barrier.
-template <class K, class V, bool FULL>
+// once the group has passed its next barrier. COMPOSE (pairs of a four-way merge): the
+// buffer's keys are already a first merge's outputs, and the positions hold where each of
+// them came from; the values follow both merges.
+template <class K, class V, bool FULL, bool COMPOSE = false>
 __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, int group,
                                                 const GroupSmem<K, V>& s, int buffer,
                                                 const TileGeometry& g, const TileLayout& l) {
@@ -357,6 +435,11 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
     serial_merge<ITEMS, PAIRS>(s_keys, l.a_off + cut, l.a_off + na, l.b_off + diag - cut,
                                l.b_off + nb, nb > 0 ? l.b_off + nb - 1 : l.a_off + na - 1, keys,
                                from);
+    if constexpr (COMPOSE && PAIRS) {
+        // Positions past the end of both runs belong to outputs that are never stored.
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) from[k] = s_pos[from[k] < count ? from[k] : count - 1];
+    }
     group_sync<THREADS>(group);
 
     const bool decode = pass == plan.passes;  // the last stage restores the caller's key format
@@ -467,29 +550,7 @@ __device__ __forceinline__ void find_block_cuts(const SortPlan& plan, int pass,
         diag = (first + Index(slot)) * TILE - pair.begin;
         lo = diag > pair.lb ? diag - pair.lb : Index(0);
         hi = diag < pair.la ? diag : pair.la;
-        // Narrow [lo, hi] to one tile with the previous stage's samples (small, and cached in
-        // L2): the test at a multiple i = u * TILE of the tile size reads a[i], the first key of
-        // a tile of the first run, and b[diag - 1 - i], the last key of a tile of the second
-        // (diag and the runs' starts are multiples of TILE).
-        const Index tiles = ceil_div<Index>(plan.n, TILE);
-        const K* first_keys = tile_samples<const K>(plan, pass - 1, tiles);
-        const K* last_keys = first_keys + tiles;
-        const Index a_tile = pair.begin / TILE;
-        const Index b_end_tile = (pair.begin + pair.la + diag) / TILE;  // b[diag - 1 - i]: tile
-        Index u_lo = ceil_div<Index>(lo, TILE);
-        const Index u_end = ceil_div<Index>(hi, TILE);  // candidates u * TILE in [lo, hi)
-        Index u_hi = u_end;
-        while (u_lo < u_hi) {  // the first u whose test is true (u_end if none)
-            const Index mid = u_lo + (u_hi - u_lo) / 2;
-            if (!(last_keys[b_end_tile - mid - 1] < first_keys[a_tile + mid])) {
-                u_lo = mid + 1;
-            } else {
-                u_hi = mid;
-            }
-        }
-        // The test is false at (u - 1) * TILE and true at u * TILE: the cut is in between.
-        if (u_lo > ceil_div<Index>(lo, TILE)) lo = (u_lo - 1) * TILE + 1;
-        if (u_lo < u_end) hi = u_lo * TILE;
+        narrow_by_samples<K, V>(plan, pass, pair, diag, &lo, &hi);
     }
     const unsigned sub_mask = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
     // Every lane of the warp runs the same rounds (the ballot needs the whole warp), until no

@@ -35,6 +35,29 @@ __device__ __forceinline__ Index merge_path(const K* a, Index la, const K* b, In
     return lo;
 }
 
+// Element x of merge(a, b), given the split i of diagonal x (x < la + lb).
+template <class K>
+__device__ __forceinline__ K merged_at(const K* a, unsigned long long la, const K* b,
+                                       unsigned long long lb, unsigned long long x,
+                                       unsigned long long i) {
+    const unsigned long long j = x - i;
+    const bool take_a = j >= lb || (i < la && !(b[j] < a[i]));
+    return take_a ? a[i] : b[j];
+}
+
+// Element y - 1 of merge(a, b), given the split i of diagonal y (1 <= y <= la + lb): the later
+// of the last elements taken from each side (b's on equal keys: a's come first).
+template <class K>
+__device__ __forceinline__ K merged_before(const K* a, const K* b, unsigned long long y,
+                                           unsigned long long i) {
+    const unsigned long long j = y - i;
+    if (i == 0) return b[j - 1];
+    if (j == 0) return a[i - 1];
+    const K last_a = a[i - 1];
+    const K last_b = b[j - 1];
+    return last_b < last_a ? last_a : last_b;
+}
+
 // A barrier for the first THREADS-thread group of a block that `group` names (named barrier
 // 1 + group; barrier 0 is __syncthreads; at most 15 groups). Orders shared memory among the
 // group like __syncthreads does for a block.

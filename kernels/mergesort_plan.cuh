@@ -90,11 +90,12 @@ struct Policy {
     // keep each run's offset within 16 bytes in shared memory (tile_layout): the first run
     // starts at its own offset, the second at the first 16-byte boundary after the first run's
     // end plus its own offset. Each of those three gaps is at most VEC - 1 keys (VEC = 16 /
-    // sizeof(K)), so a buffer needs 3 * (VEC - 1) keys of slack; 48 bytes covers that and keeps
-    // every buffer 16-byte aligned.
-    static constexpr int kKeySlack = kHasValues<V> ? 0 : int(48 / sizeof(K));
-    static_assert(kHasValues<V> || kKeySlack >= 3 * (int(16 / sizeof(K)) - 1),
-                  "a keys-only merge buffer holds a full tile at the worst run offsets");
+    // sizeof(K)). A four-way merge (merge4_kernel) places four runs so: the first run's offset
+    // and, for each later one, a gap and its offset, so a buffer needs 7 * (VEC - 1) keys of
+    // slack; 112 bytes covers that and keeps every buffer 16-byte aligned.
+    static constexpr int kKeySlack = kHasValues<V> ? 0 : int(112 / sizeof(K));
+    static_assert(kHasValues<V> || kKeySlack >= 7 * (int(16 / sizeof(K)) - 1),
+                  "a keys-only merge buffer holds a full tile of four runs at the worst offsets");
     static_assert(((MERGE_TILE + kKeySlack) * sizeof(K)) % 16 == 0,
                   "merge buffers stay 16-byte aligned for 16-byte copies");
     static constexpr size_t kMergeBuffer =
@@ -184,6 +185,15 @@ struct SortPlan {
     int merge_grid;             // most blocks of a merge grid (as many as are resident at
                                 // once: one per SM but for single groups), or 0: one per tile
     int sort_tile_shift;        // log2(sort_tile / merge tile): merge tiles per sorted tile
+    // Four-way plans: passes 1 ..= two_way merge pairs of runs (fused), the later ones merge
+    // four runs at a time (merge4_kernel), each after two kernels that find its cuts: the
+    // two-way cuts of both pairs of runs of every group of four, one per merge tile
+    // (pair_cuts), then the four-way cut of every merge tile (quad_cuts: three per tile).
+    // Other plans: two_way == passes.
+    int four_way;
+    int two_way;
+    unsigned long long* pair_cuts;
+    unsigned long long* quad_cuts;
 };
 
 // Buffer i (0: the caller's, 1: scratch) of the keys or values. Kernels must select with a
@@ -209,19 +219,52 @@ __host__ __device__ inline bool plan_has_scratch(const SortPlan& plan) {
     return true;
 }
 
+// What a stage of the chain does: stage 0 sorts tiles; a two-way pass is one merge stage
+// (fused) or a partition stage and a merge stage; a four-way pass is a partition stage (the
+// two-way cuts of its pairs of runs), a quad-cuts stage and a four-way merge stage.
+enum class StageRole { kTileSort, kPartition, kMerge, kQuadCuts, kMerge4 };
+
+struct StageOf {
+    StageRole role;
+    int pass;  // the merge pass the stage belongs to (0 for the tile sort)
+};
+
+// Stages of the two-way passes of a plan.
+__host__ __device__ inline int two_way_stages(const SortPlan& plan) {
+    return plan.fused ? plan.two_way : 2 * plan.two_way;
+}
+
 // The index of the last stage of the chain.
 __host__ __device__ inline int last_stage(const SortPlan& plan) {
-    return plan.fused ? plan.passes : 2 * plan.passes;
+    return two_way_stages(plan) + 3 * (plan.passes - plan.two_way);
+}
+
+__host__ __device__ inline StageOf stage_of(const SortPlan& plan, int stage) {
+    if (stage == 0) return {StageRole::kTileSort, 0};
+    const int s = stage - 1;
+    if (s < two_way_stages(plan)) {
+        if (plan.fused) return {StageRole::kMerge, s + 1};
+        return {(s & 1) == 0 ? StageRole::kPartition : StageRole::kMerge, s / 2 + 1};
+    }
+    const int r = s - two_way_stages(plan);
+    const int pass = plan.two_way + 1 + r / 3;
+    const StageRole roles[3] = {StageRole::kPartition, StageRole::kQuadCuts, StageRole::kMerge4};
+    return {roles[r % 3], pass};
 }
 
 // The merge pass a stage belongs to (0 for the tile sort).
 __host__ __device__ inline int pass_of_stage(const SortPlan& plan, int stage) {
-    return plan.fused ? stage : (stage + 1) / 2;
+    return stage_of(plan, stage).pass;
 }
 
-// Whether a stage is a partition kernel (odd stages of a plan that is not fused).
-__host__ __device__ inline bool is_partition_stage(const SortPlan& plan, int stage) {
-    return !plan.fused && stage > 0 && (stage & 1) == 1;
+// How many runs merge pass `pass` merges into one: 2, or 4 (the passes after plan.two_way).
+__host__ __device__ inline int pass_ways(const SortPlan& plan, int pass) {
+    return pass <= plan.two_way ? 2 : 4;
+}
+
+// log2 of the number of sorted tiles in one of the runs that pass `pass` reads.
+__host__ __device__ inline int pass_level(const SortPlan& plan, int pass) {
+    return pass <= plan.two_way ? pass - 1 : plan.two_way + 2 * (pass - 1 - plan.two_way);
 }
 
 // The geometry of merge pass `pass` as seen from output position k: the pass merges pairs of
@@ -232,23 +275,47 @@ struct PairOfRuns {
 };
 
 __host__ __device__ inline unsigned long long run_length(const SortPlan& plan, int pass) {
-    return (unsigned long long)plan.sort_tile << (pass - 1);
+    return (unsigned long long)plan.sort_tile << pass_level(plan, pass);
 }
 
-// The pair of runs that merge tile `tile` (of `merge_tile` outputs) of pass `pass` belongs to.
-// A pair is 2 * run = sort_tile << pass keys, a power-of-two number of merge tiles
-// (1 << (pass + plan.sort_tile_shift)), so the pair is found with shifts rather than a 64-bit
-// division (a long instruction sequence on the GPU).
+// The pair of runs that merge tile `tile` (of `merge_tile` outputs) of pass `pass` belongs to
+// (of a four-way pass: the pair of the group of four that holds the tile's position).
+// A pair is 2 * run keys, a power-of-two number of merge tiles
+// (1 << (pass_level + 1 + plan.sort_tile_shift)), so the pair is found with shifts rather than
+// a 64-bit division (a long instruction sequence on the GPU).
 __host__ __device__ inline PairOfRuns pair_of_tile(const SortPlan& plan, int pass,
                                                    unsigned long long tile, int merge_tile) {
     const unsigned long long run = run_length(plan, pass);
-    const unsigned long long tiles_per_pair = 1ull << (pass + plan.sort_tile_shift);
+    const unsigned long long tiles_per_pair =
+        1ull << (pass_level(plan, pass) + 1 + plan.sort_tile_shift);
     PairOfRuns pair;
     pair.begin = (tile & ~(tiles_per_pair - 1)) * (unsigned long long)merge_tile;
     const unsigned long long rest = plan.n - pair.begin;
     pair.la = rest < run ? rest : run;
     pair.lb = rest - pair.la < run ? rest - pair.la : run;
     return pair;
+}
+
+// The group of four runs that merge tile `tile` of four-way pass `pass` belongs to: it starts
+// at `begin` and its runs are len[0..4) keys long (the last group's may be short or empty).
+struct QuadOfRuns {
+    unsigned long long begin;
+    unsigned long long len[4];
+};
+
+__host__ __device__ inline QuadOfRuns quad_of_tile(const SortPlan& plan, int pass,
+                                                   unsigned long long tile, int merge_tile) {
+    const unsigned long long run = run_length(plan, pass);
+    const unsigned long long tiles_per_quad =
+        1ull << (pass_level(plan, pass) + 2 + plan.sort_tile_shift);
+    QuadOfRuns quad;
+    quad.begin = (tile & ~(tiles_per_quad - 1)) * (unsigned long long)merge_tile;
+    unsigned long long rest = plan.n - quad.begin;
+    for (int r = 0; r < 4; ++r) {
+        quad.len[r] = rest < run ? rest : run;
+        rest -= quad.len[r];
+    }
+    return quad;
 }
 
 template <class T>

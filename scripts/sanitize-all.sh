@@ -36,6 +36,8 @@
 # - --report-api-errors no: the bad-input tests make CUDA calls fail on purpose and assert the
 #   error each returns; a returned error is not a memory or synchronization finding.
 # - memcheck --leak-check full: device allocations still live when the context is torn down.
+# - synccheck --num-cuda-barriers 65536: the four-way merge's grids keep more mbarriers alive
+#   than the tool tracks by default; it then warns of an overflow and fails the kernel.
 # - CUDA_RT_UNDER_SANITIZER=1: tests skip exact memory figures (the tool allocates its own).
 # - CUDA_RT_SORT_TEST_DRIVER=host: the sanitizer does not follow device-side launches (it flags
 #   the device runtime's own launch buffers); the sort's kernels are the same either way.
@@ -140,6 +142,7 @@ run_one() {
   case "$tool" in
     memcheck) extra=(--leak-check full) ;;
     racecheck) extra=(--racecheck-report all) ;;
+    synccheck) extra=(--num-cuda-barriers 65536) ;;
     initcheck) extra=(--print-limit 100000000) ;;  # every report, so that each is classified
   esac
   local log="$log_dir/$name.$tool.log" start

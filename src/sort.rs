@@ -135,8 +135,10 @@ sort_key!(
 /// Which kernel launches the stages after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Driver {
-    /// Chosen by the library: the device from 2^25 keys on; the host below, where the
-    /// device-side launch links cost more than the merge passes they order (BENCHMARKS.md).
+    /// Chosen by the library: the host for four-way sorts (measured 1–4% faster than the
+    /// device's three launches per pass) and below 2^25 keys, where the device-side launch
+    /// links cost more than the merge passes they order; the device for two-way sorts from
+    /// 2^25 keys on (BENCHMARKS.md).
     #[default]
     Auto,
     /// The device (CUDA dynamic parallelism): the host launches the tile sort, whose first
@@ -151,7 +153,8 @@ pub enum Driver {
 /// How each merge pass finds where its blocks' inputs begin (merge-path cuts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Cuts {
-    /// Chosen by the library: fused.
+    /// Chosen by the library: four-way from 2^24 keys on (where its merge blocks fit the
+    /// shared memory per block), fused below.
     #[default]
     Auto,
     /// A partition kernel before each merge kernel (two launches per pass).
@@ -159,12 +162,19 @@ pub enum Cuts {
     /// Every merge block searches the cuts of all its tiles when it starts, narrowed to one
     /// tile by samples of the previous stage's output (one launch per pass).
     Fused,
+    /// Each merge pass merges four runs into one (half the passes over memory of the others),
+    /// after two partition kernels: the cuts of both pairs of runs, then the four-way cuts
+    /// (three launches per pass). With an odd number of doublings the first pass merges two
+    /// runs (fused). A four-way merge block holds as many merge groups as a wide two-way one: a
+    /// sort whose shared-memory limit cannot hold it is refused.
+    FourWay,
 }
 
 /// Threads of a tile-sort block; tiles are threads × items per thread keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TileWidth {
-    /// Chosen by the library: narrow up to 2^22 keys, wide above, where a block of them fits
+    /// Chosen by the library: narrow up to 2^22 keys and for four-way sorts, wide above, where
+    /// a block of them fits
     /// the shared memory per block (see [`SortWorkspace::with_shared_memory_limit`]); narrower
     /// ones, down to 256 threads, where it does not.
     #[default]
@@ -207,6 +217,7 @@ impl Strategy {
             Cuts::Auto => 0,
             Cuts::Kernel => CUTS_KERNEL,
             Cuts::Fused => CUTS_FUSED,
+            Cuts::FourWay => CUTS_FOUR_WAY,
         };
         let tile = match self.tile {
             TileWidth::Auto => 0,

@@ -24,7 +24,7 @@ const ORDERS: [Order; 2] = [Order::Ascending, Order::Descending];
 fn strategies() -> Vec<Strategy> {
     let mut all = Vec::new();
     for driver in [Driver::Device, Driver::Host] {
-        for cuts in [Cuts::Fused, Cuts::Kernel] {
+        for cuts in [Cuts::Fused, Cuts::Kernel, Cuts::FourWay] {
             for tile in [TileWidth::Narrow, TileWidth::Wide] {
                 all.push(Strategy { driver, cuts, tile });
             }
@@ -331,7 +331,8 @@ fn pairs_are_stable_for_every_value_size() {
                 Dist::Uniform,
                 Dist::Sawtooth,
             ] {
-                let strategy = strategies()[turn % 8];
+                let all = strategies();
+                let strategy = all[turn % all.len()];
                 examples.push(PairsCase {
                     order,
                     n,
@@ -443,6 +444,98 @@ enum Big {
     I16,
     PairsU64,
     PairsU32Descending,
+}
+
+/// Four-way passes against the CPU where the groups of four runs take every shape: 1 to 33
+/// sorted tiles (an odd number of doublings puts a two-way pass first), a last group of one,
+/// two or three runs, a short last run, a last merge tile of one key; keys that tie across
+/// all four runs (few distinct, all equal) with their input positions as values, so that
+/// stability across runs A, B, C and D shows; every key width.
+#[test]
+fn four_way_groups_of_every_shape() {
+    let narrow = Strategy {
+        cuts: Cuts::FourWay,
+        tile: TileWidth::Narrow,
+        driver: if host_driver_only() {
+            Driver::Host
+        } else {
+            Driver::Device
+        },
+    };
+    let host = Strategy {
+        driver: Driver::Host,
+        ..narrow
+    };
+    let l = cuda_rt_kernels::sort::raw::layout(
+        1,
+        <u32 as cuda_rt_kernels::sort::SortKey>::FORMAT,
+        0,
+        narrow,
+    )
+    .unwrap();
+    let (tile, merge) = (l.sort_tile as usize, l.merge_tile as usize);
+    let tiles: &[usize] = if quick() {
+        &[2, 5, 16]
+    } else {
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 33]
+    };
+    let mut examples = Vec::new();
+    for (i, &t) in tiles.iter().enumerate() {
+        for extra in [0, 1, merge - 1, tile / 3] {
+            let n = t * tile + extra;
+            let dist = [
+                Dist::FewDistinct,
+                Dist::AllEqual,
+                Dist::Uniform,
+                Dist::Sawtooth,
+            ][i % 4];
+            let strategy = if (i + extra) % 2 == 0 { narrow } else { host };
+            examples.push((n, dist, strategy));
+        }
+    }
+    runner()
+        .examples(examples, |case, &(n, dist, strategy)| {
+            let mut sorter = Sorter::new();
+            let input: Vec<u32> = make(dist, n, n as u64);
+            let order = Order::Ascending;
+            keys_case(case, &input, order, strategy, n % 2 == 0)?;
+            pairs_case(
+                case,
+                &mut sorter,
+                &input,
+                |i| i as u32,
+                order,
+                strategy,
+                true,
+                (0, 0),
+            )?;
+            let wide: Vec<u64> = make(dist, n, 3 + n as u64);
+            keys_case(case, &wide, Order::Descending, strategy, false)?;
+            let value = |i: usize| [i as u64, !(i as u64)];
+            pairs_case(
+                case,
+                &mut sorter,
+                &wide,
+                value,
+                order,
+                strategy,
+                false,
+                (0, 0),
+            )?;
+            let bytes: Vec<u8> = make(dist, n, 5 + n as u64);
+            keys_case(case, &bytes, order, strategy, true)?;
+            pairs_case(
+                case,
+                &mut sorter,
+                &bytes,
+                |i| i as u64,
+                order,
+                strategy,
+                true,
+                (0, 0),
+            )
+        })
+        .assert_passed();
 }
 
 #[test]
@@ -750,11 +843,13 @@ fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
             (LAUNCH_CHAINED, 0),
             (LAUNCH_CHAINED | GRID_PER_TILE, 1),
         ] {
-            examples.push((n, grid, offset));
+            for cuts in [Cuts::Auto, Cuts::FourWay] {
+                examples.push((n, grid, offset, cuts));
+            }
         }
     }
     runner()
-        .examples(examples, |case, &(n, grid, offset)| {
+        .examples(examples, |case, &(n, grid, offset, cuts)| {
             let input: Vec<u32> = make(Dist::Uniform, n, n as u64 ^ offset as u64);
             let strategy = Strategy {
                 driver: if host_driver_only() {
@@ -762,6 +857,7 @@ fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
                 } else {
                     Driver::Device
                 },
+                cuts,
                 ..Strategy::default()
             };
             let mut sorter = Sorter::new();
@@ -880,6 +976,17 @@ fn unaligned_slices<K: TestKey>(seed: u64) {
                 ..Strategy::default()
             });
         }
+        // The other way of merging than the library's choice at these sizes.
+        strategies.push(Strategy {
+            driver,
+            cuts: Cuts::FourWay,
+            tile: TileWidth::Narrow,
+        });
+        strategies.push(Strategy {
+            driver,
+            cuts: Cuts::Fused,
+            tile: TileWidth::Wide,
+        });
     }
     // Quick runs (sanitizers): the control and three odd offsets.
     let offsets: &[usize] = if quick() {

@@ -8,6 +8,7 @@ pub const CUDA_RT_SORT_DRIVER_HOST: u32 = 2;
 pub const CUDA_RT_SORT_CUTS_MASK: u32 = 12;
 pub const CUDA_RT_SORT_CUTS_KERNEL: u32 = 4;
 pub const CUDA_RT_SORT_CUTS_FUSED: u32 = 8;
+pub const CUDA_RT_SORT_CUTS_FOUR_WAY: u32 = 12;
 pub const CUDA_RT_SORT_TILE_MASK: u32 = 48;
 pub const CUDA_RT_SORT_TILE_NARROW: u32 = 16;
 pub const CUDA_RT_SORT_TILE_WIDE: u32 = 32;
@@ -48,7 +49,7 @@ pub struct CudaRtSortLayout {
     pub keys_scratch_bytes: ::core::ffi::c_ulonglong,
     #[doc = " Bytes of value scratch (0 for keys only, or without merge passes)."]
     pub values_scratch_bytes: ::core::ffi::c_ulonglong,
-    #[doc = " Bytes of merge-path cuts, or (fused) tile samples; 0 without merge passes."]
+    #[doc = " Bytes of merge-path cuts or tile samples (four-way: both); 0 without merge passes."]
     pub cuts_bytes: ::core::ffi::c_ulonglong,
     #[doc = " Merge passes after the tile sort."]
     pub passes: u32,

@@ -49,6 +49,8 @@ pub mod flags {
     pub const CUTS_KERNEL: u32 = abi::CUDA_RT_SORT_CUTS_KERNEL;
     /// Every merge block finds its own cuts.
     pub const CUTS_FUSED: u32 = abi::CUDA_RT_SORT_CUTS_FUSED;
+    /// Merge passes merge four runs at a time, each after two partition kernels.
+    pub const CUTS_FOUR_WAY: u32 = abi::CUDA_RT_SORT_CUTS_FOUR_WAY;
     /// Mask of the tile-sort width field.
     pub const TILE_MASK: u32 = abi::CUDA_RT_SORT_TILE_MASK;
     /// 512 threads per tile-sort block.
