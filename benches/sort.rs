@@ -13,7 +13,7 @@ use cuda_rt_kernels::sort::ffi::SortEntry;
 use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
 use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortKey, Strategy, TileWidth};
 use cuda_rt_sys::*;
-use gpu_test::SplitMix64;
+use cuda_rt_testing::SplitMix64;
 use rayon::slice::ParallelSliceMut;
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;

@@ -17,7 +17,7 @@ use cuda_rt::prelude::*;
 use cuda_rt::{Device, DeviceMemory, DeviceMemoryMut, Error, Pending, StreamRef};
 use cuda_rt_kernels::sort::{Driver, Order, SortKey, SortWorkspace, Strategy};
 use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
-use gpu_test::SplitMix64;
+use cuda_rt_testing::SplitMix64;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,7 +103,7 @@ fn main() {
         std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
     }
     let args = Args::parse();
-    if let Some(reason) = gpu_test::why_no_device() {
+    if let Some(reason) = cuda_rt_testing::why_no_device() {
         eprintln!("soak: no CUDA device ({reason}); nothing to do");
         std::process::exit(2);
     }

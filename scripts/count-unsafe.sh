@@ -43,7 +43,7 @@ files() {
   done
 }
 
-crates=(cuda-rt-sys cuda-rt gpu-test interop .)
+crates=(cuda-rt-sys cuda-rt cuda-rt-testing interop .)
 echo "| crate | target | \`unsafe {}\` blocks | \`unsafe fn\` | \`unsafe impl\` | \`unsafe extern\` blocks | \`// SAFETY:\` comments |"
 echo "|---|---|---:|---:|---:|---:|---:|"
 total=(0 0 0 0 0)

@@ -15,7 +15,9 @@ use std::ffi::c_void;
 
 #[test]
 fn zero_lengths_are_accepted_and_queue_nothing() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("zero lengths");
     let stream = Stream::new().unwrap();
@@ -59,7 +61,9 @@ fn zero_lengths_are_accepted_and_queue_nothing() {
 
 #[test]
 fn length_mismatches_are_refused_before_anything_is_queued() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("length mismatches");
     let stream = Stream::new().unwrap();
@@ -128,7 +132,9 @@ fn length_mismatches_are_refused_before_anything_is_queued() {
 
 #[test]
 fn allocations_larger_than_the_device_fail_and_leave_it_usable() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("out of memory");
     let device = Device::current().unwrap();
@@ -189,7 +195,9 @@ fn allocations_larger_than_the_device_fail_and_leave_it_usable() {
 
 #[test]
 fn invalid_device_ordinals_are_refused_and_the_current_device_is_kept() {
-    let Some(gpu) = gpu_test::gpu() else { return };
+    let Some(gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("invalid device ordinal");
     let current = Device::current().unwrap();
@@ -222,7 +230,9 @@ fn invalid_device_ordinals_are_refused_and_the_current_device_is_kept() {
 /// test pins that down: the stream is created with the nearest valid priority and reports it.
 #[test]
 fn out_of_range_stream_priorities_are_clamped_to_the_range() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("stream priority out of range");
     let range = Device::current().unwrap().stream_priority_range().unwrap();
@@ -248,7 +258,9 @@ fn out_of_range_stream_priorities_are_clamped_to_the_range() {
 
 #[test]
 fn unrecorded_and_unfinished_events_are_answered_or_refused_clearly() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("unrecorded events");
     let stream = Stream::new().unwrap();
@@ -291,7 +303,9 @@ fn unrecorded_and_unfinished_events_are_answered_or_refused_clearly() {
 
 #[test]
 fn elapsed_time_needs_timing_events() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("events without timing");
     let stream = Stream::new().unwrap();
@@ -344,7 +358,9 @@ fn assert_already_registered(e: &cuda_rt::Error, what: &str, operation: &str) {
 
 #[test]
 fn registering_registered_memory_is_refused_and_nothing_stays_registered() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("registering registered memory");
     let data: Vec<u32> = (0..1 << 20).collect();
@@ -421,7 +437,9 @@ fn launch_affine(
 
 #[test]
 fn invalid_launch_configurations_are_refused_and_launch_nothing() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("invalid launch configurations");
     let stream = Stream::new().unwrap();
@@ -480,7 +498,9 @@ fn invalid_launch_configurations_are_refused_and_launch_nothing() {
 /// error when it turns a recoverable status into an `Err` (`raw::consume_last_error`).
 #[test]
 fn a_returned_error_is_not_reported_again_by_the_next_kernel_launch() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let mut out = DeviceBuffer::<u32>::zeroed(1000).unwrap();
@@ -506,7 +526,7 @@ fn a_returned_error_is_not_reported_again_by_the_next_kernel_launch() {
         cuda_rt_sys::cudaSuccess,
         "the launcher reported {} although its kernel {} (stale last error of the earlier \
          DeviceBuffer::new)",
-        gpu_test::error_name(status),
+        cuda_rt_testing::error_name(status),
         if ran { "ran" } else { "did not run" }
     );
 }
@@ -514,7 +534,9 @@ fn a_returned_error_is_not_reported_again_by_the_next_kernel_launch() {
 #[test]
 fn sorting_zero_keys_or_with_a_workspace_too_small() {
     use cuda_rt_kernels::sort::{Order, SortError, SortWorkspace};
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("sort: zero keys, workspace too small");
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
@@ -566,7 +588,9 @@ fn sorting_zero_keys_or_with_a_workspace_too_small() {
 #[test]
 fn a_returned_error_is_not_reported_again_by_the_next_sort() {
     use cuda_rt_kernels::sort::{Order, SortWorkspace};
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let mut workspace = SortWorkspace::with_strategy(sort_strategy());
@@ -608,7 +632,9 @@ fn a_returned_error_is_not_reported_again_by_the_next_sort() {
 fn a_sort_refused_for_lack_of_scratch_leaves_no_stale_error() {
     use cuda_rt_kernels::scale_add::scale_add;
     use cuda_rt_kernels::sort::{Order, SortError, SortWorkspace};
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("a sort refused for lack of scratch");
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();

@@ -129,7 +129,9 @@ fn an_out_of_bounds_write_is_a_named_sticky_error_in_the_child_and_the_parent_co
     if child_scenario().as_deref() == Some("illegal_address") {
         return child_illegal_address();
     }
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     // Not while another test measures device memory (the child's context takes some).
     let _serial = serial();
     // The parent has a live context and data on the device while the child faults.
@@ -226,7 +228,9 @@ fn child_illegal_address() {
 
 #[test]
 fn a_panicking_host_callback_is_reported_and_the_stream_keeps_working() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let check = LeakCheck::start("panicking host callbacks");
     let stream = Stream::new().unwrap();
@@ -295,7 +299,9 @@ fn a_panicking_host_callback_is_reported_and_the_stream_keeps_working() {
 /// synchronize says so.
 #[test]
 fn a_callback_that_drops_cuda_resources_leaks_them_and_says_so() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let owned = Event::new().unwrap();
@@ -328,7 +334,9 @@ fn a_failed_device_side_launch_in_the_sort_is_an_error_never_a_half_sorted_buffe
     if child_scenario().as_deref() == Some("sort_launch_failures") {
         return child_sort_launch_failures();
     }
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let child = run_child(SORT_LAUNCH_TEST, "sort_launch_failures");
     assert!(
@@ -478,7 +486,7 @@ fn sort_outcome(result: &Result<(), cuda_rt_kernels::sort::SortError>, sorted: b
         (Ok(()), false) => "success reported, keys UNSORTED".to_string(),
         (Err(SortError::DeviceLaunch { stage, status }), _) => format!(
             "launch of stage {stage} refused (keys sorted: {sorted}): {}",
-            gpu_test::error_name(*status)
+            cuda_rt_testing::error_name(*status)
         ),
         (Err(e), _) => format!("error {e:?} (keys sorted: {sorted})"),
     }
@@ -550,7 +558,9 @@ fn a_host_driven_sort_without_scratch_is_refused() {
         );
         return;
     }
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let child = run_child(SCRATCHLESS_TEST, "scratchless_host_sort");
     assert!(

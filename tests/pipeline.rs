@@ -1,5 +1,5 @@
 //! The overlapped pipeline computes what the CPU computes, for random inputs and chunkings
-//! (gpu-test's property runner): lengths not divisible by the chunk, one chunk, more streams
+//! (cuda-rt-testing's property runner): lengths not divisible by the chunk, one chunk, more streams
 //! than chunks; direct (pinned) and staged (pageable) runs; u32 and f32. And its kernel alone,
 //! in guarded views.
 
@@ -7,8 +7,8 @@ use cuda_rt::PinnedBuffer;
 use cuda_rt_kernels::pipeline::{Pipeline, Plan, Timing};
 use cuda_rt_kernels::scale_add::{scale_add, scale_add_on_cpu};
 use cuda_rt_kernels::timeline::Stage;
-use gpu_test::compare::{Exact, Ulps};
-use gpu_test::{ensure, ensure_eq, inputs, Check, Compare, Failure};
+use cuda_rt_testing::compare::{Exact, Ulps};
+use cuda_rt_testing::{ensure, ensure_eq, inputs, Check, Compare, Failure};
 use proptest::prelude::*;
 
 fn check_u32(
@@ -125,13 +125,13 @@ fn edge_chunkings() {
 #[test]
 fn scale_add_writes_exactly_what_the_cpu_computes() {
     let lengths = || inputs::lengths(300_000, &[256, 1024]);
-    gpu_test::check(
+    cuda_rt_testing::check(
         inputs::data::<u32>(lengths()),
         |stream, input, output| scale_add(stream, input, output, 2_654_435_761, 7),
         |input| scale_add_on_cpu(input, 2_654_435_761, 7),
         Exact,
     );
-    gpu_test::check(
+    cuda_rt_testing::check(
         inputs::data::<f32>(lengths()),
         |stream, input, output| scale_add(stream, input, output, 1.25f32, -0.5),
         |input| scale_add_on_cpu(input, 1.25f32, -0.5),
@@ -141,7 +141,9 @@ fn scale_add_writes_exactly_what_the_cpu_computes() {
 
 #[test]
 fn f32_pipeline_is_bit_exact_and_reusable() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let len = 100_003;
     let input: Vec<f32> = (0..len).map(|i| (i as f32).sin() * 1e3).collect();
     let expected = scale_add_on_cpu(&input, 1.25f32, -0.5);
@@ -167,7 +169,9 @@ fn f32_pipeline_is_bit_exact_and_reusable() {
 
 #[test]
 fn empty_job_does_nothing() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let mut pipeline = Pipeline::<u32, u32>::new(Plan::with_chunks(0, 4, 2)).unwrap();
     let run = pipeline
         .run(&[], &mut [], |s, i, o| scale_add(s, i, o, 1, 1), || {})
@@ -177,7 +181,9 @@ fn empty_job_does_nothing() {
 
 #[test]
 fn total_timing_has_no_timeline_and_same_output() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let len = 1_000_003;
     let input = PinnedBuffer::from_slice(&vec![7u32; len]).unwrap();
     for streams in [1, 3, 5] {

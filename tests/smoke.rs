@@ -9,7 +9,7 @@ fn check(status: cudaError_t, what: &str) {
         status,
         cudaSuccess,
         "{what} failed: {}",
-        gpu_test::error_name(status)
+        cuda_rt_testing::error_name(status)
     );
 }
 
@@ -44,7 +44,9 @@ fn run_iota(device_launch: bool, n: usize, start: u32) -> Vec<u32> {
 
 #[test]
 fn iota_host_launch() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     for n in [1usize, 255, 256, 257, 1 << 20, (1 << 24) + 3] {
         let out = run_iota(false, n, 7);
         assert!(
@@ -56,7 +58,9 @@ fn iota_host_launch() {
 
 #[test]
 fn iota_device_side_launch() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     for n in [1usize, 1000, (1 << 22) + 1] {
         let out = run_iota(true, n, 3);
         assert!(

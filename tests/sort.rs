@@ -1,4 +1,4 @@
-//! The GPU merge sort against the CPU's stable sort, through gpu-test's property runner: every
+//! The GPU merge sort against the CPU's stable sort, through cuda-rt-testing's property runner: every
 //! key type, both orders, pairs, edge lengths around the tile size, several distributions, every
 //! strategy, unaligned slices, and the error path of the device-side chain.
 //!
@@ -12,9 +12,9 @@ mod sort_common;
 use cuda_rt::{DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut, Stream};
 use cuda_rt_kernels::sort::raw::{sort_tile_len, RawSortBuffers};
 use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortError, Strategy, TileWidth};
-use gpu_test::compare::{Bitwise, StableByKey};
-use gpu_test::inputs::{self, Data, DISTS};
-use gpu_test::{Case, Check, Compare, Failure};
+use cuda_rt_testing::compare::{Bitwise, StableByKey};
+use cuda_rt_testing::inputs::{self, Data, DISTS};
+use cuda_rt_testing::{Case, Check, Compare, Failure};
 use proptest::prelude::*;
 use sort_common::*;
 use std::fmt::Debug;
@@ -409,7 +409,9 @@ fn pairs_are_stable_for_every_value_size() {
 
 #[test]
 fn same_input_twice_gives_identical_output() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let mut sorter = Sorter::new();
     let n = if quick() { 20_000 } else { 300_001 };
     let keys: Vec<f32> = make(Dist::Specials, n, 99);
@@ -604,7 +606,9 @@ fn millions_of_keys() {
 
 #[test]
 fn a_failed_device_side_launch_is_reported() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     if host_driver_only() {
         eprintln!("skipped a_failed_device_side_launch_is_reported: CUDA_RT_SORT_TEST_DRIVER=host");
         return;
@@ -641,7 +645,7 @@ fn a_failed_device_side_launch_is_reported() {
                 assert_ne!(status, cuda_rt_sys::cudaSuccess);
                 eprintln!(
                     "stage {stage} {cuts:?} launch {launch:#x}: {}",
-                    gpu_test::error_name(status)
+                    cuda_rt_testing::error_name(status)
                 );
             }
             other => {
@@ -660,7 +664,9 @@ fn a_failed_device_side_launch_is_reported() {
 
 #[test]
 fn missing_scratch_is_reported_and_nothing_is_written() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     use cuda_rt_kernels::sort::ffi;
     use ffi::flags::{DRIVER_DEVICE, DRIVER_HOST};
     let tile = sort_tile_len::<u32>(0).unwrap();
@@ -1080,7 +1086,9 @@ fn prop_unaligned_slices() {
 /// free the keys at once (the stream is idle when the error arrives).
 #[test]
 fn a_failed_host_launch_returns_after_the_stages_queued_before_it() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     use cuda_rt_kernels::sort::ffi::flags::FAIL_STAGE_SHIFT;
     use cuda_rt_kernels::sort::raw::layout;
     use cuda_rt_kernels::sort::SortKey;
@@ -1117,7 +1125,7 @@ fn a_failed_host_launch_returns_after_the_stages_queued_before_it() {
             cuda_rt_sys::cudaSuccess,
             "stage {stage} of {passes}: the error returned while the stages queued before it \
              still ran ({})",
-            gpu_test::error_name(idle)
+            cuda_rt_testing::error_name(idle)
         );
         // The chain never reached its last stage, and the status word says so.
         // SAFETY: as above.

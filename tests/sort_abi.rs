@@ -56,10 +56,10 @@ fn committed_sort_abi_equals_a_fresh_generation() {
         );
         return;
     }
-    let generated =
-        gpu_test::generated::with_libclang("committed_sort_abi_equals_a_fresh_generation", || {
-            generate(&header, Path::new(include_dir))
-        });
+    let generated = cuda_rt_testing::generated::with_libclang(
+        "committed_sort_abi_equals_a_fresh_generation",
+        || generate(&header, Path::new(include_dir)),
+    );
     let fresh = match generated {
         None => return,
         Some(Ok(text)) => text,
@@ -72,7 +72,7 @@ fn committed_sort_abi_equals_a_fresh_generation() {
         return;
     }
     let committed = std::fs::read_to_string(&committed_path).expect("read src/sort/abi.rs");
-    gpu_test::generated::assert_committed_is_fresh(
+    cuda_rt_testing::generated::assert_committed_is_fresh(
         &fresh,
         &committed,
         "src/sort/abi.rs (from kernels/cuda_rt_sort.h)",

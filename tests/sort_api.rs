@@ -10,7 +10,9 @@ use std::future::Future;
 
 #[test]
 fn sorts_device_buffers_with_a_reused_workspace() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let mut workspace = SortWorkspace::new();
     for (i, n) in [0usize, 1, 1000, 100_000, 1_000_003]
@@ -43,7 +45,9 @@ fn sorts_device_buffers_with_a_reused_workspace() {
 
 #[test]
 fn sorts_pairs_and_slices_of_buffers() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let n = 300_000;
     let input: Vec<i16> = make(Dist::FewDistinct, n, 3);
@@ -81,7 +85,9 @@ fn sorts_pairs_and_slices_of_buffers() {
 
 #[test]
 fn sorts_host_slices_through_pinned_staging() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let mut workspace = SortWorkspace::new();
     for (i, n) in [0usize, 5, 77_777, 5_000_001].into_iter().enumerate() {
@@ -96,7 +102,9 @@ fn sorts_host_slices_through_pinned_staging() {
 
 #[test]
 fn mismatched_lengths_are_refused() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let mut keys = DeviceBuffer::from_slice(&[3u32, 1, 2]).unwrap();
     let mut values = DeviceBuffer::from_slice(&[1u32, 2]).unwrap();
@@ -109,7 +117,9 @@ fn mismatched_lengths_are_refused() {
 /// not a misaligned one.
 #[test]
 fn empty_and_one_element_pairs_for_every_value_size() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     fn pairs<V: cuda_rt::DeviceCopy + PartialEq + std::fmt::Debug>(stream: &Stream, value: V) {
         let mut workspace = SortWorkspace::new();
@@ -136,7 +146,9 @@ fn empty_and_one_element_pairs_for_every_value_size() {
 fn sorts_on_the_default_streams_and_a_borrowed_one() {
     use cuda_rt::StreamRef;
     use cuda_rt_kernels::sort::{Driver, Strategy};
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let mut foreign = std::ptr::null_mut();
     // SAFETY: writes one handle, destroyed below.
     let status = unsafe {
@@ -193,7 +205,9 @@ fn sorts_on_the_default_streams_and_a_borrowed_one() {
 /// can deadlock) leaks its memory and says so at the next synchronize; a sort there is refused.
 #[test]
 fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();
     let mut workspace = SortWorkspace::new();
@@ -231,7 +245,9 @@ fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
 /// device than the stream.
 #[test]
 fn a_workspace_refuses_a_stream_of_another_device() {
-    let Some(gpu) = gpu_test::gpu() else { return };
+    let Some(gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     if gpu.device_count < 2 {
         println!("a_workspace_refuses_a_stream_of_another_device: skipped: needs two devices, this machine has one");
         return;
@@ -274,7 +290,9 @@ fn a_workspace_refuses_a_stream_of_another_device() {
 /// element, each past the sizes where the sort changes strategy, on two streams at once.
 #[test]
 fn disjoint_views_of_one_buffer_sort_on_two_streams() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     use cuda_rt::DeviceMemoryMut;
     let n = 3_000_017;
     let mid = 1_234_567; // odd: the second view starts unaligned
@@ -325,7 +343,9 @@ fn block_on<F: Future>(future: F) -> F::Output {
 /// workspace sorts again on another stream.
 #[test]
 fn awaited_sorts_equal_the_cpu_and_dropped_ones_still_finish() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let (s1, s2) = (Stream::new().unwrap(), Stream::new().unwrap());
     let mut workspace = SortWorkspace::new();
     for (i, n) in [0usize, 1, 4097, 300_001, 3_000_017]

@@ -434,19 +434,19 @@ macro_rules! every_limit {
 
             #[test]
             fn within_64_kib() {
-                let Some(_gpu) = gpu_test::gpu() else { return };
+                let Some(_gpu) = cuda_rt_testing::gpu() else { return };
                 check_key_type::<$key>(Limit::Kib64, $seed);
             }
 
             #[test]
             fn within_99_kib() {
-                let Some(_gpu) = gpu_test::gpu() else { return };
+                let Some(_gpu) = cuda_rt_testing::gpu() else { return };
                 check_key_type::<$key>(Limit::Kib99, $seed);
             }
 
             #[test]
             fn within_the_device_limit() {
-                let Some(_gpu) = gpu_test::gpu() else { return };
+                let Some(_gpu) = cuda_rt_testing::gpu() else { return };
                 check_key_type::<$key>(Limit::Device, $seed);
             }
         }
@@ -516,19 +516,25 @@ fn check_past_thresholds(limit: Limit) {
 
 #[test]
 fn past_the_size_thresholds_within_64_kib() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     check_past_thresholds(Limit::Kib64);
 }
 
 #[test]
 fn past_the_size_thresholds_within_99_kib() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     check_past_thresholds(Limit::Kib99);
 }
 
 #[test]
 fn past_the_size_thresholds_within_the_device_limit() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     check_past_thresholds(Limit::Device);
 }
 
@@ -552,7 +558,9 @@ fn plans(limit: Option<usize>) -> Vec<(KeyFormat, usize, usize, SortLayout)> {
 
 #[test]
 fn every_plan_fits_its_limit_and_small_gpus_get_small_blocks() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     for limit in [Limit::Kib64, Limit::Kib99] {
         let cap = limit.bytes().unwrap();
         for (key, value_bytes, n, plan) in plans(Some(cap)) {
@@ -609,7 +617,9 @@ fn every_plan_fits_its_limit_and_small_gpus_get_small_blocks() {
 
 #[test]
 fn a_limit_below_the_smallest_blocks_is_refused_and_nothing_is_written() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let limit = 16 * KIB;
     let mut workspace = SortWorkspace::new().with_shared_memory_limit(limit);

@@ -487,7 +487,9 @@ fn cases() -> u32 {
 
 #[test]
 fn random_operation_sequences_match_the_cpu_model() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let cases = cases();
     let leak = LeakCheck::start("stateful");
     let started = std::time::Instant::now();

@@ -45,7 +45,7 @@ fn help_describes_the_program() {
 /// With a GPU this test has nothing to check (the GPU tests run the program end to end).
 #[test]
 fn without_a_gpu_it_says_why_in_one_line_and_exits_2() {
-    if gpu_test::why_no_device().is_none() {
+    if cuda_rt_testing::why_no_device().is_none() {
         eprintln!("skipped without_a_gpu_it_says_why_in_one_line_and_exits_2: a GPU is present");
         return;
     }
@@ -56,7 +56,7 @@ fn without_a_gpu_it_says_why_in_one_line_and_exits_2() {
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].starts_with("cuda-rt-tour: "), "{stderr}");
-    let reason = gpu_test::why_no_device().unwrap();
+    let reason = cuda_rt_testing::why_no_device().unwrap();
     let explained = match reason.as_str() {
         "cudaErrorInsufficientDriver" => "no NVIDIA driver",
         "cudaErrorNoDevice" | "0 devices" => "found no CUDA device",

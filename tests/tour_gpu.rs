@@ -56,7 +56,9 @@ fn run_tour(svg: &std::path::Path, trace: &std::path::Path) -> Value {
 
 #[test]
 fn tour_json_is_consistent() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let dir = std::env::temp_dir().join(format!("tour-gpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (svg, trace) = (dir.join("timeline.svg"), dir.join("trace.json"));

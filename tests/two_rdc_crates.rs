@@ -9,13 +9,15 @@ use cuda_rt_kernels::sort::{Driver, Order, SortWorkspace, Strategy};
 
 fn random(n: usize, seed: u64) -> Vec<u32> {
     let mut keys = vec![0; n];
-    gpu_test::SplitMix64::new(seed).fill_u32(&mut keys);
+    cuda_rt_testing::SplitMix64::new(seed).fill_u32(&mut keys);
     keys
 }
 
 #[test]
 fn both_crates_sort_at_the_same_time_on_two_streams() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     // The quicksort's children and the merge sort's queued passes share the device runtime's
     // pool of pending launches; give it room for both (the quicksort would sort in place
     // rather than fail, the merge sort would report the pool as full).

@@ -61,7 +61,7 @@ fn chosen(version: u32) -> (committed::Committed, &'static str) {
 /// Bindings generated from `include_dir` (plus `clang_args`), or `None` when skipped.
 fn generate(test: &str, include_dir: &str, clang_args: &'static [&'static str]) -> Option<String> {
     let dir = include_dir.to_owned();
-    match gpu_test::generated::with_libclang(test, move || {
+    match cuda_rt_testing::generated::with_libclang(test, move || {
         bindgen_config::generate_for(Path::new(&dir), clang_args)
     }) {
         None => None,
@@ -90,7 +90,7 @@ fn committed_bindings_equal_a_fresh_generation() {
     let Some(fresh) = generate(test, include_dir, &[]) else {
         return;
     };
-    gpu_test::generated::assert_committed_is_fresh(
+    cuda_rt_testing::generated::assert_committed_is_fresh(
         &fresh,
         text,
         &format!("src/bindings/{}.rs", entry.name),
@@ -177,7 +177,7 @@ fn bindings_are_the_same_for_aarch64_linux() {
     ) else {
         return;
     };
-    gpu_test::generated::assert_committed_is_fresh(
+    cuda_rt_testing::generated::assert_committed_is_fresh(
         &aarch64,
         &host,
         "the bindings generated for x86_64 Linux",

@@ -12,7 +12,7 @@ fn check(status: cudaError_t, what: &str) {
         status,
         cudaSuccess,
         "{what} failed: {}",
-        gpu_test::error_name(status)
+        cuda_rt_testing::error_name(status)
     );
 }
 
@@ -34,19 +34,21 @@ fn device_count_answers_without_crashing() {
     match status {
         cudaSuccess => assert!(count >= 0),
         other => {
-            let name = gpu_test::error_name(other);
+            let name = cuda_rt_testing::error_name(other);
             assert!(
                 name.starts_with("cudaError"),
                 "unexpected status {other} ({name})"
             );
-            assert!(!gpu_test::gpu_required(), "no device: {name}");
+            assert!(!cuda_rt_testing::gpu_required(), "no device: {name}");
         }
     }
 }
 
 #[test]
 fn device_count_and_versions_on_gpu() {
-    let Some(gpu) = gpu_test::gpu() else { return };
+    let Some(gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     assert!(gpu.device_count >= 1);
     let (mut runtime, mut driver) = (0, 0);
     // SAFETY: each call writes one int through a valid pointer.
@@ -72,7 +74,9 @@ fn device_count_and_versions_on_gpu() {
 
 #[test]
 fn pinned_round_trip_through_raw_bindings() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     const N: usize = 1 << 20;
     let bytes = N * 4;
     let mut host: *mut core::ffi::c_void = ptr::null_mut();

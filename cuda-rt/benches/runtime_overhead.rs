@@ -77,7 +77,12 @@ struct RawError {
 
 impl fmt::Display for RawError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.call, gpu_test::error_name(self.status))
+        write!(
+            f,
+            "{}: {}",
+            self.call,
+            cuda_rt_testing::error_name(self.status)
+        )
     }
 }
 
@@ -1880,8 +1885,8 @@ fn cpu_description() -> String {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    if let Some(why) = gpu_test::why_no_device() {
-        if gpu_test::gpu_required() {
+    if let Some(why) = cuda_rt_testing::why_no_device() {
+        if cuda_rt_testing::gpu_required() {
             eprintln!("runtime_overhead: no CUDA device ({why}) and CUDA_RT_REQUIRE_GPU=1");
             std::process::exit(1);
         }

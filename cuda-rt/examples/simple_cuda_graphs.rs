@@ -42,7 +42,7 @@ mod common;
 use cuda_rt::prelude::*;
 use cuda_rt::{CaptureMode, Graph, GraphExec, LaunchConfig, Stage};
 use cuda_rt_test_kernels::samples::{samples_reduce_final, samples_reduce_partial};
-use gpu_test::SplitMix64;
+use cuda_rt_testing::SplitMix64;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

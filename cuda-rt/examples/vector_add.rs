@@ -20,7 +20,7 @@ mod common;
 use cuda_rt::prelude::*;
 use cuda_rt::LaunchConfig;
 use cuda_rt_test_kernels::samples::samples_vector_add;
-use gpu_test::SplitMix64;
+use cuda_rt_testing::SplitMix64;
 use std::process::ExitCode;
 
 const ELEMENTS: usize = 50_000;

@@ -23,7 +23,9 @@ const CALLBACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[test]
 fn cuda_calls_inside_a_host_callback_are_refused_not_deadlocked() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();
@@ -91,7 +93,9 @@ fn cuda_calls_inside_a_host_callback_are_refused_not_deadlocked() {
 /// last error, where the next launcher ending in `cudaGetLastError()` would report it as its own.
 #[test]
 fn a_failed_query_does_not_leave_its_error_as_the_last_error() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     assert_eq!(raw::get_last_error(), raw::status::SUCCESS);
@@ -126,7 +130,9 @@ fn a_failed_query_does_not_leave_its_error_as_the_last_error() {
 
 #[test]
 fn deferred_errors_go_to_the_thread_that_caused_them() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();
@@ -160,7 +166,9 @@ fn deferred_errors_go_to_the_thread_that_caused_them() {
 
 #[test]
 fn a_pending_copy_can_be_waited_for_with_a_timeout_and_comes_back() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();

@@ -120,7 +120,9 @@ fn no_deferred_errors() {
 
 #[test]
 fn an_upload_a_kernel_and_a_download_awaited_give_the_cpu_result() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let input: Vec<u32> = (0..1 << 20)
@@ -147,7 +149,9 @@ fn an_upload_a_kernel_and_a_download_awaited_give_the_cpu_result() {
 
 #[test]
 fn futures_are_pending_behind_a_long_kernel_and_ready_after_it() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let len = 16 << 20; // 64 MiB of u32
@@ -187,7 +191,9 @@ fn futures_are_pending_behind_a_long_kernel_and_ready_after_it() {
 
 #[test]
 fn futures_wake_their_task_from_the_host_function() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let release = stall(&stream);
@@ -231,7 +237,9 @@ fn futures_wake_their_task_from_the_host_function() {
 
 #[test]
 fn futures_of_finished_or_never_recorded_work_are_ready_at_once() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let never = Event::new().unwrap();
@@ -256,7 +264,9 @@ fn futures_of_finished_or_never_recorded_work_are_ready_at_once() {
 
 #[test]
 fn futures_dropped_or_leaked_before_completion_leave_the_work_running_and_the_data_intact() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let input: Vec<u32> = (0..1 << 16).collect();
@@ -310,7 +320,9 @@ fn futures_dropped_or_leaked_before_completion_leave_the_work_running_and_the_da
 
 #[test]
 fn many_futures_from_many_threads_all_complete() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let streams: Vec<Stream> = (0..4)
         .map(|_| Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap())
@@ -577,7 +589,9 @@ fn run_sequence(lens: &[usize], ops: &[Op]) {
 /// CPU model (proptest shrinks a failing sequence to a short one).
 #[test]
 fn random_sequences_of_copies_kernels_awaits_drops_and_leaks_match_a_cpu_model() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let window = cuda_rt::future::spin_window();
     let config = ProptestConfig {
@@ -603,7 +617,9 @@ fn random_sequences_of_copies_kernels_awaits_drops_and_leaks_match_a_cpu_model()
 /// handle would show as a deferred error (or worse).
 #[test]
 fn events_destroyed_under_leaked_or_dropped_futures_are_never_queried_after() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let window = cuda_rt::future::spin_window();
     // A long window: every watch below outlives its event.
@@ -654,7 +670,9 @@ fn events_destroyed_under_leaked_or_dropped_futures_are_never_queried_after() {
 /// window at zero (the maker queues it), short, and long.
 #[test]
 fn futures_complete_whatever_the_spin_window() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let window = cuda_rt::future::spin_window();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
@@ -719,7 +737,9 @@ fn futures_behind_a_sticky_error_return_it_instead_of_hanging() {
         println!();
         return futures_behind_a_sticky_error_child();
     }
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     // The fault seen by the spinner; seen after the spin window (host functions queued, which
     // never run, and the poller); and with the spinner off.
     for scenario in ["spin", "late", "off"] {

@@ -19,7 +19,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 #[test]
 fn device_properties_and_limits() {
-    let Some(gpu) = gpu_test::gpu() else { return };
+    let Some(gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     assert_eq!(Device::count().unwrap(), gpu.device_count as usize);
     let device = Device::current().unwrap();
@@ -54,7 +56,9 @@ fn device_properties_and_limits() {
 
 #[test]
 fn streams_flags_priorities_and_default_streams() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let range = Device::current().unwrap().stream_priority_range().unwrap();
     let urgent = Stream::with_priority(StreamFlags::NON_BLOCKING, range.greatest).unwrap();
@@ -85,7 +89,9 @@ fn streams_flags_priorities_and_default_streams() {
 
 #[test]
 fn events_occur_in_order_and_time_work() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let (start, end) = (Event::new().unwrap(), Event::new().unwrap());
@@ -113,7 +119,9 @@ fn events_occur_in_order_and_time_work() {
 
 #[test]
 fn errors_carry_names_context_and_are_not_sticky_when_recoverable() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let e = DeviceBuffer::<u8>::new(1 << 60).unwrap_err();
     assert_eq!(e.name(), "cudaErrorMemoryAllocation");
@@ -143,7 +151,9 @@ fn errors_carry_names_context_and_are_not_sticky_when_recoverable() {
 
 #[test]
 fn dropping_buffers_with_work_pending_waits_for_it() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let input: Vec<u32> = (0..1 << 22).collect();
@@ -168,7 +178,9 @@ fn dropping_buffers_with_work_pending_waits_for_it() {
 
 #[test]
 fn buffers_used_from_several_threads_stay_ordered() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let input: Vec<u64> = (0..1 << 20).map(|i| i * 3).collect();
     let source = DeviceBuffer::from_slice(&input).unwrap();
@@ -188,7 +200,9 @@ fn buffers_used_from_several_threads_stay_ordered() {
 
 #[test]
 fn pending_copies_hand_buffers_back_or_keep_them() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let input: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
@@ -223,7 +237,9 @@ fn pending_copies_hand_buffers_back_or_keep_them() {
 
 #[test]
 fn scope_waits_for_its_work_when_the_closure_panics() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let input: Vec<u32> = (0..1 << 22).collect();
@@ -246,7 +262,9 @@ fn scope_waits_for_its_work_when_the_closure_panics() {
 
 #[test]
 fn callback_panics_and_leaks_are_reported_by_the_next_synchronize() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();
@@ -280,7 +298,9 @@ fn callback_panics_and_leaks_are_reported_by_the_next_synchronize() {
 
 #[test]
 fn callbacks_see_the_stream_status() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
@@ -297,7 +317,9 @@ fn callbacks_see_the_stream_status() {
 
 #[test]
 fn borrowed_device_memory_is_waited_for_on_drop() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let n = 1 << 20;
@@ -318,7 +340,9 @@ fn borrowed_device_memory_is_waited_for_on_drop() {
 
 #[test]
 fn capture_is_ended_on_error_and_panic() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     // Non-blocking, and thread-local captures: other tests of this binary run concurrently.
     let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
@@ -358,7 +382,9 @@ fn capture_is_ended_on_error_and_panic() {
 
 #[test]
 fn graphs_copy_between_pinned_host_memory_and_the_device() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let n = 100_003;
@@ -401,7 +427,9 @@ fn graphs_copy_between_pinned_host_memory_and_the_device() {
 
 #[test]
 fn enqueue_orders_foreign_work_and_reports_idleness() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let first = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let second = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
@@ -428,7 +456,9 @@ fn enqueue_orders_foreign_work_and_reports_idleness() {
 
 #[test]
 fn executable_graphs_can_be_released_and_adopted() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let leaked: &'static mut DeviceBuffer<u32> =
@@ -474,7 +504,9 @@ unsafe extern "C" fn slow_host_node(_: *mut std::ffi::c_void) {
 
 #[test]
 fn graph_synchronize_waits_for_every_launch_and_launches_never_overlap() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut first = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let second = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
@@ -562,7 +594,9 @@ unsafe extern "C" fn counting_host_node(_: *mut std::ffi::c_void) {
 
 #[test]
 fn one_executable_launched_in_loops_from_several_threads_runs_every_launch() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     const THREADS: usize = 3;
     const LAUNCHES: usize = 300;
@@ -637,7 +671,9 @@ fn one_executable_launched_in_loops_from_several_threads_runs_every_launch() {
 
 #[test]
 fn scoped_callbacks_run_once_each_and_free_what_they_own() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let streams = [
         Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
@@ -678,7 +714,9 @@ fn scoped_callbacks_run_once_each_and_free_what_they_own() {
 
 #[test]
 fn pending_copies_reuse_their_events_and_wait_either_way() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let streams = [
         Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),

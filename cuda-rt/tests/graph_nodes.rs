@@ -23,7 +23,9 @@ fn stream() -> Stream {
 
 #[test]
 fn a_captured_host_node_runs_once_per_replay() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut stream = stream();
     let calls = AtomicUsize::new(0);
@@ -57,7 +59,9 @@ fn a_captured_host_node_runs_once_per_replay() {
 
 #[test]
 fn a_host_node_that_panics_is_reported_and_the_graph_keeps_working() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     let mut stream = stream();
@@ -100,7 +104,9 @@ fn a_host_node_that_panics_is_reported_and_the_graph_keeps_working() {
 
 #[test]
 fn stages_refilled_between_replays_follow_the_cpu_model() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     const N: usize = 4099;
     const M: usize = 64;
@@ -158,7 +164,9 @@ fn stages_refilled_between_replays_follow_the_cpu_model() {
 
 #[test]
 fn an_update_with_a_recapture_of_the_same_shape_moves_the_graph_to_the_new_buffers() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     const N: usize = 1000;
     let mut stream = stream();
@@ -241,7 +249,9 @@ fn an_update_with_a_recapture_of_the_same_shape_moves_the_graph_to_the_new_buffe
 
 #[test]
 fn an_update_with_another_shape_fails_and_gives_both_back() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     const N: usize = 512;
     let mut stream = stream();
@@ -289,7 +299,9 @@ fn an_update_with_another_shape_fails_and_gives_both_back() {
 
 #[test]
 fn a_built_graph_equals_the_eager_work_it_describes() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     // The manual half of NVIDIA's simpleCudaGraphs: memset, upload, device copy, download,
     // then a host node, each node after the ones it needs.
@@ -350,7 +362,9 @@ fn a_built_graph_equals_the_eager_work_it_describes() {
 
 #[test]
 fn a_built_graph_refuses_mismatched_lengths_and_destroys_itself_on_error_and_panic() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut a = DeviceBuffer::<u32>::new(8).unwrap();
     let short = [0u32; 4];
@@ -387,7 +401,9 @@ fn a_built_graph_refuses_mismatched_lengths_and_destroys_itself_on_error_and_pan
 
 #[test]
 fn a_stage_of_another_graph_is_refused() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut stream = stream();
     let mut device = DeviceBuffer::<u32>::zeroed(16).unwrap();
@@ -447,7 +463,9 @@ fn a_stage_of_another_graph_is_refused() {
 
 #[test]
 fn empty_stages_copy_nothing() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut stream = stream();
     let mut empty_device = DeviceBuffer::<u64>::new(0).unwrap();
@@ -503,7 +521,9 @@ fn empty_stages_copy_nothing() {
 
 #[test]
 fn released_graphs_leak_what_they_own_rather_than_free_it_under_cuda() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut stream = stream();
     let owned = Arc::new(());

@@ -29,7 +29,9 @@ fn next(state: &mut u64) -> u64 {
 /// allocation; another class, or a second buffer while the first is lent, gets other memory.
 #[test]
 fn memory_of_a_size_class_comes_back() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let pool = PinnedPool::new();
     let first = pool.take::<u8>(64 << 10).unwrap();
     let address = first.as_ptr();
@@ -75,7 +77,9 @@ fn memory_of_a_size_class_comes_back() {
 /// is an ordinary buffer of its exact size, freed when dropped.
 #[test]
 fn empty_odd_and_oversized_lengths() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let pool = PinnedPool::new();
     let empty = pool.take::<f64>(0).unwrap();
     assert!(empty.is_empty());
@@ -119,7 +123,9 @@ fn empty_odd_and_oversized_lengths() {
 /// buffers of random lengths: every byte arrives, and the pool ends with nothing lent.
 #[test]
 fn round_trips_through_pooled_buffers_on_several_streams_and_threads() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let pool = PinnedPool::new();
     std::thread::scope(|threads| {
         for t in 0..4u64 {
@@ -162,7 +168,9 @@ fn round_trips_through_pooled_buffers_on_several_streams_and_threads() {
 /// to zero frees everything.
 #[test]
 fn the_cache_stays_within_its_limit_and_trims() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let pool = PinnedPool::with_flags(HostAllocFlags::PORTABLE);
     pool.set_max_cached_bytes(1 << 20).unwrap();
     let buffers: Vec<PinnedBuffer<u8>> = (0..5).map(|_| pool.take(256 << 10).unwrap()).collect();
@@ -194,7 +202,9 @@ fn the_cache_stays_within_its_limit_and_trims() {
 /// zero-filled when lent as another type.
 #[test]
 fn contents_are_kept_for_the_same_type_and_cleared_for_another() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let pool = PinnedPool::new();
     let mut first = pool.take::<u32>(1000).unwrap();
     first.fill(0xDEAD_BEEF);
@@ -215,7 +225,9 @@ fn contents_are_kept_for_the_same_type_and_cleared_for_another() {
 /// buffer back after the copy.
 #[test]
 fn a_pool_dropped_under_a_copy_in_flight() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let pool = PinnedPool::new();
     let mut device = DeviceBuffer::<u8>::new(4 << 20).unwrap();
@@ -248,7 +260,9 @@ fn a_pool_dropped_under_a_copy_in_flight() {
 /// callback leaves its lent memory to be freed when it comes back.
 #[test]
 fn buffers_go_back_to_their_own_pool_also_from_a_host_callback() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let (a, b) = (PinnedPool::new(), PinnedPool::new());
     let from_a = a.take::<u8>(4096).unwrap();

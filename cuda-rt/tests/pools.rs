@@ -27,7 +27,9 @@ fn next(state: &mut u64) -> u64 {
 /// right, and once everything is freed and the pool trimmed, its counters are back at zero.
 #[test]
 fn a_soak_of_pool_allocations_leaves_the_pool_as_it_found_it() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let pool = MemPool::new(Device::current().unwrap()).unwrap();
     let start = pool.usage().unwrap();
@@ -80,7 +82,9 @@ fn a_soak_of_pool_allocations_leaves_the_pool_as_it_found_it() {
 /// The release threshold decides what a pool keeps at a synchronization; trimming releases it.
 #[test]
 fn the_release_threshold_keeps_memory_and_trimming_releases_it() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let pool = MemPool::new(Device::current().unwrap()).unwrap();
     assert_eq!(pool.release_threshold().unwrap(), 0);
@@ -105,7 +109,9 @@ fn the_release_threshold_keeps_memory_and_trimming_releases_it() {
 /// `DeviceBuffer::new_async` allocates from the device's default pool.
 #[test]
 fn new_async_allocates_from_the_default_pool() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let device = Device::current().unwrap();
     let pool = MemPool::device_default(device).unwrap();
@@ -128,7 +134,9 @@ fn new_async_allocates_from_the_default_pool() {
 /// normally (CUDA keeps the pool's memory until its last allocation is freed).
 #[test]
 fn a_pool_dropped_under_a_live_buffer_keeps_the_buffer_valid() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();
@@ -147,7 +155,9 @@ fn a_pool_dropped_under_a_live_buffer_keeps_the_buffer_valid() {
 /// with the buffer's work still queued, or when the buffer was used on two streams.
 #[test]
 fn stream_ordered_frees_follow_the_last_uses() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     let pool = MemPool::new(Device::current().unwrap()).unwrap();

@@ -1,12 +1,12 @@
-//! Property tests against the CPU, run on the GPU through gpu-test's runner: random lengths (0,
+//! Property tests against the CPU, run on the GPU through cuda-rt-testing's runner: random lengths (0,
 //! 1, odd, larger than a copy chunk) and data of every distribution; a failing case is shrunk
 //! and replayable. Each test skips loudly without a GPU.
 
 use cuda_rt::prelude::*;
 use cuda_rt::{CaptureMode, Event, HostRegisterFlags, RegisteredHost};
-use gpu_test::compare::Exact;
-use gpu_test::inputs::{self, Data};
-use gpu_test::{ensure, ensure_eq, Check, Compare};
+use cuda_rt_testing::compare::Exact;
+use cuda_rt_testing::inputs::{self, Data};
+use cuda_rt_testing::{ensure, ensure_eq, Check, Compare};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

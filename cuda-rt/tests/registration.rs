@@ -64,7 +64,9 @@ fn is_already_registered(e: &cuda_rt::Error) -> bool {
 
 #[test]
 fn a_forgotten_registration_leaks_its_memory_and_fresh_vectors_register_and_copy_right() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let forgotten = RegisteredHost::new(pattern(BIG, 1), HostRegisterFlags::DEFAULT).unwrap();
@@ -92,7 +94,9 @@ fn a_forgotten_registration_leaks_its_memory_and_fresh_vectors_register_and_copy
 
 #[test]
 fn a_registration_dropped_in_a_host_callback_is_leaked_and_reported() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();
@@ -118,7 +122,9 @@ fn a_registration_dropped_in_a_host_callback_is_leaked_and_reported() {
 
 #[test]
 fn into_inner_gives_the_data_back_unchanged_and_it_registers_again() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let expected = pattern(BIG, 5);
     let registered = RegisteredHost::new(expected.clone(), HostRegisterFlags::DEFAULT).unwrap();
@@ -209,7 +215,9 @@ fn read_only_or_skip(data: Vec<u32>) -> Option<RegisteredHost<u32, ReadOnly>> {
 
 #[test]
 fn a_read_only_registration_is_an_upload_source() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let expected = pattern(BIG, 7);
@@ -256,7 +264,9 @@ fn page_aligned_index(data: &[u32], from: usize) -> usize {
 
 #[test]
 fn scoped_registrations_copy_on_two_streams_and_are_unregistered_at_the_end() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let (a, b) = (
         Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
@@ -320,7 +330,9 @@ fn scoped_registrations_copy_on_two_streams_and_are_unregistered_at_the_end() {
 
 #[test]
 fn a_scope_registering_registered_memory_fails_and_still_unregisters_the_others() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let mut first = pattern(1 << 20, 10);

@@ -50,7 +50,7 @@ proptest! {
         a in any::<u32>(),
         b in any::<u32>(),
     ) {
-        let Some(_gpu) = gpu_test::gpu() else { return Ok(()) };
+        let Some(_gpu) = cuda_rt_testing::gpu() else { return Ok(()) };
         let _serial = serial();
         let kernel = cuda_rt_typed_affine().unwrap();
         let total = n + offset;
@@ -78,7 +78,7 @@ proptest! {
         xn in 0usize..200_000,
         a in -4.0f32..4.0,
     ) {
-        let Some(_gpu) = gpu_test::gpu() else { return Ok(()) };
+        let Some(_gpu) = cuda_rt_testing::gpu() else { return Ok(()) };
         let _serial = serial();
         let x: Vec<f32> = (0..xn).map(|i| (i % 97) as f32 * 0.5).collect();
         let y: Vec<f32> = (0..n).map(|i| (i % 13) as f32).collect();
@@ -102,7 +102,9 @@ proptest! {
 /// from four threads: each slot equals the CPU sum of its chunk.
 #[test]
 fn chunk_sums_on_four_streams_from_four_threads() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let kernel = cuda_rt_typed_sum().unwrap();
     let n = 4_000_037;
@@ -140,7 +142,9 @@ fn chunk_sums_on_four_streams_from_four_threads() {
 /// rounds with a big buffer, also when the buffer is copied on a third stream in between.
 #[test]
 fn launches_on_different_streams_are_ordered_by_the_memory() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let (writer, reader, copier) = (
         Stream::new().unwrap(),
@@ -171,7 +175,9 @@ fn launches_on_different_streams_are_ordered_by_the_memory() {
 /// Ten scalars of every width and a `#[repr(C)]` struct arrive as passed.
 #[test]
 fn scalars_and_structs_arrive_as_passed() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let mut out = DeviceBuffer::<u64>::zeroed(10).unwrap();
@@ -233,7 +239,9 @@ fn scalars_and_structs_arrive_as_passed() {
 /// made, naming the first C parameter that differs.
 #[test]
 fn a_wrong_parameter_list_is_refused() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     unsafe extern "C" {
         fn cuda_rt_typed_affine();
     }
@@ -280,7 +288,9 @@ fn a_wrong_parameter_list_is_refused() {
 /// leaves the memory usable and ordered, and loses none of the work around it.
 #[test]
 fn a_failed_launch_between_good_ones_is_an_error_and_loses_nothing() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let kernel = cuda_rt_typed_affine().unwrap();
     let (s1, s2) = (Stream::new().unwrap(), Stream::new().unwrap());
@@ -324,7 +334,9 @@ fn a_failed_launch_between_good_ones_is_an_error_and_loses_nothing() {
 /// after a launch are freed only after it.
 #[test]
 fn empty_buffers_launch_and_dropped_buffers_wait() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let mut empty = DeviceBuffer::<u32>::new(0).unwrap();
@@ -353,7 +365,9 @@ fn empty_buffers_launch_and_dropped_buffers_wait() {
 /// reach CUDA.
 #[test]
 fn launches_inside_host_callbacks_are_refused() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let kernel = cuda_rt_typed_empty().unwrap();
     let seen = Arc::new(Mutex::new(None));
@@ -373,7 +387,9 @@ fn launches_inside_host_callbacks_are_refused() {
 /// than the device can hold at once is refused.
 #[test]
 fn cooperative_launches_synchronize_the_grid() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let kernel = cuda_rt_typed_grid_sync().unwrap();
     let block = 128u32;
@@ -407,7 +423,9 @@ fn cooperative_launches_synchronize_the_grid() {
 /// Thread-block clusters (compute capability 9.0 and newer): each block sees its rank.
 #[test]
 fn cluster_launches_give_blocks_their_ranks() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let cc = Device::current().unwrap().compute_capability().unwrap();
     if cc.major < 9 {
         eprintln!("skipped cluster_launches_give_blocks_their_ranks: compute capability {}.{} has no clusters", cc.major, cc.minor);
@@ -440,7 +458,9 @@ fn cluster_launches_give_blocks_their_ranks() {
 /// that of the two kernels in order.
 #[test]
 fn programmatic_dependent_launch_keeps_the_data_order() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let n = 8 << 20;
@@ -470,7 +490,9 @@ fn programmatic_dependent_launch_keeps_the_data_order() {
 /// eagerly.
 #[test]
 fn captured_typed_launches_replay_like_eager_ones() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let n = 1_000_003;
     let input = pattern(n, 5);
@@ -510,7 +532,9 @@ fn captured_typed_launches_replay_like_eager_ones() {
 /// size within the kernel's limit, and no other such size keeps more threads resident.
 #[test]
 fn occupancy_suggestions_are_optimal() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let kernel: &Kernel<(SliceMut<f32>, Slice<f32>, f32)> = cuda_rt_typed_axpy().unwrap();
     let attributes = kernel.attributes().unwrap();
     let best = kernel.max_potential_block_size(0).unwrap();
@@ -540,7 +564,9 @@ fn occupancy_suggestions_are_optimal() {
 /// step, and the host node ran once per replay.
 #[test]
 fn graphs_with_kernels_and_host_nodes_refilled_between_replays_equal_eager_execution() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let n = 300_007;
     let affine = cuda_rt_typed_affine().unwrap();
@@ -635,7 +661,9 @@ fn graphs_with_kernels_and_host_nodes_refilled_between_replays_equal_eager_execu
 /// chunk of one buffer: every chunk is right.
 #[test]
 fn first_uses_of_a_declared_kernel_from_eight_threads_at_once() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let n = 8 * 100_003;
     let input = pattern(n, 77);

@@ -14,7 +14,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 #[test]
 fn versions_are_read_and_ordered() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let driver = cuda_rt::driver_version().unwrap();
     let runtime = cuda_rt::runtime_version().unwrap();
     println!("driver supports CUDA {driver}, runtime {runtime}");
@@ -28,7 +30,9 @@ fn versions_are_read_and_ordered() {
 
 #[test]
 fn device_flags_are_set_and_read_back() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let device = Device::current().unwrap();
     let before = device.flags().unwrap();
@@ -57,7 +61,9 @@ fn device_flags_are_set_and_read_back() {
 /// A kernel writes registered host memory through its device address: the host sees it.
 #[test]
 fn registered_memory_is_written_through_its_mapped_address() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let n = 1 << 16;
     let registered =

@@ -85,7 +85,9 @@ fn simple_streams(n: usize, streams: usize) {
 
 #[test]
 fn simple_streams_single_array() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     // Sizes past one chunk per stream, not divisible by the stream count, and smaller than it.
     for (n, streams) in [(1 << 22, 4), (1_000_003, 8), (3, 4), (1, 1), (4096, 3)] {
@@ -95,7 +97,9 @@ fn simple_streams_single_array() {
 
 #[test]
 fn disjoint_views_on_two_streams_are_not_ordered() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let (s0, s1) = (Stream::new().unwrap(), Stream::new().unwrap());
     let mut buffer = DeviceBuffer::<u8>::zeroed(1 << 20).unwrap();
@@ -120,7 +124,9 @@ fn disjoint_views_on_two_streams_are_not_ordered() {
 
 #[test]
 fn overlapping_uses_stay_ordered() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let (s0, s1) = (Stream::new().unwrap(), Stream::new().unwrap());
     let mut buffer = DeviceBuffer::<u8>::zeroed(1 << 20).unwrap();
@@ -156,7 +162,9 @@ fn overlapping_uses_stay_ordered() {
 
 #[test]
 fn views_everywhere_a_buffer_is_used() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let data: Vec<u32> = (0..10_000).collect();
@@ -229,7 +237,9 @@ fn views_everywhere_a_buffer_is_used() {
 
 #[test]
 fn out_of_range_is_an_error() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut buffer = DeviceBuffer::<u16>::new(10).unwrap();
     for e in [
@@ -275,7 +285,9 @@ fn out_of_range_is_an_error() {
 /// opposite orders finish (they deadlocked when the closure ran under the buffer's lock).
 #[test]
 fn nested_enqueues_in_opposite_orders_do_not_deadlock() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let a = DeviceBuffer::<u32>::zeroed(1024).unwrap();
     let b = DeviceBuffer::<u32>::zeroed(1024).unwrap();
@@ -309,7 +321,9 @@ fn nested_enqueues_in_opposite_orders_do_not_deadlock() {
 /// the use: later uses still wait for the use.
 #[test]
 fn lazy_markers_outlive_their_stream() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     for give_away in [false, true] {
         let s0 = Stream::new().unwrap();
@@ -362,7 +376,9 @@ fn lazy_markers_outlive_their_stream() {
 /// `close_timeout` hands a buffer back instead of waiting longer than asked for its work.
 #[test]
 fn close_timeout_gives_the_buffer_back() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let mut buffer = DeviceBuffer::<u32>::zeroed(1 << 16).unwrap();
@@ -408,7 +424,9 @@ fn close_timeout_gives_the_buffer_back() {
 /// event of before the capture instead of recording into the capture.
 #[test]
 fn lazy_markers_do_not_record_into_a_capture() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let mut s0 = Stream::new().unwrap();
     let s1 = Stream::new().unwrap();
@@ -436,7 +454,9 @@ fn lazy_markers_do_not_record_into_a_capture() {
 /// threads, through disjoint views: every result as on the CPU.
 #[test]
 fn views_on_many_threads() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let n = 1 << 20;
     let mut buffer = DeviceBuffer::<u32>::zeroed(n).unwrap();
@@ -462,7 +482,9 @@ fn views_on_many_threads() {
 /// peer access was enabled; copies between devices work either way.
 #[test]
 fn wrong_device_is_refused() {
-    let Some(gpu) = gpu_test::gpu() else { return };
+    let Some(gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     if gpu.device_count < 2 {
         println!("wrong_device_is_refused: skipped: needs two devices, this machine has one");
@@ -511,7 +533,7 @@ proptest! {
         a in any::<u32>(),
         b in any::<u32>(),
     ) {
-        let Some(_gpu) = gpu_test::gpu() else { return Ok(()) };
+        let Some(_gpu) = cuda_rt_testing::gpu() else { return Ok(()) };
         let _serial = serial();
         let total = n + offset;
         let input: Vec<u32> = (0..total as u32).map(|i| i.wrapping_mul(0x01000193) ^ a).collect();

@@ -8,7 +8,7 @@ use cuda_rt_interop::exports::{cuda_rt_last_error_message, cuda_rt_sort};
 use cuda_rt_interop::request::*;
 use cuda_rt_interop::workspace::*;
 use cuda_rt_sys::{self as sys, cudaError_t};
-use gpu_test::SplitMix64;
+use cuda_rt_testing::SplitMix64;
 use std::cmp::Ordering;
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -212,7 +212,9 @@ fn every_size_and_order<K: Key>(workspace: &Workspace, stream: &Stream, large: b
 
 #[test]
 fn every_key_type_order_and_value_size_sorts_like_a_stable_cpu_sort() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let workspace = Workspace::new();
     every_size_and_order::<u8>(&workspace, &stream, false);
@@ -232,7 +234,9 @@ fn every_key_type_order_and_value_size_sorts_like_a_stable_cpu_sort() {
 /// caller's own stream synchronization, the outcome.
 #[test]
 fn a_queued_sort_is_learned_about_later_without_blocking() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let n = 1usize << 24;
     let stream = Stream::new().unwrap();
     let workspace = Workspace::new();
@@ -284,7 +288,9 @@ fn a_queued_sort_is_learned_about_later_without_blocking() {
 /// Destroying a workspace whose sort still runs waits for it: the keys are sorted afterwards.
 #[test]
 fn destroying_a_workspace_waits_for_its_sort() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let n = 1usize << 22;
     let stream = Stream::new().unwrap();
     let mut keys: Vec<f32> = (0..n)
@@ -325,7 +331,9 @@ fn refused(status: cudaError_t, want: cudaError_t, about: &str) {
 /// message that names the problem; the CUDA runtime keeps no error of it.
 #[test]
 fn bad_input_gets_a_status_and_a_message() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let owned_stream = Stream::new().unwrap();
     let stream = owned_stream.as_raw();
     let workspace = Workspace::new();
@@ -430,7 +438,9 @@ fn bad_input_gets_a_status_and_a_message() {
 /// several threads at once.
 #[test]
 fn blocking_sorts_from_several_threads() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     std::thread::scope(|scope| {
         for thread in 0..4u64 {
             scope.spawn(move || {

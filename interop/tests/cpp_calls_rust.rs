@@ -46,7 +46,9 @@ fn run_cpp_host(args: &[&str]) -> c_int {
 
 #[test]
 fn cpp_program_sorts_its_buffers_with_cuda_rt() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     // Every check of the program prints "cpp-host: PASS ..." on stdout; 0 means all passed.
     assert_eq!(
         run_cpp_host(&[]),
@@ -57,7 +59,9 @@ fn cpp_program_sorts_its_buffers_with_cuda_rt() {
 
 #[test]
 fn cpp_program_with_small_and_empty_inputs() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     for n in ["0", "1", "2", "1000", "4097"] {
         assert_eq!(run_cpp_host(&[n]), 0, "n = {n}: see the program's stdout");
     }
@@ -69,7 +73,9 @@ fn cpp_program_with_small_and_empty_inputs() {
 #[test]
 fn sticky_error_raised_by_cuda_rt_is_seen_by_cpp() {
     const TEST: &str = "sticky_error_raised_by_cuda_rt_is_seen_by_cpp";
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     if is_child(TEST) {
         assert_eq!(run_cpp_host(&["--sticky"]), 0, "see the program's stdout");
         return;
@@ -88,7 +94,9 @@ fn sticky_error_raised_by_cuda_rt_is_seen_by_cpp() {
 #[test]
 fn c_abi_sorts_from_several_threads_at_once() {
     use cuda_rt::{DeviceBuffer, Stream};
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     std::thread::scope(|scope| {
         for thread in 0..4u32 {
             scope.spawn(move || {
@@ -182,7 +190,7 @@ fn standalone_cpp_program_links_the_static_library() {
         .args(link_mode_args());
     compile_ok(&mut link);
     println!("linked {}", exe.display());
-    if gpu_test::why_no_device().is_some() {
+    if cuda_rt_testing::why_no_device().is_some() {
         return skip(TEST, "linked; not run: no CUDA device");
     }
     let output = Command::new(&exe).arg("100003").output().unwrap();

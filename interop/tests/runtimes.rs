@@ -105,7 +105,9 @@ fn which_runtime_each_side_calls() {
 /// the other, whatever the variant.
 #[test]
 fn streams_events_and_pointers_cross_runtimes() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let n = 50_000usize;
     for variant in Variant::ALL {
         let lib = Mylib::load(variant);
@@ -180,7 +182,9 @@ fn streams_events_and_pointers_cross_runtimes() {
 /// not seen by the other.
 #[test]
 fn the_last_error_belongs_to_a_runtime() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     for variant in Variant::ALL {
         let lib = Mylib::load(variant);
         // Start clean on this thread in both runtimes.
@@ -235,7 +239,9 @@ const KERNEL_EXPERIMENTS: [&str; 4] = [
 /// records what happens without asserting it.
 #[test]
 fn kernel_handles_cross_runtimes_only_as_cuda_kernel_t() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     if is_child(KERNEL_TEST) {
         return kernel_experiment(&child_arg());
     }
@@ -354,7 +360,9 @@ const STICKY_TEST: &str = "sticky_errors_cross_runtimes";
 /// (the device's primary context): mylib's fault is seen by cuda-rt whatever the variant.
 #[test]
 fn sticky_errors_cross_runtimes() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     if is_child(STICKY_TEST) {
         let variant = variant_named(&child_arg());
         let lib = Mylib::load(variant);
@@ -403,7 +411,9 @@ const RESET_TEST: &str = "device_reset_by_one_runtime";
 /// is destroyed, as the CUDA documentation says; this test keeps nothing across it.)
 #[test]
 fn device_reset_by_one_runtime() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     if is_child(RESET_TEST) {
         let variant = variant_named(&child_arg());
         let lib = Mylib::load(variant);

@@ -60,7 +60,9 @@ fn gpu_saxpy(stream: &Stream, a: f32, x: &[f32], y: &[f32]) -> Result<Vec<f32>, 
 
 #[test]
 fn saxpy_matches_the_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let pairs = vec((small_float(), small_float()), 0..5000);
     runner(48)
@@ -85,7 +87,9 @@ fn saxpy_matches_the_cpu() {
 
 #[test]
 fn histogram_matches_the_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     // One histogram buffer reused by every case (mylib overwrites it).
     let bins = std::cell::RefCell::new(DeviceBuffer::<u32>::zeroed(256).unwrap());
@@ -152,7 +156,9 @@ fn cpu_scan(input: &[u32]) -> Vec<u32> {
 
 #[test]
 fn prefix_sum_matches_the_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     runner(48)
         .run(
@@ -185,7 +191,9 @@ fn prefix_sum_matches_the_cpu() {
 /// events are the only ordering.
 #[test]
 fn cuda_rt_events_order_cpp_work_across_streams() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let first = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let second = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let scanned = Event::new().unwrap();
@@ -246,7 +254,9 @@ fn cuda_rt_events_order_cpp_work_across_streams() {
 /// (`Event::as_raw`). cuda-rt uses them and destroys none; C++ frees them afterwards.
 #[test]
 fn cuda_rt_borrows_handles_that_cpp_owns() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let lib = Mylib::linked_in();
     let n = 100_000usize;
     let cpp = CppHandles::new(lib, n * 4);
@@ -293,7 +303,9 @@ fn cuda_rt_borrows_handles_that_cpp_owns() {
 /// Rejected arguments come back as `cudaErrorInvalidValue`, not sticky: later work is fine.
 #[test]
 fn cpp_errors_become_cuda_rt_errors() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     // SAFETY: mylib checks its pointers before launching; nothing is queued.
     let status = unsafe {
@@ -317,7 +329,9 @@ fn cpp_errors_become_cuda_rt_errors() {
 #[test]
 fn sticky_error_raised_by_cpp_is_seen_by_cuda_rt() {
     const TEST: &str = "sticky_error_raised_by_cpp_is_seen_by_cuda_rt";
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     if !is_child(TEST) {
         let output = run_child(TEST);
         eprintln!("{output}");

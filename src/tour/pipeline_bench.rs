@@ -29,7 +29,12 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn check(status: sys::cudaError_t) {
-    assert_eq!(status, sys::cudaSuccess, "{}", gpu_test::error_name(status));
+    assert_eq!(
+        status,
+        sys::cudaSuccess,
+        "{}",
+        cuda_rt_testing::error_name(status)
+    );
 }
 
 /// The job with raw calls: per chunk on stream `chunk % streams`, H2D, kernel, D2H; events
@@ -141,7 +146,9 @@ fn raw_run(
 #[test]
 #[ignore = "GPU benchmark: cargo test --release --test pipeline_bench -- --ignored --nocapture"]
 fn pipeline_against_the_bound() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let mut input = PinnedBuffer::<u32>::new(LEN).unwrap();
     for (i, x) in input.iter_mut().enumerate() {
         *x = (i as u32).wrapping_mul(2_654_435_761);

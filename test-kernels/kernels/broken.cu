@@ -1,4 +1,4 @@
-// Kernels of gpu-test's own tests: two correct ones (a scale and per-block sums), and variants
+// Kernels of cuda-rt-testing's own tests: two correct ones (a scale and per-block sums), and variants
 // that are wrong on purpose, one bug each, which the property runner must catch and shrink:
 //   - an off-by-one bound that writes one element past the end of its output (caught by the
 //     guard band after the output);

@@ -1,4 +1,4 @@
-//! The kernels of gpu-test's own tests (`kernels/broken.cu`): a correct scale and correct
+//! The kernels of cuda-rt-testing's own tests (`kernels/broken.cu`): a correct scale and correct
 //! per-block sums, and variants with one bug each that the property runner must catch: an
 //! off-by-one write past the end of the output, a bound that skips the last element, and a
 //! block-wide reduction with a missing barrier (a race in shared memory).
@@ -71,7 +71,7 @@ pub fn block_sums_config(len: usize) -> LaunchConfig {
 /// # Safety
 /// The element right after `out` must be device memory of the same allocation that the caller
 /// owns and that nothing else uses until the kernel has finished: a guard band, as
-/// `gpu_test::GuardedBuffer` keeps around its range.
+/// `cuda_rt_testing::GuardedBuffer` keeps around its range.
 pub unsafe fn scale_u32_off_by_one<'s>(
     stream: impl Into<StreamRef<'s>>,
     out: &mut DeviceViewMut<'_, u32>,

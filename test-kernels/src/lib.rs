@@ -3,7 +3,7 @@
 //! (`kernels/affine.cu`), a deliberate out-of-bounds store (`kernels/faults.cu`) and an empty
 //! kernel (`kernels/bench_empty.cu`), the kernels of typed launches (`kernels/typed.cu`),
 //! those of cuda-rt's ports of the CUDA samples (`kernels/samples.cu`, declared in [`samples`]),
-//! and those of gpu-test's own tests, correct and deliberately broken (`kernels/broken.cu`,
+//! and those of cuda-rt-testing's own tests, correct and deliberately broken (`kernels/broken.cu`,
 //! declared in [`broken`]).
 //!
 //! Built by cuda-rt-build as relocatable device code, so every test binary of the root package

@@ -227,7 +227,7 @@ pub fn sort_u32(
 
 /// `n` pseudo-random u32 keys (SplitMix64 of `seed`).
 pub fn random_keys(n: usize, seed: u64) -> Vec<u32> {
-    let mut rng = gpu_test::SplitMix64::new(seed);
+    let mut rng = cuda_rt_testing::SplitMix64::new(seed);
     let mut keys = vec![0u32; n];
     rng.fill_u32(&mut keys);
     keys

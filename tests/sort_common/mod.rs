@@ -1,5 +1,5 @@
 //! Helpers of the sort tests: device buffers over cuda-rt-sys, the sort on a stream through the
-//! raw layer, input distributions (gpu-test's), and the CPU reference orders.
+//! raw layer, input distributions (cuda-rt-testing's), and the CPU reference orders.
 
 #![allow(dead_code)] // each test binary uses a different subset
 
@@ -7,7 +7,7 @@ use cuda_rt::DeviceCopy;
 use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
 use cuda_rt_kernels::sort::{Driver, Order, SortError, SortKey, Strategy};
 use cuda_rt_sys::*;
-use gpu_test::Element;
+use cuda_rt_testing::Element;
 use std::ffi::c_void;
 use std::ptr;
 
@@ -16,7 +16,7 @@ pub fn check(status: cudaError_t, what: &str) {
         status,
         cudaSuccess,
         "{what} failed: {}",
-        gpu_test::error_name(status)
+        cuda_rt_testing::error_name(status)
     );
 }
 
@@ -144,18 +144,18 @@ impl Drop for TestStream {
     }
 }
 
-/// A key type under test: a sort key that gpu-test generates and compares (bit patterns, IEEE
+/// A key type under test: a sort key that cuda-rt-testing generates and compares (bit patterns, IEEE
 /// 754 total order, special values).
 pub trait TestKey: SortKey + DeviceCopy + Element {}
 
 impl<K: SortKey + DeviceCopy + Element> TestKey for K {}
 
-/// Input distributions: gpu-test's (and its generator, below).
-pub use gpu_test::inputs::Dist;
+/// Input distributions: cuda-rt-testing's (and its generator, below).
+pub use cuda_rt_testing::inputs::Dist;
 
-/// `n` keys of distribution `dist` from `seed` (gpu-test's generator).
+/// `n` keys of distribution `dist` from `seed` (cuda-rt-testing's generator).
 pub fn make<K: TestKey>(dist: Dist, n: usize, seed: u64) -> Vec<K> {
-    gpu_test::inputs::generate(dist, n, seed)
+    cuda_rt_testing::inputs::generate(dist, n, seed)
 }
 
 /// The CPU reference: a stable sort in `order` (total order for floats).

@@ -13,8 +13,8 @@ pub type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 /// `<name>: skipped: no CUDA device (<reason>)` and succeeds, unless `CUDA_RT_REQUIRE_GPU=1`
 /// (set on the GPU machine), where a missing device is a failure.
 pub fn main(name: &str, body: fn() -> Result) -> ExitCode {
-    if let Some(reason) = gpu_test::why_no_device() {
-        if gpu_test::gpu_required() {
+    if let Some(reason) = cuda_rt_testing::why_no_device() {
+        if cuda_rt_testing::gpu_required() {
             eprintln!(
                 "{name}: FAILED: no CUDA device ({reason}), and CUDA_RT_REQUIRE_GPU=1 requires one"
             );

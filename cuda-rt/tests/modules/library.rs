@@ -152,7 +152,9 @@ fn ok<T>(r: cuda_rt::Result<T>) -> Result<T, TestCaseError> {
 /// as on the CPU.
 #[test]
 fn fills_and_sums_of_every_image_match_the_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let images = loadable_images();
     let modules: Vec<(&str, Module)> = images
@@ -197,7 +199,9 @@ fn fills_and_sums_of_every_image_match_the_cpu() {
 /// output, on two streams: the kernels see every length, as on the CPU.
 #[test]
 fn saxpy_and_add_of_every_image_see_every_length() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let images = loadable_images();
     let modules: Vec<(&str, Module)> = images
@@ -264,7 +268,9 @@ fn saxpy_and_add_of_every_image_see_every_length() {
 /// chunk as on the CPU.
 #[test]
 fn chunk_views_on_four_streams_match_the_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let streams: Vec<Stream> = (0..4).map(|_| Stream::new().unwrap()).collect();
     let (n, chunk, a) = (3_000_017usize, 250_007usize, 1.5f32);
@@ -321,7 +327,9 @@ fn chunk_views_on_four_streams_match_the_cpu() {
 /// kernel is an error.
 #[test]
 fn the_cubin_loads_only_on_its_architecture() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     assert!(MODULE_CUBIN.starts_with(b"\x7fELF"));
     let arch = device_arch();
@@ -345,7 +353,9 @@ fn the_cubin_loads_only_on_its_architecture() {
 /// device's).
 #[test]
 fn ptx_loads_with_or_without_a_trailing_nul() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let arch = device_arch();
     if arch < MODULE_PTX_ARCH {
@@ -383,7 +393,9 @@ fn ptx_loads_with_or_without_a_trailing_nul() {
 /// differs.
 #[test]
 fn wrong_parameter_lists_are_refused() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     for (kind, library) in loadable_images() {
         // fill_u32 is (uint32_t* out, size_t n, uint32_t value): C parameters of 8, 8, 4 bytes.
@@ -424,7 +436,9 @@ fn wrong_parameter_lists_are_refused() {
 /// An unknown name, a name with a NUL byte and an empty name are `cudaErrorSymbolNotFound`.
 #[test]
 fn unknown_names_are_symbol_not_found() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     for (kind, library) in loadable_images() {
         for name in ["no_such_kernel", "fill_u32\0", "fill\0_u32", "", "FILL_U32"] {
@@ -448,7 +462,9 @@ fn unknown_names_are_symbol_not_found() {
 /// as PTX text, which ends at its NUL. Binary images carry no length the driver is told of.
 #[test]
 fn bad_images_are_errors() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let e = load_text(&[]).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::OutOfRange, "{e}");
@@ -502,7 +518,9 @@ fn bad_images_are_errors() {
 /// and its clone still launch and compute.
 #[test]
 fn a_kernel_keeps_its_library_loaded() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     for (kind, library) in loadable_images() {
         let clone = library.clone();
@@ -532,7 +550,9 @@ fn a_kernel_keeps_its_library_loaded() {
 /// finished, and the kernel's results are all there.
 #[test]
 fn dropping_the_last_handle_under_a_running_kernel_waits_for_it() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let sms = Device::current().unwrap().multiprocessor_count().unwrap();
@@ -608,7 +628,9 @@ fn dropping_the_last_handle_under_a_running_kernel_waits_for_it() {
 /// device.
 #[test]
 fn occupancy_suggestions_of_loaded_kernels_are_optimal() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let _serial = serial();
     let sms = Device::current().unwrap().multiprocessor_count().unwrap();
     for (kind, library) in loadable_images() {
@@ -659,7 +681,9 @@ fn check_occupancy<P: KernelParams>(name: &str, kernel: &Kernel<P>, shared: usiz
 /// Binary images shorter than their headers say are refused before the driver reads them.
 #[test]
 fn truncated_binary_images_are_refused() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     for image in [MODULE_CUBIN, MODULE_FATBIN] {
         for keep in [4, 16, 63, image.len() / 2, image.len() - 1] {
             // SAFETY: the header checks refuse the truncated image before CUDA reads it (the

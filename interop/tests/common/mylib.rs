@@ -299,7 +299,7 @@ pub fn object_of(address: *const c_void) -> String {
 
 /// The name of a CUDA status (`cudaErrorIllegalAddress`).
 pub fn status_name(status: cudaError_t) -> String {
-    gpu_test::error_name(status)
+    cuda_rt_testing::error_name(status)
 }
 
 /// A stream, an allocation and an event that one copy of mylib created and owns (the C++ side's

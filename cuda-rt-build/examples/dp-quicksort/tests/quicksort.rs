@@ -5,13 +5,15 @@ use cuda_rt::{DeviceBuffer, Stream};
 
 fn random(n: usize, seed: u64) -> Vec<u32> {
     let mut keys = vec![0; n];
-    gpu_test::SplitMix64::new(seed).fill_u32(&mut keys);
+    cuda_rt_testing::SplitMix64::new(seed).fill_u32(&mut keys);
     keys
 }
 
 #[test]
 fn sorts_like_the_cpu() {
-    let Some(_gpu) = gpu_test::gpu() else { return };
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
     let stream = Stream::new().unwrap();
     let mut cases: Vec<(String, Vec<u32>)> = Vec::new();
     for n in [0usize, 1, 2, 511, 512, 513, 100_003] {

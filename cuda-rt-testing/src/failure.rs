@@ -178,8 +178,8 @@ pub(crate) fn cut(text: String, max: usize) -> String {
 ///
 /// # Examples
 /// ```
-/// fn case(n: usize) -> Result<(), gpu_test::Failure> {
-///     gpu_test::ensure!(n % 2 == 0, "{n} is odd");
+/// fn case(n: usize) -> Result<(), cuda_rt_testing::Failure> {
+///     cuda_rt_testing::ensure!(n % 2 == 0, "{n} is odd");
 ///     Ok(())
 /// }
 /// assert!(case(3).is_err());
@@ -214,8 +214,8 @@ macro_rules! ensure {
 ///
 /// # Examples
 /// ```
-/// fn case(x: u32) -> Result<(), gpu_test::Failure> {
-///     gpu_test::ensure_eq!(x.count_ones(), 1, "{x} is not a power of two");
+/// fn case(x: u32) -> Result<(), cuda_rt_testing::Failure> {
+///     cuda_rt_testing::ensure_eq!(x.count_ones(), 1, "{x} is not a power of two");
 ///     Ok(())
 /// }
 /// assert!(case(8).is_ok());

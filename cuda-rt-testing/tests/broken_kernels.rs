@@ -8,9 +8,9 @@
 
 use cuda_rt::prelude::*;
 use cuda_rt_test_kernels::broken::{self, block_sums_config, scale_config};
-use gpu_test::compare::Exact;
-use gpu_test::policy;
-use gpu_test::{inputs, Check, FailureKind, Isolation, Report, Side, Verdict};
+use cuda_rt_testing::compare::Exact;
+use cuda_rt_testing::policy;
+use cuda_rt_testing::{inputs, Check, FailureKind, Isolation, Report, Side, Verdict};
 
 /// Lengths up to 5000, likely 0, 1, odd, and around blocks of 256 and 1024.
 fn lengths() -> proptest::strategy::BoxedStrategy<usize> {

@@ -32,14 +32,14 @@
 //! function):
 //! ```no_run
 //! use cuda_rt::prelude::*;
-//! use gpu_test::{compare::Exact, inputs};
+//! use cuda_rt_testing::{compare::Exact, inputs};
 //!
 //! kernels! {
 //!     /// `out[i] = in[i] * k` (wrapping), for `i < min(out.len(), in.len())`.
 //!     unsafe fn scale(out: SliceMut<u32>, input: Slice<u32>, k: u32);
 //! }
 //!
-//! gpu_test::check(
+//! cuda_rt_testing::check(
 //!     // Lengths 0..=100 000, likely 0, 1, odd, 255, 256, 257; every distribution.
 //!     inputs::data::<u32>(inputs::lengths(100_000, &[256])),
 //!     |stream, input, output| {
@@ -172,9 +172,9 @@ where
 ///
 /// # Examples
 /// ```no_run
-/// use gpu_test::{compare::Sorted, inputs};
+/// use cuda_rt_testing::{compare::Sorted, inputs};
 /// # fn my_sort(_: &cuda_rt::Stream, _: &mut cuda_rt::DeviceViewMut<'_, f32>) -> cuda_rt::Result<()> { Ok(()) }
-/// gpu_test::check_in_place(
+/// cuda_rt_testing::check_in_place(
 ///     inputs::data::<f32>(inputs::lengths(1 << 20, &[1024, 4096])),
 ///     |stream, keys| my_sort(stream, keys),
 ///     |keys| keys.to_vec(),   // Sorted compares with any permutation of the input
@@ -211,12 +211,12 @@ pub fn check_in_place<V, T, G, E, C, R>(
 /// # Examples
 /// ```no_run
 /// use cuda_rt::prelude::*;
-/// use gpu_test::inputs;
+/// use cuda_rt_testing::inputs;
 ///
-/// gpu_test::property(inputs::data::<u8>(inputs::lengths(1 << 16, &[])), |case, data| {
+/// cuda_rt_testing::property(inputs::data::<u8>(inputs::lengths(1 << 16, &[])), |case, data| {
 ///     let mut device = DeviceBuffer::from_slice(data)?;
 ///     device.set_bytes_async(case.stream(), 7)?;
-///     gpu_test::ensure_eq!(device.to_vec()?, vec![7u8; data.len()]);
+///     cuda_rt_testing::ensure_eq!(device.to_vec()?, vec![7u8; data.len()]);
 ///     Ok(())
 /// });
 /// ```

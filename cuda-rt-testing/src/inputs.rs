@@ -10,7 +10,7 @@
 //!
 //! # Examples
 //! ```
-//! use gpu_test::inputs::{self, Dist};
+//! use cuda_rt_testing::inputs::{self, Dist};
 //! use proptest::strategy::{Strategy, ValueTree};
 //! use proptest::test_runner::TestRunner;
 //!
@@ -122,7 +122,7 @@ pub fn generate<T: Element>(dist: Dist, len: usize, seed: u64) -> Vec<T> {
 /// # Examples
 /// ```
 /// // Block size 256, tile 4096: 255, 256, 257, 4095, 4096, 4097 are likely.
-/// let lengths = gpu_test::inputs::lengths(100_000, &[256, 4096]);
+/// let lengths = cuda_rt_testing::inputs::lengths(100_000, &[256, 4096]);
 /// # let _ = lengths;
 /// ```
 pub fn lengths(max: usize, around: &[usize]) -> BoxedStrategy<usize> {

@@ -14,7 +14,7 @@ use std::fmt::Debug;
 ///
 /// # Examples
 /// ```
-/// use gpu_test::Element;
+/// use cuda_rt_testing::Element;
 /// assert_eq!((-0.0f32).bits64(), 0x8000_0000);
 /// assert!((-0.0f32).total_order(&0.0).is_lt());
 /// assert!(f32::specials().iter().any(|x| x.is_nan()));

@@ -20,7 +20,7 @@ use std::fmt::Debug;
 /// ```no_run
 /// # fn launch_pair_kernel(_: &cuda_rt::Stream, _: &cuda_rt::DeviceView<'_, u32>, _: &cuda_rt::DeviceView<'_, u32>,
 /// #     _: &mut cuda_rt::DeviceViewMut<'_, u32>, _: &mut cuda_rt::DeviceViewMut<'_, u32>) -> cuda_rt::Result<()> { Ok(()) }
-/// use gpu_test::{compare::Exact, inputs, Check, Compare};
+/// use cuda_rt_testing::{compare::Exact, inputs, Check, Compare};
 /// use proptest::prelude::*;
 ///
 /// let pairs = (inputs::data::<u32>(inputs::lengths(10_000, &[256])), any::<u64>());

@@ -117,7 +117,7 @@ pub(crate) fn say(line: &str) {
 /// ```no_run
 /// #[test]
 /// fn round_trip() {
-///     let Some(_gpu) = gpu_test::gpu() else { return };
+///     let Some(_gpu) = cuda_rt_testing::gpu() else { return };
 ///     // ... the test, which may assume a usable CUDA device 0 ...
 /// }
 /// ```

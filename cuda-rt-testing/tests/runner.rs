@@ -4,8 +4,8 @@
 //! cases run in a fresh one (and shrunk one process per smaller input), and replaying a case
 //! alone from its report.
 
-use gpu_test::inputs::{self, Data};
-use gpu_test::{ensure, policy, Check, FailureKind, Isolation, Report, Verdict};
+use cuda_rt_testing::inputs::{self, Data};
+use cuda_rt_testing::{ensure, policy, Check, FailureKind, Isolation, Report, Verdict};
 use std::process::Command;
 
 /// The report of a verdict that must be a failure; `None` in a child process (its parent
@@ -283,7 +283,10 @@ fn failing_cases_are_replayed_under_compute_sanitizer_when_asked() {
         }
         return;
     }
-    let script = std::env::temp_dir().join(format!("gpu-test-sanitizer-{}.sh", std::process::id()));
+    let script = std::env::temp_dir().join(format!(
+        "cuda-rt-testing-sanitizer-{}.sh",
+        std::process::id()
+    ));
     // Arguments: --tool T --error-exitcode N --print-limit N <test binary> <its arguments>.
     std::fs::write(
         &script,

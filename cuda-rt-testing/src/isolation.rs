@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The start of every line of the protocol.
-pub(crate) const PROTOCOL: &str = "@gpu-test ";
+pub(crate) const PROTOCOL: &str = "@cuda-rt-testing ";
 
 /// What one child process said and did.
 #[derive(Debug, Default)]
@@ -153,17 +153,19 @@ pub(crate) fn run_to_end(
                 if quiet > timeout {
                     // Killing may race with its own exit; either way it is waited for below.
                     if child.kill().is_err() {
-                        policy::say("gpu-test: could not kill a hung child process");
+                        policy::say("cuda-rt-testing: could not kill a hung child process");
                     }
                     if child.wait().is_err() {
-                        policy::say("gpu-test: could not wait for a killed child process");
+                        policy::say("cuda-rt-testing: could not wait for a killed child process");
                     }
                     break None;
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
             Err(e) => {
-                policy::say(&format!("gpu-test: waiting for a child process: {e}"));
+                policy::say(&format!(
+                    "cuda-rt-testing: waiting for a child process: {e}"
+                ));
                 break None;
             }
         }

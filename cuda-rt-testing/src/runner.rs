@@ -55,7 +55,7 @@ pub enum Isolation {
 /// # Examples
 /// ```no_run
 /// use cuda_rt::DeviceMemoryMut;
-/// use gpu_test::{compare::Bitwise, inputs, Check};
+/// use cuda_rt_testing::{compare::Bitwise, inputs, Check};
 /// // 16 cases, no guard bands, outputs poisoned with 0xFF (NaN for floats).
 /// let verdict = Check::new().cases(16).guard_bytes(0).poison(Some(0xFF)).check(
 ///     inputs::data::<f32>(inputs::lengths(4096, &[256])),
@@ -362,7 +362,7 @@ impl Check {
         let named = !test.is_empty() && test != "main" && test != "<unnamed test>";
         if wanted && !named {
             policy::say(&format!(
-                "gpu-test: the cases of `{test}` run in its own process: a child process needs \
+                "cuda-rt-testing: the cases of `{test}` run in its own process: a child process needs \
                  the test's name, which is the name of the thread that runs it"
             ));
         }
@@ -712,7 +712,7 @@ impl<V: Debug, T: ValueTree<Value = V>> Run<'_, V, T> {
             emit(&format!("case {case}"));
         } else {
             policy::say(&format!(
-                "gpu-test: replaying case {case} (path {path:?}): {}",
+                "cuda-rt-testing: replaying case {case} (path {path:?}): {}",
                 Self::describe(&value)
             ));
         }

@@ -91,7 +91,7 @@ pub(crate) fn replay_failures<V: Debug, T: ValueTree<Value = V>>(
                 .env(policy::ISOLATION, "none")
                 .env_remove(policy::SANITIZE_FAILURES);
             policy::say(&format!(
-                "gpu-test: replaying case {} of `{}` under compute-sanitizer --tool {tool}",
+                "cuda-rt-testing: replaying case {} of `{}` under compute-sanitizer --tool {tool}",
                 failure.case, run.test
             ));
             let (status, stdout, stderr) = run_to_end(command, run.child_timeout());
