@@ -17,7 +17,9 @@ profile=release
 [[ "${1:-}" == "--debug" ]] && profile=debug
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-grep -qxF '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
 rm -rf .gpu && mkdir -p .gpu/bin
 build=(--workspace --all-targets --message-format=json-render-diagnostics)
 [[ $profile == release ]] && build+=(--release)

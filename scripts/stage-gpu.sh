@@ -130,7 +130,9 @@ stage_cmake_programs() {
 stage_cmake_programs
 stage_checked_examples
 strip --strip-debug .gpu/bin/* 2>/dev/null || true
-grep -qxF '/.gpucarry/' .git/info/exclude || echo '/.gpucarry/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qxF '/.gpucarry/' "$exclude" 2>/dev/null || echo '/.gpucarry/' >> "$exclude"
 mkdir -p .gpucarry
 tar -cf - .gpu | xz -T1 -9 > .gpucarry/gpu.tar.xz
 du -h .gpucarry/gpu.tar.xz | awk '{print "archive: " $1 " (carry [\".gpucarry\"])"}'
