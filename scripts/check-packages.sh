@@ -18,7 +18,10 @@ cd "$(dirname "$0")/.."
 root=$PWD
 start=$(date +%s)
 target="${CARGO_TARGET_DIR:-target}/packages"
-toolkit="${CUDA_PATH:-$root/.cuda-toolkit/cuda-13.0.88-wheels/nvidia/cu13}"
+# The provisioned toolkit's folder is named after its pins (cuda-rt-sys/build/provision.rs), so
+# it is globbed, as interop/scripts/build-cmake-example.sh does.
+provisioned=$(ls -d "$root"/.cuda-toolkit/cuda-13*/nvidia/cu13 2>/dev/null | head -n 1 || true)
+toolkit="${CUDA_PATH:-$provisioned}"
 if [[ ! -x "$toolkit/bin/nvcc" ]]; then
   echo "check-packages: no CUDA toolkit at $toolkit (set CUDA_PATH, or run \`cargo test\` first)" >&2
   exit 1
