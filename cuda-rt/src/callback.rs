@@ -32,31 +32,13 @@
 //! a slot that the scope and CUDA's call share: an atomic state says which of them takes the
 //! closure (see [`Scope::launch_host_fn`](crate::Scope::launch_host_fn)).
 
-use crate::error::{defer, thread_tag, Error, ErrorKind, Result, ThreadTag};
+use crate::context::{self, thread_tag, ThreadTag};
+use crate::error::{defer, Error, ErrorKind, Result};
 use crate::raw::{self, RawStatus, RawStream};
 use crate::stream::{Stream, StreamRef};
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-
-thread_local! {
-    /// While this thread runs a host callback of this crate: the thread that queued it (whose
-    /// next synchronize reports the callback's deferred errors).
-    static CALLBACK_OWNER: Cell<Option<ThreadTag>> = const { Cell::new(None) };
-}
-
-/// Whether the calling thread is running a host callback of this crate.
-#[inline]
-pub(crate) fn in_callback() -> bool {
-    callback_owner().is_some()
-}
-
-/// Inside a host callback of this crate, the thread that queued it.
-#[inline]
-pub(crate) fn callback_owner() -> Option<ThreadTag> {
-    CALLBACK_OWNER.try_with(Cell::get).unwrap_or(None)
-}
 
 /// Whether the calling thread is running a host callback queued through this crate
 /// ([`Stream::launch_host_fn`], [`Stream::add_callback`], or their scoped forms), where CUDA
@@ -77,45 +59,14 @@ pub(crate) fn callback_owner() -> Option<ThreadTag> {
 /// assert!(!cuda_rt::in_host_callback());
 /// ```
 pub fn in_host_callback() -> bool {
-    in_callback()
-}
-
-/// Whether the calling thread is inside a host callback; if so, records that `what` was leaked
-/// (CUDA must not be called there) and returns true.
-pub(crate) fn leak_if_in_callback(what: &'static str) -> bool {
-    let inside = in_callback();
-    if inside {
-        defer(Error::new(ErrorKind::LeakedInCallback, what));
-    }
-    inside
-}
-
-/// Marks the thread as inside a callback queued by `owner` until dropped.
-struct InCallback(Option<ThreadTag>);
-
-impl InCallback {
-    fn enter(owner: ThreadTag) -> InCallback {
-        InCallback(
-            CALLBACK_OWNER
-                .try_with(|c| c.replace(Some(owner)))
-                .unwrap_or(None),
-        )
-    }
-}
-
-impl Drop for InCallback {
-    fn drop(&mut self) {
-        let previous = self.0;
-        // Fails only while the thread's locals are destroyed; nothing is left to restore then.
-        let _ = CALLBACK_OWNER.try_with(|c| c.set(previous));
-    }
+    context::in_callback()
 }
 
 /// Runs `f` as a callback queued by the thread `owner`: no panic escapes (it is recorded
 /// instead), CUDA-owning values dropped inside are leaked rather than freed, every CUDA call of
 /// this crate is refused, and errors deferred inside belong to `owner`.
 pub(crate) fn run_guarded(owner: ThreadTag, f: impl FnOnce()) {
-    let _inside = InCallback::enter(owner);
+    let _inside = context::InCallback::enter(owner);
     if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
         defer(Error::new(ErrorKind::CallbackPanicked, "host callback"));
         // Dropping the payload runs user code too (a panic payload's Drop may panic).
@@ -311,7 +262,7 @@ mod tests {
         let me = thread_tag();
         assert!(!in_host_callback());
         let mut saw = None;
-        run_guarded(me, || saw = callback_owner());
+        run_guarded(me, || saw = context::callback_owner());
         assert_eq!(saw, Some(me));
         assert!(!in_host_callback());
         // A panic is caught and becomes a deferred error of the queuing thread.

@@ -11,6 +11,7 @@
 
 use crate::error::{with_deferred, Error, Result};
 use crate::raw;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A CUDA device, by ordinal.
 ///
@@ -133,6 +134,37 @@ impl Limit {
             Limit::PersistingL2CacheSize => LIMIT_PERSISTING_L2_CACHE_SIZE,
         }
     }
+}
+
+/// The bit of `device` in a set of devices (one `u64`, ordinals 0 to 63; 0 for the others).
+pub(crate) fn device_bit(device: i32) -> u64 {
+    if (0..64).contains(&device) {
+        1 << device
+    } else {
+        0
+    }
+}
+
+/// Peer access enabled through [`Device::enable_peer_access`]: bit `peer` of entry `device`
+/// says that kernels on `device` may use `peer`'s memory.
+static PEER_ENABLED: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
+/// Notes that `device` may access `peer`'s memory from now on.
+pub(crate) fn note_peer_access(device: i32, peer: i32) {
+    if let Ok(index) = usize::try_from(device) {
+        if let Some(word) = PEER_ENABLED.get(index) {
+            word.fetch_or(device_bit(peer), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether kernels on `device` may use `peer`'s memory (peer access enabled through
+/// [`Device::enable_peer_access`]). Calls no CUDA.
+pub(crate) fn peer_access_enabled(device: i32, peer: i32) -> bool {
+    usize::try_from(device)
+        .ok()
+        .and_then(|i| PEER_ENABLED.get(i))
+        .is_some_and(|word| word.load(Ordering::Relaxed) & device_bit(peer) != 0)
 }
 
 /// Runs `f` with `device` current on this thread, then restores the previous current device.
@@ -572,7 +604,7 @@ impl Device {
             || result.is_err_and(|e| e.code() == Some(raw::status::PEER_ACCESS_ALREADY_ENABLED))
         {
             // Kernels on this device may use `peer`'s memory from now on.
-            crate::memory::note_peer_access(self.0, peer.0);
+            note_peer_access(self.0, peer.0);
         }
         result.map_err(|e| e.context("Device::enable_peer_access"))
     }

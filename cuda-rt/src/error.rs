@@ -19,10 +19,10 @@
 //! context of where it happened ("DeviceBuffer::drop"); the context that the reporting call adds
 //! is recorded as [`Error::reported_by`] instead of replacing it.
 
-use crate::raw::{self, RawStatus};
-use std::collections::VecDeque;
+use crate::context::{self, Deferred, ThreadTag};
+use crate::status::{self, codes, RawStatus};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+#[cfg(test)]
 use std::sync::Mutex;
 
 /// The result type of this crate.
@@ -144,7 +144,7 @@ impl Error {
     /// Builds an error from a raw status, for code that calls CUDA itself (through [`raw`] or
     /// `cuda_rt_sys`) and wants this crate's error type. Returns `None` for `cudaSuccess`.
     pub fn from_status(status: RawStatus, call: &'static str) -> Option<Self> {
-        (status != raw::status::SUCCESS).then(|| Self::cuda(status, call))
+        (status != codes::SUCCESS).then(|| Self::cuda(status, call))
     }
 
     /// Adds what was being done (`"DeviceBuffer::copy_from_host"`), keeping the call.
@@ -201,7 +201,7 @@ impl Error {
     /// The C name of the status (`cudaGetErrorName`), or the name of the crate-side kind.
     pub fn name(&self) -> &'static str {
         match self.kind {
-            ErrorKind::Cuda(status) => raw::error_name(status),
+            ErrorKind::Cuda(status) => status::error_name(status),
             ErrorKind::CallbackPanicked => "CallbackPanicked",
             ErrorKind::LengthMismatch { .. } => "LengthMismatch",
             ErrorKind::SizeOverflow => "SizeOverflow",
@@ -220,7 +220,7 @@ impl Error {
     /// The description of the status (`cudaGetErrorString`), or of the crate-side kind.
     pub fn message(&self) -> &'static str {
         match self.kind {
-            ErrorKind::Cuda(status) => raw::error_string(status),
+            ErrorKind::Cuda(status) => status::error_string(status),
             ErrorKind::CallbackPanicked => "a host callback panicked (the panic was caught)",
             ErrorKind::LengthMismatch { .. } => "lengths differ",
             ErrorKind::SizeOverflow => "size in bytes overflows usize",
@@ -255,13 +255,13 @@ impl Error {
 
     /// Whether this is `cudaErrorNotReady` (work still running; not a failure).
     pub fn is_not_ready(&self) -> bool {
-        self.kind == ErrorKind::Cuda(raw::status::NOT_READY)
+        self.kind == ErrorKind::Cuda(codes::NOT_READY)
     }
 }
 
 /// Whether a raw status is sticky (see [`Error::is_sticky`]).
 pub fn is_sticky(status: RawStatus) -> bool {
-    raw::status::STICKY.contains(&status)
+    codes::STICKY.contains(&status)
 }
 
 impl fmt::Debug for Error {
@@ -317,10 +317,10 @@ impl std::error::Error for Error {}
 /// let _ = cuda_rt::last_error();
 /// ```
 pub fn last_error() -> Result<()> {
-    if crate::callback::in_callback() {
+    if context::in_callback() {
         return Err(Error::new(ErrorKind::InHostCallback, "cudaGetLastError"));
     }
-    match Error::from_status(raw::get_last_error(), "cudaGetLastError") {
+    match Error::from_status(status::get_last_error(), "cudaGetLastError") {
         None => Ok(()),
         Some(e) => Err(e),
     }
@@ -336,10 +336,10 @@ pub fn last_error() -> Result<()> {
 /// let _ = cuda_rt::peek_last_error();
 /// ```
 pub fn peek_last_error() -> Result<()> {
-    if crate::callback::in_callback() {
+    if context::in_callback() {
         return Err(Error::new(ErrorKind::InHostCallback, "cudaPeekAtLastError"));
     }
-    match Error::from_status(raw::peek_at_last_error(), "cudaPeekAtLastError") {
+    match Error::from_status(status::peek_at_last_error(), "cudaPeekAtLastError") {
         None => Ok(()),
         Some(e) => Err(e),
     }
@@ -351,91 +351,25 @@ pub fn peek_last_error() -> Result<()> {
 /// How many deferred errors are kept; older ones beyond this are counted, not kept.
 const DEFERRED_CAPACITY: usize = 64;
 
-/// The host thread a deferred error belongs to: a number given to each thread the first time
-/// it needs one, never reused.
-pub(crate) type ThreadTag = usize;
-
-/// The tag of errors whose thread has exited (or was exiting when it deferred them): any
-/// thread's synchronize takes them, after its own.
-const ORPHANED: ThreadTag = 0;
-
-static NEXT_THREAD_TAG: AtomicUsize = AtomicUsize::new(1);
-
-/// A thread's tag; its destructor hands the thread's deferred errors over as orphaned.
-struct ThreadTagSlot(ThreadTag);
-
-impl Drop for ThreadTagSlot {
-    fn drop(&mut self) {
-        if !HAS_DEFERRED.load(Ordering::Acquire) {
-            return;
-        }
-        let mut d = deferred();
-        for (owner, _) in d.errors.iter_mut() {
-            if *owner == self.0 {
-                *owner = ORPHANED;
-            }
-        }
-    }
-}
-
-thread_local! {
-    static THREAD_TAG: ThreadTagSlot =
-        ThreadTagSlot(NEXT_THREAD_TAG.fetch_add(1, Ordering::Relaxed));
-}
-
-/// The calling host thread's tag ([`ORPHANED`] while the thread exits).
-pub(crate) fn thread_tag() -> ThreadTag {
-    THREAD_TAG.try_with(|t| t.0).unwrap_or(ORPHANED)
-}
-
-/// The thread that errors met now belong to: inside a host callback, the thread that queued
-/// the callback; elsewhere the calling thread.
-pub(crate) fn cause_tag() -> ThreadTag {
-    crate::callback::callback_owner().unwrap_or_else(thread_tag)
-}
-
-struct Deferred {
-    /// Errors with the thread they belong to, oldest first.
-    errors: VecDeque<(ThreadTag, Error)>,
-    dropped: u64,
-}
-
-static DEFERRED: Mutex<Deferred> = Mutex::new(Deferred {
-    errors: VecDeque::new(),
-    dropped: 0,
-});
-/// Fast path: whether `DEFERRED` may hold errors (checked with one load by every synchronize).
-static HAS_DEFERRED: AtomicBool = AtomicBool::new(false);
-
-fn deferred() -> std::sync::MutexGuard<'static, Deferred> {
-    // Nothing panics while holding the lock; a poisoned lock still holds consistent data.
-    DEFERRED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+/// The errors waiting for the next synchronize of the thread each belongs to.
+static DEFERRED: Deferred<Error> = Deferred::new(DEFERRED_CAPACITY);
 
 /// Records an error met where it cannot be returned (a `Drop`, a host callback), so that the
 /// next synchronize of the thread that caused it returns it (see the [module docs](self)).
 pub(crate) fn defer(error: Error) {
-    defer_for(cause_tag(), error);
+    defer_for(context::cause_tag(), error);
 }
 
-/// Records an error for the next synchronize of the thread `owner` (a [`cause_tag`] taken
+/// Records an error for the next synchronize of the thread `owner` (a [`context::cause_tag`] taken
 /// earlier): for errors met on a thread of this crate on behalf of another.
 pub(crate) fn defer_for(owner: ThreadTag, error: Error) {
-    let mut d = deferred();
-    if d.errors.len() < DEFERRED_CAPACITY {
-        d.errors.push_back((
-            owner,
-            Error {
-                deferred: true,
-                ..error
-            },
-        ));
-    } else {
-        d.dropped += 1;
-    }
-    HAS_DEFERRED.store(true, Ordering::Release);
+    DEFERRED.push(
+        owner,
+        Error {
+            deferred: true,
+            ..error
+        },
+    );
 }
 
 /// Records an error met where it cannot be returned, so that the next synchronize of this
@@ -446,7 +380,7 @@ pub(crate) fn defer_for(owner: ThreadTag, error: Error) {
 /// # Examples
 /// ```
 /// use cuda_rt::{defer_error, raw, take_deferred_error, Error};
-/// let error = Error::from_status(raw::status::INVALID_VALUE, "cudaFree").unwrap();
+/// let error = Error::from_status(codes::INVALID_VALUE, "cudaFree").unwrap();
 /// defer_error(error.context("MyBuffer::drop"));
 /// let taken = take_deferred_error().unwrap().context("my_sync");
 /// assert!(taken.is_deferred());
@@ -478,26 +412,22 @@ pub(crate) fn defer_result(result: Result<()>) {
 /// assert!(cuda_rt::take_deferred_error().is_none());
 /// ```
 pub fn take_deferred_error() -> Option<Error> {
-    if !HAS_DEFERRED.load(Ordering::Acquire) {
-        return None;
-    }
-    let me = cause_tag();
-    let mut d = deferred();
-    let position = d
-        .errors
-        .iter()
-        .position(|&(owner, _)| owner == me)
-        .or_else(|| d.errors.iter().position(|&(owner, _)| owner == ORPHANED));
-    let taken = position.and_then(|i| d.errors.remove(i)).map(|(_, e)| e);
-    if d.errors.is_empty() {
-        HAS_DEFERRED.store(false, Ordering::Release);
-    }
-    taken
+    DEFERRED.take(context::cause_tag())
 }
 
 /// How many deferred errors were not kept because 64 were already waiting.
 pub fn deferred_errors_dropped() -> u64 {
-    deferred().dropped
+    DEFERRED.dropped()
+}
+
+/// Whether the calling thread is inside a host callback; if so, records that `what` was leaked
+/// (CUDA must not be called there) and returns true.
+pub(crate) fn leak_if_in_callback(what: &'static str) -> bool {
+    let inside = context::in_callback();
+    if inside {
+        defer(Error::new(ErrorKind::LeakedInCallback, what));
+    }
+    inside
 }
 
 /// The result of a synchronizing call, with a deferred error of the calling thread (or an
@@ -517,6 +447,7 @@ pub(crate) static DEFERRED_TEST_LOCK: Mutex<()> = Mutex::new(());
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::thread_tag;
     use cuda_rt_sys as sys;
 
     #[test]

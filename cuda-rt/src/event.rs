@@ -1,9 +1,11 @@
 //! Events: markers recorded into a stream, to order streams ([`Stream::wait`](crate::Stream::wait)),
 //! to ask from the host whether work has finished, and to time work on the device.
 
+pub(crate) mod watch;
+
 use crate::error::{with_deferred, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent};
-use crate::stream::StreamRef;
+use crate::stream::{Stream, StreamRef};
 use std::marker::PhantomData;
 use std::ops::BitOr;
 use std::time::Duration;
@@ -112,7 +114,7 @@ impl Event {
     pub fn into_raw(self) -> RawEvent {
         let raw = self.raw;
         // Whoever takes the handle may destroy it: no future's watch may outlive this.
-        crate::future::forget_event(raw);
+        watch::forget(raw);
         std::mem::forget(self);
         raw
     }
@@ -203,10 +205,10 @@ pub fn elapsed_time_between<'s, 'e>(
 
 impl Drop for Event {
     fn drop(&mut self) {
-        if crate::callback::leak_if_in_callback("Event::drop") {
+        if crate::error::leak_if_in_callback("Event::drop") {
             return;
         }
-        crate::future::forget_event(self.raw);
+        watch::forget(self.raw);
         // SAFETY: we own the live handle; it is not used after this (the futures' spinner
         // forgot it just now).
         let result = unsafe { raw::event_destroy(self.raw) };
@@ -289,6 +291,36 @@ impl<'a> EventRef<'a> {
         // SAFETY: the handle is live for 'a.
         with_deferred(unsafe { raw::event_synchronize(self.raw) })
             .map_err(|e| e.context("Event::synchronize"))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams ordered by events
+
+/// A stream waits for an event: the operation that orders one stream after another (or after
+/// a point of its own queue). It belongs to events, which streams themselves never need.
+impl Stream {
+    /// `cudaStreamWaitEvent`: work queued on this stream after this call waits until the work
+    /// before `event`'s most recent [`record`](crate::Event::record) has finished. Does not
+    /// block the host.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
+        self.as_stream_ref().wait(event)
+    }
+}
+
+impl StreamRef<'_> {
+    /// `cudaStreamWaitEvent` (see [`Stream::wait`]).
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidResourceHandle`.
+    pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
+        let event = event.into();
+        // SAFETY: both handles are live for their lifetimes, which include this call.
+        unsafe { raw::stream_wait_event(self.as_raw(), event.as_raw()) }
+            .map_err(|e| e.context("Stream::wait"))
     }
 }
 

@@ -113,12 +113,11 @@ mod pools;
 mod signal;
 mod spinner;
 
-pub(crate) use spinner::forget as forget_event;
 pub use spinner::{set_spin_window, spin_window};
 
 use crate::error::{defer, Error, ErrorKind, Result};
 use crate::event::{Event, EventRef};
-use crate::pinned::Pending;
+use crate::pending::Pending;
 use crate::stream::{Stream, StreamRef};
 use pools::{Armed, CompletionEvent};
 use signal::Signal;
@@ -190,7 +189,7 @@ impl Wait {
     /// the spinner is on, since arming then costs no CUDA call and the first poll queries
     /// anyway; inside a host callback `query` runs, and refuses.
     fn made_with(query: impl FnOnce() -> Result<bool>) -> Result<bool> {
-        if spinner::enabled() && !crate::callback::in_callback() {
+        if spinner::enabled() && !crate::context::in_callback() {
             Ok(false)
         } else {
             query()
@@ -245,7 +244,7 @@ impl Wait {
             return self.finish(Ok(()));
         }
         // Inside a host callback CUDA must not be called: the signal is all there is to go by.
-        if !crate::callback::in_callback() {
+        if !crate::context::in_callback() {
             match query() {
                 Ok(true) => return self.finish(Ok(())),
                 Err(e) if e.is_sticky() => return self.finish(Err(e.context(self.what))),
@@ -309,7 +308,7 @@ impl<'a> EventFuture<'a> {
             let raw = event.as_raw();
             if owned {
                 // SAFETY: the event is live for 'a, which includes this call, and is owned by
-                // an `Event`, whose drop and `into_raw` call `spinner::forget` first.
+                // an `Event`, whose drop and `into_raw` end its watches first (`event::watch::forget`).
                 unsafe { pools::arm(Target::Owned { raw, device }, signal) }
             } else {
                 // SAFETY: the event is live for 'a, which includes this call.
@@ -535,7 +534,7 @@ impl<B> IntoFuture for Pending<B> {
                 let (raw, device) = self.completion_event();
                 Wait::armed_by(WHAT, |signal| {
                     // SAFETY: the event is the Pending's, live while `self` is, and its drop
-                    // calls `spinner::forget` first.
+                    // ends its watches first (`event::watch::forget`).
                     unsafe { pools::arm(Target::Owned { raw, device }, signal) }
                 })
             }
@@ -708,7 +707,7 @@ mod tests {
         let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
         let (mut wait, signal) = fake_wait();
         let (_, waker) = counting();
-        let me = crate::error::thread_tag();
+        let me = crate::context::thread_tag();
         crate::callback::run_guarded(me, || {
             let mut cx = Context::from_waker(&waker);
             assert!(wait.poll(&mut cx, || panic!("CUDA queried")).is_pending());

@@ -187,14 +187,14 @@ use crate::memory::{
 };
 use crate::pinned::PinnedBuffer;
 use crate::raw::{self, RawGraph, RawGraphExec, RawStream};
-use crate::scope::Scope;
+use crate::scope::{lock_launches, GraphLaunchKey, Scope, ScopedLaunch, ScopedLaunches};
 use crate::stream::{Stream, StreamRef};
 use owned::{next_graph_id, Building, Owned};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// What an executable graph's marker tracks: its launches, as uses of one pseudo-byte.
 const LAUNCHES: Span = Span { start: 0, end: 1 };
@@ -702,7 +702,7 @@ impl<'a> Graph<'a> {
 /// leaks the graph instead.
 impl Drop for Graph<'_> {
     fn drop(&mut self) {
-        if crate::callback::leak_if_in_callback("Graph::drop") {
+        if crate::error::leak_if_in_callback("Graph::drop") {
             return;
         }
         // SAFETY: our live graph, not used after this.
@@ -798,51 +798,6 @@ impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
         self.0.held.store(false, Ordering::Release);
     }
-}
-
-/// The streams that a [`GraphExec`] was launched on by scopes that have not returned yet.
-///
-/// An entry is added by the first launch of a scope on a stream (before the launch), and removed
-/// by that scope before it returns (after it has waited for the stream), never by anyone else:
-/// so every stream listed is live, as the scope borrows it, and a scope may rely on an entry it
-/// added staying until it returns. [`GraphExec::synchronize`] waits for them, under the list's
-/// lock, which keeps the scope from removing them (and returning) meanwhile.
-#[derive(Debug, Default)]
-pub(crate) struct ScopedLaunches {
-    entries: Vec<ScopedLaunch>,
-}
-
-/// One stream of a running scope that a [`GraphExec`] was launched on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ScopedLaunch {
-    /// The scope's identity (its address, unique while it runs).
-    scope: usize,
-    stream: RawStream,
-    device: i32,
-}
-
-impl ScopedLaunches {
-    /// Lists `launch` unless it is listed; says whether it was added.
-    fn list(&mut self, launch: ScopedLaunch) -> bool {
-        let known = self.entries.contains(&launch);
-        if !known {
-            self.entries.push(launch);
-        }
-        !known
-    }
-
-    /// Forgets the launches of a scope that has waited for its streams.
-    pub(crate) fn forget_scope(&mut self, scope: usize) {
-        self.entries.retain(|launch| launch.scope != scope);
-    }
-}
-
-/// Locks a [`GraphExec`]'s launch state (a panic never happens while it is held, so a poisoned
-/// lock guards consistent state).
-pub(crate) fn lock_launches(launches: &Mutex<ScopedLaunches>) -> MutexGuard<'_, ScopedLaunches> {
-    launches
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 // SAFETY: executable graph handles may be used from any thread; the calls into the executable
@@ -1052,7 +1007,7 @@ impl<'a> GraphExec<'a> {
 /// wait fails, it leaks the executable and what it owns instead.
 impl Drop for GraphExec<'_> {
     fn drop(&mut self) {
-        if crate::callback::leak_if_in_callback("GraphExec::drop") {
+        if crate::error::leak_if_in_callback("GraphExec::drop") {
             return;
         }
         // No scope borrows the executable any more: its launches in scopes have finished (each
@@ -1131,25 +1086,6 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.remember_graph_launch(key);
         exec.launch_listed(stream)
     }
-}
-
-/// What a scope's graph launch was made with: the executable (its address), the stream and its
-/// device. [`Scope::launch_graph`] remembers the key of its last launch that enlisted and
-/// listed its stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct GraphLaunchKey {
-    pub(crate) exec: *const (),
-    pub(crate) stream: RawStream,
-    pub(crate) device: i32,
-}
-
-impl GraphLaunchKey {
-    /// Matches no launch (no executable lives at the null address).
-    pub(crate) const NONE: GraphLaunchKey = GraphLaunchKey {
-        exec: std::ptr::null(),
-        stream: std::ptr::null_mut(),
-        device: -1,
-    };
 }
 
 #[cfg(test)]

@@ -132,7 +132,9 @@
 pub mod callback;
 #[cfg(doctest)]
 mod compile_fail;
+mod context;
 pub mod device;
+mod element;
 pub mod error;
 pub mod event;
 pub mod future;
@@ -142,10 +144,12 @@ pub mod launch;
 pub mod memory;
 #[cfg(cudart_ge = "12.8")]
 pub mod module;
+pub mod pending;
 pub mod pinned;
 pub mod pool;
 pub mod raw;
 pub mod scope;
+mod status;
 pub mod stream;
 
 pub use callback::in_host_callback;
@@ -174,9 +178,10 @@ pub use memory::{
 };
 #[cfg(cudart_ge = "12.8")]
 pub use module::Library;
+pub use pending::Pending;
 pub use pinned::pool::{PinnedPool, PinnedPoolUsage};
 pub use pinned::{
-    HostAllocFlags, HostRegisterFlags, Pending, PinnedBuffer, ReadOnly, ReadWrite, RegisterError,
+    HostAllocFlags, HostRegisterFlags, PinnedBuffer, ReadOnly, ReadWrite, RegisterError,
     RegisteredHost, RegistrationAccess,
 };
 pub use pool::{MemPool, PoolUsage};

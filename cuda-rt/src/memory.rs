@@ -80,63 +80,11 @@ use std::ops::RangeBounds;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-pub(crate) use tracker::{note_peer_access, Access, Span, Tracker};
+pub(crate) use tracker::{Access, Span, Tracker};
 pub use view::{Chunks, ChunksExactMut, ChunksMut, DeviceView, DeviceViewMut};
 
-/// Types whose values may be copied byte for byte between host and device memory.
-///
-/// # Safety
-/// Implement it only for types that are:
-/// - `Copy`, with no `Drop` and no ownership of anything (no `Box`, `Vec`, references whose
-///   lifetime matters...);
-/// - valid for **every** bit pattern of their size: device memory fresh from `cudaMalloc`, set
-///   by `cudaMemset` to any byte, or written by a kernel is read back as `T` without checks.
-///   So no `bool`, `char`, references, `NonZero*`, enums or types with such fields; padding
-///   bytes are fine;
-/// - free of interior mutability (no `Cell`, atomics or other `UnsafeCell`): the device reads
-///   host data through shared borrows, which must not change under it;
-/// - aligned to at most 256 bytes (the alignment of `cudaMalloc`).
-///
-/// It is implemented for the integer and floating-point primitives and for arrays of
-/// `DeviceCopy` types. A `#[repr(C)]` struct of such fields may implement it:
-///
-/// ```
-/// #[derive(Clone, Copy)]
-/// #[repr(C)]
-/// struct Particle { position: [f32; 3], id: u32 }
-/// // SAFETY: repr(C), fields are DeviceCopy, every bit pattern is a valid Particle.
-/// unsafe impl cuda_rt::DeviceCopy for Particle {}
-/// ```
-pub unsafe trait DeviceCopy: Copy + 'static {}
-
-macro_rules! device_copy {
-    ($($t:ty),*) => {
-        $(
-            // SAFETY: a primitive number: Copy, every bit pattern valid, alignment <= 16.
-            unsafe impl DeviceCopy for $t {}
-        )*
-    };
-}
-device_copy!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
-// SAFETY: an array of DeviceCopy values is Copy, valid for every bit pattern, aligned like T.
-unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
-
-/// Bytes of `len` elements of `T`.
-pub(crate) fn bytes_of<T>(len: usize, what: &'static str) -> Result<usize> {
-    len.checked_mul(size_of::<T>())
-        .ok_or_else(|| Error::new(ErrorKind::SizeOverflow, what))
-}
-
-pub(crate) fn check_len(expected: usize, actual: usize, what: &'static str) -> Result<()> {
-    if expected == actual {
-        Ok(())
-    } else {
-        Err(Error::new(
-            ErrorKind::LengthMismatch { expected, actual },
-            what,
-        ))
-    }
-}
+pub use crate::element::DeviceCopy;
+pub(crate) use crate::element::{bytes_of, check_len};
 
 // ---------------------------------------------------------------------------------------------
 // The shared representation
@@ -414,7 +362,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         let parts = self.parts();
         check_len(parts.len, dst.len(), WHAT)?;
         let bytes = parts.len * size_of::<T>();
-        crate::pinned::Pending::start(dst, stream.into(), |buffer, s, queued| {
+        crate::pending::Pending::start(dst, stream.into(), |buffer, s, queued| {
             if bytes == 0 {
                 return Ok(());
             }
@@ -656,7 +604,7 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
         const WHAT: &str = "DeviceMemoryMut::copy_from_pinned_async";
         check_len(self.parts().len, src.len(), WHAT)?;
         let bytes = src.len() * size_of::<T>();
-        crate::pinned::Pending::start(src, stream.into(), |buffer, s, queued| {
+        crate::pending::Pending::start(src, stream.into(), |buffer, s, queued| {
             if bytes == 0 {
                 return Ok(());
             }
@@ -1093,7 +1041,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         if self.allocation != Allocation::Empty
-            && crate::callback::leak_if_in_callback("DeviceBuffer::drop")
+            && crate::error::leak_if_in_callback("DeviceBuffer::drop")
         {
             return;
         }
@@ -1215,7 +1163,7 @@ fn wait_idle_until<T: DeviceCopy>(memory: &impl DeviceMemory<T>, deadline: Insta
 
 impl<T: DeviceCopy> Drop for DeviceSlice<'_, T> {
     fn drop(&mut self) {
-        if crate::callback::leak_if_in_callback("DeviceSlice::drop") {
+        if crate::error::leak_if_in_callback("DeviceSlice::drop") {
             return;
         }
         defer_result(self.release().map_err(|e| e.context("DeviceSlice::drop")));

@@ -211,7 +211,7 @@ fn declared_sizes_fit(image: &[u8]) -> bool {
 
 impl Drop for LibraryHold {
     fn drop(&mut self) {
-        if crate::callback::leak_if_in_callback("Library::drop") {
+        if crate::error::leak_if_in_callback("Library::drop") {
             return;
         }
         // A kernel of the library may still run on any device: wait for all of them first.

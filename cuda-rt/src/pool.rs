@@ -198,7 +198,7 @@ impl MemPool {
 
 impl Drop for MemPool {
     fn drop(&mut self) {
-        if !self.owned || crate::callback::leak_if_in_callback("MemPool::drop") {
+        if !self.owned || crate::error::leak_if_in_callback("MemPool::drop") {
             return;
         }
         // SAFETY: our pool, created by `new`, not used after this; allocations still

@@ -27,9 +27,14 @@
 //! crate does inside a callback calls CUDA, so there is no error of the callback's own to fetch,
 //! and the runtime's last error of the thread running the callback belongs to the runtime).
 
+use crate::context::in_callback;
 use crate::error::{Error, ErrorKind, Result};
+/// Statuses: their codes, names and the thread's last error (the raw layer's leaf, [`crate::status`]).
+pub use crate::status::{
+    codes as status, error_name, error_string, get_last_error, peek_at_last_error, RawStatus,
+};
 use cuda_rt_sys as sys;
-use std::ffi::{c_int, c_uint, c_void, CStr};
+use std::ffi::{c_int, c_uint, c_void};
 
 /// A raw stream handle (`cudaStream_t`).
 pub type RawStream = sys::cudaStream_t;
@@ -43,8 +48,6 @@ pub type RawGraphExec = sys::cudaGraphExec_t;
 pub type RawGraphNode = sys::cudaGraphNode_t;
 /// A raw memory pool handle (`cudaMemPool_t`).
 pub type RawMemPool = sys::cudaMemPool_t;
-/// A raw CUDA status (`cudaError_t`).
-pub type RawStatus = sys::cudaError_t;
 /// Grid or block dimensions (`dim3`).
 pub type Dim3 = sys::dim3;
 /// The signature of a host function for `cudaLaunchHostFunc`.
@@ -57,80 +60,6 @@ pub type StreamCallbackFn =
 pub const STREAM_LEGACY: RawStream = 0x1 as RawStream;
 /// `cudaStreamPerThread`: the calling host thread's default stream.
 pub const STREAM_PER_THREAD: RawStream = 0x2 as RawStream;
-
-/// Status values the safe layer tells apart.
-pub mod status {
-    use super::{sys, RawStatus};
-    /// `cudaSuccess`.
-    pub const SUCCESS: RawStatus = sys::cudaSuccess;
-    /// `cudaErrorNotReady`: queued work has not finished (not a failure).
-    pub const NOT_READY: RawStatus = sys::cudaErrorNotReady;
-    /// `cudaErrorInvalidValue`.
-    pub const INVALID_VALUE: RawStatus = sys::cudaErrorInvalidValue;
-    /// `cudaErrorInvalidConfiguration`.
-    pub const INVALID_CONFIGURATION: RawStatus = sys::cudaErrorInvalidConfiguration;
-    /// `cudaErrorCooperativeLaunchTooLarge`.
-    pub const COOPERATIVE_LAUNCH_TOO_LARGE: RawStatus = sys::cudaErrorCooperativeLaunchTooLarge;
-    /// `cudaErrorNotSupported`.
-    pub const NOT_SUPPORTED: RawStatus = sys::cudaErrorNotSupported;
-    /// `cudaErrorSymbolNotFound`.
-    pub const SYMBOL_NOT_FOUND: RawStatus = sys::cudaErrorSymbolNotFound;
-    /// `cudaErrorMemoryAllocation`.
-    pub const MEMORY_ALLOCATION: RawStatus = sys::cudaErrorMemoryAllocation;
-    /// `cudaErrorIllegalAddress`.
-    pub const ILLEGAL_ADDRESS: RawStatus = sys::cudaErrorIllegalAddress;
-    /// `cudaErrorLaunchFailure`.
-    pub const LAUNCH_FAILURE: RawStatus = sys::cudaErrorLaunchFailure;
-    /// `cudaErrorInvalidDevice`.
-    pub const INVALID_DEVICE: RawStatus = sys::cudaErrorInvalidDevice;
-    /// `cudaErrorNoDevice`.
-    pub const NO_DEVICE: RawStatus = sys::cudaErrorNoDevice;
-    /// `cudaErrorInsufficientDriver`.
-    pub const INSUFFICIENT_DRIVER: RawStatus = sys::cudaErrorInsufficientDriver;
-    /// `cudaErrorInvalidResourceHandle`.
-    pub const INVALID_RESOURCE_HANDLE: RawStatus = sys::cudaErrorInvalidResourceHandle;
-    /// `cudaErrorPeerAccessAlreadyEnabled`.
-    pub const PEER_ACCESS_ALREADY_ENABLED: RawStatus = sys::cudaErrorPeerAccessAlreadyEnabled;
-    /// `cudaErrorNotPermitted`.
-    pub const NOT_PERMITTED: RawStatus = sys::cudaErrorNotPermitted;
-    /// `cudaErrorStreamCaptureInvalidated`.
-    pub const STREAM_CAPTURE_INVALIDATED: RawStatus = sys::cudaErrorStreamCaptureInvalidated;
-    /// `cudaErrorGraphExecUpdateFailure`: [`graph_exec_update`](super::graph_exec_update) did
-    /// not update the executable graph (see [`GraphExecUpdateInfo`](super::GraphExecUpdateInfo)).
-    pub const GRAPH_EXEC_UPDATE_FAILURE: RawStatus = sys::cudaErrorGraphExecUpdateFailure;
-
-    /// The statuses after which the CUDA context is unusable ("sticky" errors): every later
-    /// call in the process returns an error, and no queued work of the context runs any more.
-    /// Taken from the descriptions in the Runtime API's `cudaError` reference that say the
-    /// process must be relaunched (or the context destroyed) to continue using CUDA.
-    pub const STICKY: &[RawStatus] = &[
-        sys::cudaErrorIllegalAddress,
-        sys::cudaErrorLaunchTimeout,
-        sys::cudaErrorAssert,
-        sys::cudaErrorHardwareStackError,
-        sys::cudaErrorIllegalInstruction,
-        sys::cudaErrorMisalignedAddress,
-        sys::cudaErrorInvalidAddressSpace,
-        sys::cudaErrorInvalidPc,
-        sys::cudaErrorLaunchFailure,
-        // Named from CUDA 12.8 on; sticky whichever runtime reports them.
-        TENSOR_MEMORY_LEAK,
-        sys::cudaErrorECCUncorrectable,
-        sys::cudaErrorNvlinkUncorrectable,
-        CONTAINED,
-        sys::cudaErrorMpsClientTerminated,
-        sys::cudaErrorExternalDevice,
-    ];
-    /// `cudaErrorTensorMemoryLeak` (CUDA 12.8 and newer headers; the value is fixed).
-    const TENSOR_MEMORY_LEAK: RawStatus = 721;
-    /// `cudaErrorContained` (CUDA 12.8 and newer headers; the value is fixed).
-    const CONTAINED: RawStatus = 226;
-    #[cfg(cudart_ge = "12.8")]
-    const _: () = {
-        assert!(TENSOR_MEMORY_LEAK == sys::cudaErrorTensorMemoryLeak);
-        assert!(CONTAINED == sys::cudaErrorContained);
-    };
-}
 
 /// Flag values of the runtime, re-exported for the safe layer's flag types.
 pub mod flags {
@@ -245,7 +174,7 @@ pub fn check(status: RawStatus, call: &'static str) -> Result<()> {
 /// Refuses a CUDA call inside a host callback of this crate (see the [module docs](self)).
 #[inline(always)]
 fn not_in_callback(call: &'static str) -> Result<()> {
-    if crate::callback::in_callback() {
+    if in_callback() {
         return Err(refused_in_callback(call));
     }
     Ok(())
@@ -290,7 +219,7 @@ fn consume_last_error(returned: RawStatus) {
     if returned == sys::cudaErrorNotReady {
         return; // not an error: never recorded as the last error
     }
-    if crate::callback::in_callback() {
+    if in_callback() {
         return; // CUDA is not called inside a callback (see the module docs)
     }
     let last = get_last_error();
@@ -300,53 +229,6 @@ fn consume_last_error(returned: RawStatus) {
             "cudaGetLastError (an earlier call's error)",
         ));
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-/// `cudaGetErrorName`: the C name of a status (`"cudaErrorInvalidValue"`).
-pub fn error_name(status: RawStatus) -> &'static str {
-    // SAFETY: cudaGetErrorName takes any value and returns a pointer to a static NUL-terminated
-    // string (or null in old runtimes, handled below); it needs no device.
-    let name = unsafe { sys::cudaGetErrorName(status) };
-    static_c_str(name).unwrap_or("unrecognized CUDA error")
-}
-
-/// `cudaGetErrorString`: the description of a status.
-pub fn error_string(status: RawStatus) -> &'static str {
-    // SAFETY: as in `error_name`, for cudaGetErrorString.
-    let text = unsafe { sys::cudaGetErrorString(status) };
-    static_c_str(text).unwrap_or("unrecognized CUDA error")
-}
-
-fn static_c_str(ptr: *const std::ffi::c_char) -> Option<&'static str> {
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: the runtime's error strings are static, NUL-terminated and never freed.
-    unsafe { CStr::from_ptr(ptr) }.to_str().ok()
-}
-
-/// `cudaGetLastError`: the last error of an API call on this host thread, resetting it to
-/// `cudaSuccess` (sticky errors are not reset). Inside a host callback of this crate it returns
-/// `cudaErrorNotPermitted` without calling CUDA (see the [module docs](self)).
-pub fn get_last_error() -> RawStatus {
-    if crate::callback::in_callback() {
-        return sys::cudaErrorNotPermitted;
-    }
-    // SAFETY: no arguments; reads the calling thread's error state.
-    unsafe { sys::cudaGetLastError() }
-}
-
-/// `cudaPeekAtLastError`: like [`get_last_error`] without resetting it (and, like it,
-/// `cudaErrorNotPermitted` inside a host callback of this crate, without calling CUDA).
-pub fn peek_at_last_error() -> RawStatus {
-    if crate::callback::in_callback() {
-        return sys::cudaErrorNotPermitted;
-    }
-    // SAFETY: no arguments.
-    unsafe { sys::cudaPeekAtLastError() }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2172,7 +2054,7 @@ mod tests {
     fn the_last_error_is_not_fetched_inside_a_callback() {
         let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
         let mut statuses = Vec::new();
-        crate::callback::run_guarded(crate::error::thread_tag(), || {
+        crate::callback::run_guarded(crate::context::thread_tag(), || {
             statuses.push(get_last_error());
             statuses.push(peek_at_last_error());
             // `check` inside a callback defers nothing: it does not fetch the last error.
@@ -2194,7 +2076,7 @@ mod tests {
         assert!(drain_deferred().is_empty());
         // Error names are answered inside callbacks.
         let mut name = "";
-        crate::callback::run_guarded(crate::error::thread_tag(), || {
+        crate::callback::run_guarded(crate::context::thread_tag(), || {
             name = error_name(status::INVALID_VALUE);
         });
         assert_eq!(name, "cudaErrorInvalidValue");

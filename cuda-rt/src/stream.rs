@@ -23,7 +23,6 @@
 //!   used on another thread names that thread's stream.
 
 use crate::error::{with_deferred, ErrorKind, Result};
-use crate::event::EventRef;
 use crate::raw::{self, RawStream};
 use std::io::Write;
 use std::marker::PhantomData;
@@ -231,16 +230,6 @@ impl Stream {
         self.as_stream_ref().synchronize()
     }
 
-    /// `cudaStreamWaitEvent`: work queued on this stream after this call waits until the work
-    /// before `event`'s most recent [`record`](crate::Event::record) has finished. Does not
-    /// block the host.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
-        self.as_stream_ref().wait(event)
-    }
-
     /// `cudaStreamGetFlags`.
     ///
     /// # Errors
@@ -271,7 +260,7 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if crate::callback::leak_if_in_callback("Stream::drop") {
+        if crate::error::leak_if_in_callback("Stream::drop") {
             return;
         }
         self.release_hold();
@@ -441,17 +430,6 @@ impl<'a> StreamRef<'a> {
             .map_err(|e| e.context("Stream::synchronize"))
     }
 
-    /// `cudaStreamWaitEvent` (see [`Stream::wait`]).
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
-        let event = event.into();
-        // SAFETY: both handles are live for their lifetimes, which include this call.
-        unsafe { raw::stream_wait_event(self.raw, event.as_raw()) }
-            .map_err(|e| e.context("Stream::wait"))
-    }
-
     /// `cudaStreamGetFlags`.
     ///
     /// # Errors
@@ -588,7 +566,7 @@ impl Drop for StreamHold {
             .state
             .get_mut()
             .map_or(std::ptr::null_mut(), |h| h.event);
-        if !event.is_null() && !crate::callback::in_callback() {
+        if !event.is_null() && !crate::context::in_callback() {
             // SAFETY: ours and live; nobody waits on it any more (the last marker let go).
             crate::error::defer_result(unsafe { raw::event_destroy(event) });
         }
@@ -776,7 +754,7 @@ mod tests {
     #[test]
     fn waits_inside_a_callback_return_at_once() {
         let mut results = Vec::new();
-        crate::callback::run_guarded(crate::error::thread_tag(), || {
+        crate::callback::run_guarded(crate::context::thread_tag(), || {
             results.push(wait_until_idle_on(0, raw::STREAM_LEGACY));
             results.push(wait_until_idle(raw::STREAM_PER_THREAD));
         });

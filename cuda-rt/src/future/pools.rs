@@ -16,8 +16,9 @@
 
 use super::signal::Signal;
 use super::spinner::{self, Target};
+use crate::context::{cause_tag, ThreadTag};
 use crate::device::with_current;
-use crate::error::{cause_tag, defer, defer_for, Result, ThreadTag};
+use crate::error::{defer, defer_for, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::StreamRef;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -252,7 +253,7 @@ impl CompletionEvent {
 
 impl Drop for CompletionEvent {
     fn drop(&mut self) {
-        if crate::callback::leak_if_in_callback("future: completion event") {
+        if crate::error::leak_if_in_callback("future: completion event") {
             return;
         }
         // SAFETY: ours and live, not used after this (a record still pending completes on its

@@ -18,10 +18,10 @@
 //!
 //! Soundness: the spinner queries an event only while it is live. A [`Target::Pooled`] event
 //! is co-owned by the entry (an `Arc`). A [`Target::Owned`] event belongs to an
-//! [`Event`](crate::Event) or a [`Pending`](crate::Pending), whose owners call [`forget`] before
-//! the handle is destroyed or given away: that removes every entry of the handle under the lock
-//! the spinner holds while it queries, so a future dropped or leaked while watched never leaves
-//! the spinner a destroyed handle. The spinner calls `cudaEventQuery`, and at a window's end
+//! [`Event`](crate::Event) or a [`Pending`](crate::Pending): the entry registers it with the
+//! events' registry of watches (`event::watch`) and uses it only through that registration,
+//! which its owner ends before the handle is destroyed or given away, so a future dropped or
+//! leaked while watched never leaves the spinner a destroyed handle. The spinner calls `cudaEventQuery`, and at a window's end
 //! `cudaStreamWaitEvent` and `cudaLaunchHostFunc`, on a thread whose stream-capture mode is
 //! relaxed (so that its calls are never refused, nor break another thread's capture); it wakes
 //! futures through their [`Signal`]s.
@@ -29,9 +29,11 @@
 use super::poller;
 use super::pools::{self, lock, CompletionEvent};
 use super::signal::Signal;
-use crate::error::{cause_tag, defer_for, ThreadTag};
+use crate::context::{cause_tag, ThreadTag};
+use crate::error::defer_for;
+use crate::event::watch::{self, Watched};
 use crate::raw::{self, RawEvent};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -99,6 +101,8 @@ struct Entry {
     signal: Arc<Signal>,
     /// Always `Some` until dropped.
     target: Option<Target>,
+    /// For a [`Target::Owned`] event: its registration, through which it is used.
+    watched: Option<Arc<Watched>>,
     /// The thread that made the future: an error the spinner meets is deferred to it.
     owner: ThreadTag,
     /// When the spinner queues the host function and stops watching.
@@ -126,9 +130,6 @@ static SPINNER: Spinner = Spinner {
     incoming: Mutex::new(Vec::new()),
     parked: AtomicBool::new(false),
 };
-
-/// How many entries with a [`Target::Owned`] event exist: [`forget`] returns at once at zero.
-static OWNED: AtomicUsize = AtomicUsize::new(0);
 
 impl Spinner {
     /// The spinner thread's loop; `owner` is the thread that started it.
@@ -189,9 +190,22 @@ impl Entry {
         let Some(target) = &self.target else {
             return false;
         };
-        // SAFETY: the event is live: pooled ones are held by the entry, owned ones are removed
-        // (under the lock held by the caller) before their owner destroys them.
-        match unsafe { raw::event_query(target.raw()) } {
+        let (event, device) = (target.raw(), target.device());
+        match self.watched.clone() {
+            // A pooled event, held by the entry.
+            None => self.look(now, event, device),
+            // An owned event, while its owner has not forgotten it; once it has, the watch ends.
+            Some(watched) => watched
+                .with_live(|event| self.look(now, event, device))
+                .unwrap_or(false),
+        }
+    }
+
+    /// One look at the entry's event `event` of `device`, live for the duration of the call:
+    /// returns whether to keep watching it.
+    fn look(&mut self, now: Instant, event: RawEvent, device: i32) -> bool {
+        // SAFETY: the caller keeps the event live for the duration of this call.
+        match unsafe { raw::event_query(event) } {
             Ok(true) => {
                 self.signal.fire();
                 false
@@ -201,9 +215,7 @@ impl Entry {
             Ok(false) => {
                 // The window has passed: a host function wakes the future from now on.
                 // SAFETY: the event is live (as above) for the duration of the call.
-                match unsafe {
-                    pools::arm_host_function(target.raw(), target.device(), &self.signal, false)
-                } {
+                match unsafe { pools::arm_host_function(event, device, &self.signal, false) } {
                     Ok(true) => {
                         // In case the host function never runs (a sticky error first).
                         self.hand_to_poller(true);
@@ -253,10 +265,10 @@ impl Drop for Entry {
             // ended otherwise leaves the event to be destroyed (a pending record then completes
             // on its own).
             Some(Target::Pooled(event)) => CompletionEvent::release(event, self.signal.has_fired()),
-            Some(Target::Owned { .. }) => {
-                OWNED.fetch_sub(1, Ordering::SeqCst);
-            }
-            None => {}
+            Some(Target::Owned { .. }) | None => {}
+        }
+        if let Some(watched) = self.watched.take() {
+            watch::unwatch(&watched);
         }
     }
 }
@@ -287,12 +299,14 @@ pub(crate) fn watch(signal: &Arc<Signal>, target: Target, armed: bool) -> bool {
         }
         return false;
     };
-    if let Target::Owned { .. } = target {
-        OWNED.fetch_add(1, Ordering::SeqCst);
-    }
+    let watched = match target {
+        Target::Owned { raw, .. } => Some(watch::watch(raw)),
+        Target::Pooled(_) => None,
+    };
     let entry = Entry {
         signal: Arc::clone(signal),
         target: Some(target),
+        watched,
         owner,
         until: Instant::now() + spin_window(),
         armed,
@@ -303,19 +317,4 @@ pub(crate) fn watch(signal: &Arc<Signal>, target: Target, armed: bool) -> bool {
         thread.unpark();
     }
     true
-}
-
-/// Stops every watch of the event `raw`: its owner calls this before destroying the handle or
-/// giving it away. Calls no CUDA; returns at once (one atomic load) while no owned event is
-/// watched, and otherwise waits for the spinner's current look at its futures (microseconds).
-pub(crate) fn forget(raw: RawEvent) {
-    if OWNED.load(Ordering::SeqCst) == 0 {
-        return;
-    }
-    let mut watched = lock(&SPINNER.watched);
-    let mut incoming = lock(&SPINNER.incoming);
-    let theirs =
-        |entry: &Entry| matches!(entry.target, Some(Target::Owned { raw: r, .. }) if r == raw);
-    watched.retain(|entry| !theirs(entry));
-    incoming.retain(|entry| !theirs(entry));
 }

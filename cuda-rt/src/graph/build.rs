@@ -9,8 +9,9 @@
 //! graph is made, as a capture does; host closures and stages are owned by the graph.
 
 use super::{Captured, CapturedMut, CapturedSource, Graph, Stage};
+use crate::element::{bytes_of, check_len, DeviceCopy};
 use crate::error::{Error, ErrorKind, Result};
-use crate::memory::{bytes_of, check_len, DeviceCopy, DeviceMemory, DeviceMemoryMut};
+use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::pinned::PinnedBuffer;
 use crate::raw::{self, RawGraph, RawGraphNode};
 use std::marker::PhantomData;

@@ -9,7 +9,8 @@
 //! executables made from one raw graph by `unsafe` code (their calls then take turns).
 
 use crate::callback::run_guarded;
-use crate::error::{defer, thread_tag, Error, ErrorKind, ThreadTag};
+use crate::context::{thread_tag, ThreadTag};
+use crate::error::{defer, Error, ErrorKind};
 use crate::raw::HostFn;
 use std::ffi::c_void;
 use std::marker::PhantomData;

@@ -5,8 +5,7 @@ use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{HoldState, StreamHold, StreamRef};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a use touches the memory.
@@ -138,56 +137,22 @@ const MARKERS_KEPT: usize = 8;
 /// How many ranges a tracker keeps before it merges the reads of each stream into one range.
 const ENTRIES_KEPT: usize = 64;
 
-fn device_bit(device: i32) -> u64 {
-    if (0..64).contains(&device) {
-        1 << device
-    } else {
-        0
-    }
-}
+use crate::device::device_bit;
 
-thread_local! {
-    static THREAD_TAG: Cell<u64> = const { Cell::new(0) };
-}
-static NEXT_THREAD_TAG: AtomicU64 = AtomicU64::new(1);
-
-/// A number naming the calling thread (never reused).
+/// A number naming the calling thread (never reused, never 0: 0 means "not per thread" in
+/// an [`EagerKey`]).
 fn thread_tag() -> u64 {
-    THREAD_TAG
-        .try_with(|tag| {
-            if tag.get() == 0 {
-                tag.set(NEXT_THREAD_TAG.fetch_add(1, Ordering::Relaxed));
-            }
-            tag.get()
-        })
-        .unwrap_or(u64::MAX)
-}
-
-/// Peer access enabled through [`Device::enable_peer_access`](crate::Device::enable_peer_access):
-/// bit `peer` of entry `device` says that kernels on `device` may use `peer`'s memory.
-static PEER_ENABLED: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
-
-/// Notes that `device` may access `peer`'s memory from now on.
-pub(crate) fn note_peer_access(device: i32, peer: i32) {
-    if let Ok(index) = usize::try_from(device) {
-        if let Some(word) = PEER_ENABLED.get(index) {
-            word.fetch_or(device_bit(peer), Ordering::Relaxed);
-        }
+    match crate::context::thread_tag() {
+        crate::context::ORPHANED => u64::MAX,
+        tag => tag as u64,
     }
-}
-
-fn peer_enabled(device: i32, peer: i32) -> bool {
-    usize::try_from(device)
-        .ok()
-        .and_then(|i| PEER_ENABLED.get(i))
-        .is_some_and(|word| word.load(Ordering::Relaxed) & device_bit(peer) != 0)
 }
 
 /// Whether work on a stream of `stream_device` may use memory of `memory_device` in this way.
 pub(crate) fn device_allowed(access: Access, memory_device: i32, stream_device: i32) -> bool {
     memory_device == stream_device
         || access.across_devices()
-        || peer_enabled(stream_device, memory_device)
+        || crate::device::peer_access_enabled(stream_device, memory_device)
 }
 
 /// What [`State::begin`] decided, for [`State::finish`].
@@ -378,7 +343,7 @@ impl Drop for Tracker {
     fn drop(&mut self) {
         // Inside a host callback CUDA must not be called: the events are leaked (the owner of
         // the memory has reported the leak already).
-        if !crate::callback::in_callback() {
+        if !crate::context::in_callback() {
             self.destroy();
         }
     }
@@ -387,7 +352,7 @@ impl Drop for Tracker {
 /// `Err` when called from a host callback, where CUDA must not be called.
 #[inline]
 pub(crate) fn refuse_in_callback(what: &'static str) -> Result<()> {
-    if crate::callback::in_callback() {
+    if crate::context::in_callback() {
         Err(Error::new(ErrorKind::InHostCallback, what))
     } else {
         Ok(())
@@ -537,7 +502,7 @@ impl State {
             || (stream.known_device() != memory_device && !access.across_devices())
             || self.poisoned
             || span.is_empty()
-            || crate::callback::in_callback()
+            || crate::context::in_callback()
         {
             return false;
         }
@@ -1001,7 +966,7 @@ mod tests {
         assert!(!device_allowed(Access::Read, 0, 1));
         assert!(device_allowed(Access::PeerRead, 1, 0));
         assert!(device_allowed(Access::PeerWrite, 0, 1));
-        note_peer_access(5, 6);
+        crate::device::note_peer_access(5, 6);
         assert!(device_allowed(Access::Read, 6, 5));
         assert!(!device_allowed(Access::Read, 5, 6));
         assert_eq!(device_bit(3), 8);

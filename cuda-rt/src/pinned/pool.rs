@@ -42,9 +42,10 @@
 //! ```
 
 use super::{HostAllocFlags, PinnedBuffer};
-use crate::callback::{in_callback, leak_if_in_callback};
+use crate::context::in_callback;
+use crate::element::{bytes_of, DeviceCopy};
+use crate::error::leak_if_in_callback;
 use crate::error::{defer, Error, ErrorKind, Result};
-use crate::memory::{bytes_of, DeviceCopy};
 use crate::raw;
 use std::any::TypeId;
 use std::ptr::NonNull;
@@ -591,7 +592,7 @@ mod tests {
         let link = PoolLink(Arc::clone(&pool.shared));
         let mut results = Vec::new();
         let mut usage = None;
-        crate::callback::run_guarded(crate::error::thread_tag(), || {
+        crate::callback::run_guarded(crate::context::thread_tag(), || {
             // Giving memory back calls no CUDA function: it works here.
             assert!(link.give_back(NonNull::dangling(), 4 << 10, TypeId::of::<u8>()));
             results.push(pool.take::<u8>(1).map(drop));

@@ -1,0 +1,226 @@
+//! The calling host thread's context: which thread it is, whether it runs a host callback of
+//! this crate (and for which thread), and the queue of errors waiting to be reported to a
+//! thread. The bottom of the crate: it imports nothing of it, and every other module may use it.
+//!
+//! The queue is generic ([`Deferred`]): [`crate::error`] keeps the one instance, of its
+//! `Error`, and says how errors are delivered (per thread, oldest first, then those of threads
+//! that have exited).
+
+use std::cell::Cell;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// A host thread: a number given to each thread the first time it needs one, never reused.
+pub(crate) type ThreadTag = usize;
+
+/// The tag of a thread that is exiting (its thread-locals are being destroyed). Never live:
+/// errors deferred under it are taken by any thread, as those of exited threads are.
+pub(crate) const ORPHANED: ThreadTag = 0;
+
+static NEXT_THREAD_TAG: AtomicUsize = AtomicUsize::new(1);
+
+/// The tags of the threads that have one and have not exited.
+static LIVE: Mutex<BTreeSet<ThreadTag>> = Mutex::new(BTreeSet::new());
+
+/// Locks `mutex`; nothing panics while holding the locks of this module, so a poisoned lock
+/// still holds consistent data.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A thread's tag; made live on first use, no longer live once the thread exits.
+struct ThreadTagSlot(ThreadTag);
+
+impl ThreadTagSlot {
+    fn new() -> Self {
+        let tag = NEXT_THREAD_TAG.fetch_add(1, Ordering::Relaxed);
+        lock(&LIVE).insert(tag);
+        ThreadTagSlot(tag)
+    }
+}
+
+impl Drop for ThreadTagSlot {
+    fn drop(&mut self) {
+        lock(&LIVE).remove(&self.0);
+    }
+}
+
+thread_local! {
+    static THREAD_TAG: ThreadTagSlot = ThreadTagSlot::new();
+    /// While this thread runs a host callback of this crate: the thread that queued it (whose
+    /// next synchronize reports the callback's deferred errors).
+    static CALLBACK_OWNER: Cell<Option<ThreadTag>> = const { Cell::new(None) };
+}
+
+/// The calling host thread's tag ([`ORPHANED`] while the thread exits).
+pub(crate) fn thread_tag() -> ThreadTag {
+    THREAD_TAG.try_with(|t| t.0).unwrap_or(ORPHANED)
+}
+
+/// Whether the thread of `tag` has not exited.
+fn is_live(tag: ThreadTag) -> bool {
+    tag != ORPHANED && lock(&LIVE).contains(&tag)
+}
+
+/// Inside a host callback of this crate, the thread that queued it.
+#[inline]
+pub(crate) fn callback_owner() -> Option<ThreadTag> {
+    CALLBACK_OWNER.try_with(Cell::get).unwrap_or(None)
+}
+
+/// Whether the calling thread is running a host callback of this crate.
+#[inline]
+pub(crate) fn in_callback() -> bool {
+    callback_owner().is_some()
+}
+
+/// The thread that errors met now belong to: inside a host callback, the thread that queued
+/// the callback; elsewhere the calling thread.
+pub(crate) fn cause_tag() -> ThreadTag {
+    callback_owner().unwrap_or_else(thread_tag)
+}
+
+/// Marks the calling thread as running a callback queued by another thread, until dropped.
+#[derive(Debug)]
+pub(crate) struct InCallback(Option<ThreadTag>);
+
+impl InCallback {
+    /// From now until the guard is dropped, [`callback_owner`] is `owner`.
+    pub(crate) fn enter(owner: ThreadTag) -> InCallback {
+        InCallback(
+            CALLBACK_OWNER
+                .try_with(|c| c.replace(Some(owner)))
+                .unwrap_or(None),
+        )
+    }
+}
+
+impl Drop for InCallback {
+    fn drop(&mut self) {
+        let previous = self.0;
+        // Fails only while the thread's locals are destroyed; nothing is left to restore then.
+        let _ = CALLBACK_OWNER.try_with(|c| c.set(previous));
+    }
+}
+
+/// Values waiting to be handed to a thread, each with the thread it belongs to, oldest first;
+/// at most `capacity` are kept, and the others counted.
+#[derive(Debug)]
+pub(crate) struct Deferred<T> {
+    queue: Mutex<Queue<T>>,
+    /// Fast path: whether the queue may hold values (one load per take).
+    nonempty: AtomicBool,
+    capacity: usize,
+}
+
+#[derive(Debug)]
+struct Queue<T> {
+    values: VecDeque<(ThreadTag, T)>,
+    dropped: u64,
+}
+
+impl<T> Deferred<T> {
+    /// An empty queue keeping at most `capacity` values.
+    pub(crate) const fn new(capacity: usize) -> Self {
+        Deferred {
+            queue: Mutex::new(Queue {
+                values: VecDeque::new(),
+                dropped: 0,
+            }),
+            nonempty: AtomicBool::new(false),
+            capacity,
+        }
+    }
+
+    /// Queues `value` for the thread `owner`, or counts it if the queue is full.
+    pub(crate) fn push(&self, owner: ThreadTag, value: T) {
+        let mut queue = lock(&self.queue);
+        if queue.values.len() < self.capacity {
+            queue.values.push_back((owner, value));
+        } else {
+            queue.dropped += 1;
+        }
+        self.nonempty.store(true, Ordering::Release);
+    }
+
+    /// Takes the oldest value of the thread `me`; failing that, the oldest of a thread that
+    /// has exited.
+    pub(crate) fn take(&self, me: ThreadTag) -> Option<T> {
+        if !self.nonempty.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut queue = lock(&self.queue);
+        let position = queue
+            .values
+            .iter()
+            .position(|&(owner, _)| owner == me)
+            .or_else(|| queue.values.iter().position(|&(owner, _)| !is_live(owner)));
+        let taken = position
+            .and_then(|i| queue.values.remove(i))
+            .map(|(_, v)| v);
+        if queue.values.is_empty() {
+            self.nonempty.store(false, Ordering::Release);
+        }
+        taken
+    }
+
+    /// How many values were not kept because the queue was full.
+    pub(crate) fn dropped(&self) -> u64 {
+        lock(&self.queue).dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_per_thread_and_die_with_their_thread() {
+        let here = thread_tag();
+        assert_ne!(here, ORPHANED);
+        assert_eq!(here, thread_tag());
+        assert!(is_live(here));
+        let there = std::thread::spawn(thread_tag).join().unwrap();
+        assert_ne!(here, there);
+        assert!(!is_live(there));
+        assert!(!is_live(ORPHANED));
+    }
+
+    #[test]
+    fn a_callback_guard_names_its_owner_and_restores() {
+        assert_eq!(callback_owner(), None);
+        {
+            let _outer = InCallback::enter(7);
+            assert_eq!(cause_tag(), 7);
+            {
+                let _inner = InCallback::enter(9);
+                assert!(in_callback());
+                assert_eq!(callback_owner(), Some(9));
+            }
+            assert_eq!(callback_owner(), Some(7));
+        }
+        assert!(!in_callback());
+        assert_eq!(cause_tag(), thread_tag());
+    }
+
+    #[test]
+    fn the_queue_serves_its_thread_then_exited_ones_and_counts_overflow() {
+        let queue: Deferred<u32> = Deferred::new(3);
+        let me = thread_tag();
+        let gone = std::thread::spawn(thread_tag).join().unwrap();
+        let other_live = me + 1_000_000; // never given out in a test run; not live either
+        queue.push(gone, 1);
+        queue.push(me, 2);
+        queue.push(me, 3);
+        queue.push(me, 4);
+        assert_eq!(queue.dropped(), 1);
+        assert_eq!(queue.take(me), Some(2));
+        assert_eq!(queue.take(me), Some(3));
+        assert_eq!(queue.take(me), Some(1));
+        assert_eq!(queue.take(me), None);
+        assert_eq!(queue.take(other_live), None);
+    }
+}
