@@ -119,9 +119,8 @@ use crate::error::{defer, Error, ErrorKind, Result};
 use crate::event::{Event, EventRef};
 use crate::pending::Pending;
 use crate::stream::{Stream, StreamRef};
-use pools::{Armed, CompletionEvent};
+use pools::{Armed, CompletionEvent, Target};
 use signal::Signal;
-use spinner::Target;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -309,10 +308,11 @@ impl<'a> EventFuture<'a> {
             if owned {
                 // SAFETY: the event is live for 'a, which includes this call, and is owned by
                 // an `Event`, whose drop and `into_raw` end its watches first (`event::watch::forget`).
-                unsafe { pools::arm(Target::Owned { raw, device }, signal) }
+                unsafe { arm(Target::Owned { raw, device }, signal) }
             } else {
+                let spin = spinner::enabled().then_some(spinner::watch as pools::Spin);
                 // SAFETY: the event is live for 'a, which includes this call.
-                unsafe { pools::arm_host_function(raw, device, signal, spinner::enabled()) }
+                unsafe { pools::arm_host_function(raw, device, signal, spin) }
                     .map(Armed::host_function)
             }
         });
@@ -408,7 +408,7 @@ impl DrainedFuture {
         };
         let wait = Wait::armed_by(WHAT, |signal| {
             // SAFETY: the event is live: the target holds a reference to it.
-            unsafe { pools::arm(Target::Pooled(Arc::clone(&event)), signal) }
+            unsafe { arm(Target::Pooled(Arc::clone(&event)), signal) }
         });
         DrainedFuture {
             event: Some(event),
@@ -535,7 +535,7 @@ impl<B> IntoFuture for Pending<B> {
                 Wait::armed_by(WHAT, |signal| {
                     // SAFETY: the event is the Pending's, live while `self` is, and its drop
                     // ends its watches first (`event::watch::forget`).
-                    unsafe { pools::arm(Target::Owned { raw, device }, signal) }
+                    unsafe { arm(Target::Owned { raw, device }, signal) }
                 })
             }
         };
@@ -579,6 +579,22 @@ mod thread_safety {
     assert_impl_all!(EventFuture<'static>: Send, Sync, Unpin);
     assert_impl_all!(DrainedFuture: Send, Sync, Unpin);
     assert_impl_all!(PendingFuture<PinnedBuffer<f32>>: Send, Sync, Unpin);
+}
+
+/// Arms `signal` to fire once the event of `target` has occurred: the spinner watches it when
+/// it is on (and queues the host function at the window's end), otherwise the host function is
+/// queued now.
+///
+/// # Safety
+/// The event of `target` is live for the duration of the call, and, if it is
+/// [`Target::Owned`], until its owner ends its watches (`event::watch::forget`).
+unsafe fn arm(target: Target, signal: &Arc<Signal>) -> Result<Armed> {
+    let (event, device) = (target.raw(), target.device());
+    if spinner::enabled() && spinner::watch(signal, target, false) {
+        return Ok(Armed::Spinner);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { pools::arm_host_function(event, device, signal, None) }.map(Armed::host_function)
 }
 
 #[cfg(test)]

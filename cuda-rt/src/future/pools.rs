@@ -15,7 +15,6 @@
 //! occurred (a new record then replaces a finished one, which nobody waits on).
 
 use super::signal::Signal;
-use super::spinner::{self, Target};
 use crate::context::{cause_tag, ThreadTag};
 use crate::device::with_current;
 use crate::error::{defer, defer_for, Result};
@@ -92,8 +91,8 @@ fn take_waiter(device: i32) -> Result<Option<(RawStream, Arc<AtomicBool>)>> {
 /// stream of the device is busy (nothing queued).
 ///
 /// With `spin` (for an event the spinner may not query itself), a pooled completion event is
-/// recorded on the waiter stream between the two, for the spinner to watch; errors of that
-/// part are deferred (the host function still wakes the future).
+/// recorded on the waiter stream between the two, for the spinner to watch (`spin` is its
+/// `watch`); errors of that part are deferred (the host function still wakes the future).
 ///
 /// # Safety
 /// `event` is a live event handle for the duration of the call.
@@ -101,7 +100,7 @@ pub(crate) unsafe fn arm_host_function(
     event: RawEvent,
     device: i32,
     signal: &Arc<Signal>,
-    spin: bool,
+    spin: Option<Spin>,
 ) -> Result<bool> {
     let Some((stream, idle)) = take_waiter(device)? else {
         return Ok(false);
@@ -112,14 +111,14 @@ pub(crate) unsafe fn arm_host_function(
         idle.store(true, Ordering::Release);
         return Err(e.context("arming a future"));
     }
-    if spin {
+    if let Some(watch) = spin {
         let recorded = CompletionEvent::take(device).and_then(|completion| {
             // SAFETY: both are live and of `device`.
             unsafe { raw::event_record(completion.raw(), stream) }.map(|()| completion)
         });
         match recorded {
             Ok(completion) => {
-                spinner::watch(signal, Target::Pooled(Arc::new(completion)), true);
+                watch(signal, Target::Pooled(Arc::new(completion)), true);
             }
             Err(e) => defer(e.context("arming a future")),
         }
@@ -143,6 +142,9 @@ pub(crate) unsafe fn arm_host_function(
     Ok(true)
 }
 
+/// How the spinner is asked to watch an event (its `watch`), for [`arm_host_function`].
+pub(crate) type Spin = fn(&Arc<Signal>, Target, bool) -> bool;
+
 /// What wakes a future.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Armed {
@@ -165,21 +167,34 @@ impl Armed {
     }
 }
 
-/// Arms `signal` to fire once the event of `target` has occurred: the spinner watches it when
-/// it is on (and queues the host function at the window's end), otherwise the host function is
-/// queued now.
-///
-/// # Safety
-/// The event of `target` is live for the duration of the call, and, if it is
-/// [`Target::Owned`], until its owner calls [`spinner::forget`].
-pub(crate) unsafe fn arm(target: Target, signal: &Arc<Signal>) -> Result<Armed> {
-    let (event, device) = (target.raw(), target.device());
-    if spinner::enabled() && spinner::watch(signal, target, false) {
-        return Ok(Armed::Spinner);
-    }
-    // SAFETY: the caller's contract.
-    unsafe { arm_host_function(event, device, signal, false) }.map(Armed::host_function)
+/// The event a watched future waits for.
+#[derive(Debug)]
+pub(crate) enum Target {
+    /// A pooled event the entry co-owns, recorded behind the work.
+    Pooled(Arc<CompletionEvent>),
+    /// An event owned elsewhere, whose owner ends its watches (`event::watch::forget`) before
+    /// destroying it.
+    Owned { raw: RawEvent, device: i32 },
 }
+
+impl Target {
+    pub(crate) fn raw(&self) -> RawEvent {
+        match self {
+            Target::Pooled(event) => event.raw(),
+            Target::Owned { raw, .. } => *raw,
+        }
+    }
+
+    pub(crate) fn device(&self) -> i32 {
+        match self {
+            Target::Pooled(event) => event.device(),
+            Target::Owned { device, .. } => *device,
+        }
+    }
+}
+
+// SAFETY: an event handle may be used from any thread.
+unsafe impl Send for Target {}
 
 /// A completion event of a [`DrainedFuture`](super::DrainedFuture): without timing, taken from
 /// a pool and put back once it has occurred.

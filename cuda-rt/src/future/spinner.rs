@@ -27,7 +27,7 @@
 //! futures through their [`Signal`]s.
 
 use super::poller;
-use super::pools::{self, lock, CompletionEvent};
+use super::pools::{self, lock, CompletionEvent, Target};
 use super::signal::Signal;
 use crate::context::{cause_tag, ThreadTag};
 use crate::error::defer_for;
@@ -66,34 +66,6 @@ pub fn spin_window() -> Duration {
 pub(crate) fn enabled() -> bool {
     WINDOW_NS.load(Ordering::Relaxed) > 0
 }
-
-/// The event a watched future waits for.
-#[derive(Debug)]
-pub(crate) enum Target {
-    /// A pooled event the entry co-owns, recorded behind the work.
-    Pooled(Arc<CompletionEvent>),
-    /// An event owned elsewhere, whose owner calls [`forget`] before destroying it.
-    Owned { raw: RawEvent, device: i32 },
-}
-
-impl Target {
-    pub(crate) fn raw(&self) -> RawEvent {
-        match self {
-            Target::Pooled(event) => event.raw(),
-            Target::Owned { raw, .. } => *raw,
-        }
-    }
-
-    pub(crate) fn device(&self) -> i32 {
-        match self {
-            Target::Pooled(event) => event.device(),
-            Target::Owned { device, .. } => *device,
-        }
-    }
-}
-
-// SAFETY: an event handle may be used from any thread.
-unsafe impl Send for Target {}
 
 /// A future watched: the signal to fire, the event whose completion means the work is done.
 #[derive(Debug)]
@@ -215,7 +187,7 @@ impl Entry {
             Ok(false) => {
                 // The window has passed: a host function wakes the future from now on.
                 // SAFETY: the event is live (as above) for the duration of the call.
-                match unsafe { pools::arm_host_function(event, device, &self.signal, false) } {
+                match unsafe { pools::arm_host_function(event, device, &self.signal, None) } {
                     Ok(true) => {
                         // In case the host function never runs (a sticky error first).
                         self.hand_to_poller(true);
