@@ -44,6 +44,7 @@ pub struct Item {
     /// The kind and name (`const cudaSuccess`, `struct dim3`, `layout dim3`, `fn cudaFree`):
     /// the same for every definition of one item.
     pub key: String,
+    /// The item as bindgen wrote it (a function inside an extern block of its own).
     pub text: String,
 }
 
@@ -534,36 +535,67 @@ fn run(args: &[String]) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    const OLD: &str =
-        "/* header */\n\npub const V: u32 = 1;\npub const Gone: u32 = 7;\n#[repr(C)]\n\
-        pub struct S {\n    pub a: u32,\n}\nunsafe extern \"C\" {\n    pub fn f(x: u32) -> u32;\n\
-        pub fn g();\n}\n";
-    const NEW: &str = "/* header */\n\npub const V: u32 = 2;\n#[repr(C)]\npub struct S {\n\
-        pub a: u32,\n    pub b: u32,\n}\nunsafe extern \"C\" {\n    pub fn f(x: u32) -> u32;\n}\n\
-        unsafe extern \"C\" {\n    pub fn h();\n}\n";
+    /// An older ABI: `Gone` only here, `S` smaller, two functions in one extern block, and
+    /// `Moved` declared before `V` (the newer ABI moved it).
+    const OLD: &str = concat!(
+        "/* header */\n",
+        "\n",
+        "pub const Moved: u32 = 3;\n",
+        "pub const V: u32 = 1;\n",
+        "pub const Gone: u32 = 7;\n",
+        "#[repr(C)]\n",
+        "pub struct S {\n",
+        "    pub a: u32,\n",
+        "}\n",
+        "unsafe extern \"C\" {\n",
+        "    pub fn f(x: u32) -> u32;\n",
+        "    pub fn g();\n",
+        "}\n",
+    );
+    const NEW: &str = concat!(
+        "/* header */\n",
+        "\n",
+        "pub const V: u32 = 2;\n",
+        "pub const Moved: u32 = 3;\n",
+        "#[repr(C)]\n",
+        "pub struct S {\n",
+        "    pub a: u32,\n",
+        "    pub b: u32,\n",
+        "}\n",
+        "unsafe extern \"C\" {\n",
+        "    pub fn f(x: u32) -> u32;\n",
+        "}\n",
+        "unsafe extern \"C\" {\n",
+        "    pub fn h();\n",
+        "}\n",
+    );
 
     #[test]
     fn splits_extern_blocks_per_function_and_keys_items() {
         let items = split(OLD).unwrap();
         let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
-        assert_eq!(keys.len(), 6);
         assert_eq!(
             &keys[1..],
-            ["const V", "const Gone", "struct S", "fn f", "fn g"]
+            [
+                "const Moved",
+                "const V",
+                "const Gone",
+                "struct S",
+                "fn f",
+                "fn g"
+            ]
         );
-        assert!(
-            items[5].text.starts_with("unsafe extern \"C\" {\n") && items[5].text.ends_with("}\n")
-        );
+        assert_eq!(items[6].text, "unsafe extern \"C\" {\n    pub fn g();\n}\n");
     }
 
     #[test]
     fn projections_give_back_each_abi() {
         let versions = [("old", split(OLD).unwrap()), ("new", split(NEW).unwrap())];
         let merged = merge(&versions).unwrap();
+        let body = merged.strip_prefix(PREAMBLE).unwrap();
+        assert!(body.starts_with("/* header */\n\n"));
         assert!(merged.contains("#[cfg(cuda_rt_sys_bindings = \"old\")]\npub const Gone"));
-        assert!(!merged.contains(
-            "#[cfg(cuda_rt_sys_bindings = \"old\")]\nunsafe extern \"C\" {\n    pub fn f"
-        ));
+        assert!(merged.contains("\nunsafe extern \"C\" {\n    pub fn f(x: u32) -> u32;\n}\n#"));
         let names = ["old", "new"];
         let old: String = versions[0].1.iter().map(|i| i.text.as_str()).collect();
         assert_eq!(project(&merged, &names, "old").unwrap(), old);
