@@ -372,7 +372,8 @@ impl Scan {
             }
             let was_in_string = self.in_string;
             self.step(c);
-            if !c.is_whitespace() && !(was_in_string && self.in_string) {
+            let inside_string = was_in_string && self.in_string;
+            if !c.is_whitespace() && !inside_string {
                 last = Some(c);
             }
         }
