@@ -4,7 +4,7 @@
 # For each, from the runtime wheel (headers and libcudart.so) plus the wheel with `crt/`:
 #   - the cuda-rt library compiles against the committed bindings chosen for it,
 #     with the items that runtime lacks gated off (so nothing calls a missing function);
-#   - the ABI of its headers equals that of the committed bindings file chosen for it
+#   - the ABI of its headers equals that of the committed bindings chosen for it
 #     (cuda-rt-sys's bindings tests, which need libclang).
 # Linking needs the static runtime, which these wheels lack (12.9's has it): `cargo clippy`, and
 # the dynamic feature so that the build script accepts the libcudart.so it finds.

@@ -2,7 +2,7 @@
 # Counts `unsafe` in the workspace's Rust code, per crate and per kind of target: `unsafe { }`
 # blocks, `unsafe fn`s, `unsafe impl`s, `unsafe extern` blocks, and `// SAFETY:` comments.
 # Comment and doc lines are not code and are skipped (doc examples are counted apart).
-# The generated bindings of cuda-rt-sys (src/bindings_*.rs) are reported on a line of their own.
+# The generated bindings of cuda-rt-sys (src/bindings.rs) are reported on a line of their own.
 #
 #   bash scripts/count-unsafe.sh            # a Markdown table (docs/reliability.md, "Unsafe audit")
 #
@@ -39,7 +39,7 @@ files() {
   esac
   for d in "${dirs[@]}"; do
     [[ -d $d ]] || continue
-    find "$d" -name '*.rs' -not -name 'bindings_*.rs' -not -path '*/compile_fail/*' | sort
+    find "$d" -name '*.rs' -not -path 'cuda-rt-sys/src/bindings.rs' -not -path '*/compile_fail/*' | sort
   done
 }
 
@@ -59,11 +59,11 @@ for crate in "${crates[@]}"; do
   done
 done
 echo "| **all** | | **${total[0]}** | **${total[1]}** | **${total[2]}** | **${total[3]}** | **${total[4]}** |"
-mapfile -t generated < <(find cuda-rt-sys/src -name 'bindings_*.rs' | sort)
+mapfile -t generated < <(find cuda-rt-sys/src -path 'cuda-rt-sys/src/bindings.rs')
 if (( ${#generated[@]} )); then
   read -r b f i e s < <(count "${generated[@]}")
   fns_declared=$(grep -cE '^[[:space:]]*pub fn ' "${generated[@]}" | awk -F: '{s += $NF} END {print s}')
   echo
-  printf 'Generated bindings (%s): %s `unsafe extern` blocks declaring %s foreign functions, %s `unsafe {}` blocks (bindgen'"'"'s zero-filling `Default` impls), no hand-written code.\n' \
+  printf 'Generated bindings (%s, every ABI; a function or impl that ABIs declare differently counts once per definition): %s `unsafe extern` blocks declaring %s foreign functions, %s `unsafe {}` blocks (bindgen'"'"'s zero-filling `Default` impls), no hand-written code.\n' \
     "${generated[*]}" "$e" "$fns_declared" "$b"
 fi

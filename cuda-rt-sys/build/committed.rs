@@ -1,18 +1,19 @@
-//! The committed bindings: which file serves which CUDA runtime versions.
+//! The committed bindings: which ABI of `src/bindings.rs` serves which CUDA runtime versions.
 //!
-//! Shared by the build script (to choose a file) and by the tests (to regenerate the chosen
-//! file and compare). One entry per ABI: minors that share every size, alignment and field
-//! offset of their named types (except the `reserved` tails that later minors carve new fields
-//! out of) share a file, generated from the newest of them. CUDA 12.9 grew
+//! Shared by the build script (to choose an ABI), by the tests (to regenerate the chosen ABI's
+//! bindings and compare) and by `scripts/update-bindings.sh` (to regenerate and merge them all).
+//! One entry per ABI: minors that share every size, alignment and field offset of their named
+//! types (except the `reserved` tails that later minors carve new fields out of) share an ABI,
+//! generated from the newest of them. CUDA 12.9 grew
 //! `cudaChildGraphNodeParams`; CUDA 13 minors grew `cudaKernelNodeParamsV2`,
 //! `cudaHostNodeParamsV2`, `cudaMemsetParamsV2` and others: each minor that changed a size
-//! starts a file.
+//! starts an ABI.
 
-/// One committed bindings file.
+/// One committed ABI.
 #[derive(Debug, Clone, Copy)]
 pub struct Committed {
-    /// The file's name in `src/bindings/` without `.rs`, and the value of the
-    /// `cuda_rt_sys_bindings` cfg that selects it.
+    /// The ABI's name: the value of the `cuda_rt_sys_bindings` cfg that selects its items of
+    /// `src/bindings.rs`.
     pub name: &'static str,
     /// The oldest `CUDART_VERSION` it serves.
     pub first: u32,
@@ -21,11 +22,11 @@ pub struct Committed {
     /// The `CUDART_VERSION` of the headers it was generated from.
     pub source: u32,
     /// The PyPI wheels those headers come from: the runtime's, and the one with `crt/`
-    /// (read by `scripts/update-bindings.sh`, which regenerates every file from them).
+    /// (read by `scripts/update-bindings.sh`, which regenerates every ABI from them).
     pub source_wheels: [&'static str; 2],
 }
 
-/// Every committed file, oldest first.
+/// Every committed ABI, oldest first (the order of the merge's inputs).
 pub const COMMITTED: &[Committed] = &[
     Committed {
         name: "cuda_12_0",
@@ -80,14 +81,14 @@ pub const COMMITTED: &[Committed] = &[
 /// What serves `version`.
 #[derive(Debug, Clone, Copy)]
 pub enum Choice {
-    /// A file checked against this version's headers.
+    /// An ABI checked against this version's headers.
     Exact(Committed),
-    /// A newer minor than any checked: the newest file of its major. A newer minor may have
-    /// grown a struct; what the file declares is what the older headers declared.
+    /// A newer minor than any checked: the newest ABI of its major. A newer minor may have
+    /// grown a struct; what the bindings declare is what the older headers declared.
     NewerMinor(Committed),
 }
 
-/// The committed file for `version` (a `CUDART_VERSION`), or `None` for a major with no file.
+/// The committed ABI for `version` (a `CUDART_VERSION`), or `None` for a major with none.
 pub fn choose(version: u32) -> Option<Choice> {
     if let Some(c) = COMMITTED
         .iter()

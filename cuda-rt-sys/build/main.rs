@@ -4,7 +4,7 @@
 
 #[cfg(feature = "bindgen")]
 mod bindgen_config;
-// Fields that only the tests and scripts/update-bindings.sh read (where the files came from).
+// Fields that only the tests and scripts/update-bindings.sh read (where the bindings came from).
 #[allow(dead_code)]
 mod committed;
 mod env;
@@ -14,7 +14,7 @@ mod provision;
 
 fn main() {
     println!("cargo:rerun-if-changed=build");
-    println!("cargo:rerun-if-changed=src/bindings");
+    println!("cargo:rerun-if-changed=src/bindings.rs");
     let names: Vec<String> = committed::COMMITTED
         .iter()
         .map(|c| format!("\"{}\"", c.name))
@@ -27,7 +27,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(cuda_rt_sys_cudart_12)");
 
     // docs.rs (or anyone documenting without a toolkit): nothing to find or link; the
-    // documentation shows the newest committed bindings.
+    // documentation shows the newest committed ABI.
     if env::var("DOCS_RS").is_some() {
         println!("cargo:rustc-cfg=cuda_rt_sys_docs_only");
         let newest = committed::COMMITTED.last().expect("bindings are committed");
@@ -80,7 +80,7 @@ fn main() {
 
 /// Picks the bindings for `found` (a `CUDART_VERSION`) and tells rustc which, through the
 /// `cuda_rt_sys_bindings` cfg: the ones generated now with feature `bindgen`, else the
-/// committed file that serves that version.
+/// committed ABI that serves that version (the items of `src/bindings.rs` gated by its name).
 fn choose_bindings(found: u32) {
     if found / 1000 == 12 {
         // CUDA 12 headers rename `cudaGetDeviceProperties` to `_v2` (see src/lib.rs).
@@ -90,7 +90,7 @@ fn choose_bindings(found: u32) {
         println!("cargo:rustc-cfg=cuda_rt_sys_bindings=\"generated\"");
         return;
     }
-    // The committed files were generated for 64-bit Linux (x86_64 and aarch64 give the same).
+    // The committed bindings were generated for 64-bit Linux (x86_64 and aarch64 give the same).
     // Windows has 32-bit `long`, which changes `cudaPointerAttributes`; 32-bit targets change
     // every pointer.
     if link::target_is_windows() {

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Regenerates every committed bindings file (cuda-rt-sys/src/bindings/*.rs) from the headers of
-# the exact PyPI wheels that build/committed.rs names for it, with the one canonical bindgen
-# configuration (build/bindgen_config.rs, through the build script's `bindgen` feature).
-# Needs python3 with pip, network access to PyPI and libclang (Debian: apt-get install
-# libclang-dev). Run from anywhere in the workspace; `--only NAME` regenerates one file.
+# Regenerates the committed bindings (cuda-rt-sys/src/bindings.rs): the bindings of every ABI
+# that build/committed.rs lists, each from the headers of the exact PyPI wheels it names for
+# that ABI, with the one canonical bindgen configuration (build/bindgen_config.rs, through the
+# build script's `bindgen` feature), merged into one file by scripts/merge_bindings.rs.
+# Needs python3 with pip, network access to PyPI, libclang (Debian: apt-get install
+# libclang-dev) and rustc. Run from anywhere in the workspace; `--only NAME` regenerates one
+# ABI and takes the others from the current src/bindings.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 only="${2:-}"
@@ -11,7 +13,7 @@ only="${2:-}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# name wheel wheel, one line per committed file, read from build/committed.rs.
+# name wheel wheel, one line per committed ABI (oldest first), read from build/committed.rs.
 python3 - build/committed.rs > "$work/list" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
@@ -19,8 +21,19 @@ for m in re.finditer(r'name: "(\w+)".*?source_wheels: \[\s*"([^"]+)",\s*"([^"]+)
     print(*m.groups())
 PY
 
+rustc --edition 2021 -O -o "$work/merge_bindings" scripts/merge_bindings.rs
+names=$(cut -d' ' -f1 "$work/list")
+if [[ -n "$only" ]] && ! grep -qx "$only" <<<"$names"; then
+  echo "no ABI named $only in build/committed.rs (there are: $(echo $names))" >&2
+  exit 1
+fi
+mkdir -p "$work/generated"
 while read -r name runtime headers; do
-  [[ -z "$only" || "$only" == "$name" ]] || continue
+  if [[ -n "$only" && "$only" != "$name" ]]; then
+    # shellcheck disable=SC2086 # one argument per ABI name
+    "$work/merge_bindings" project src/bindings.rs "$name" $names > "$work/generated/$name.rs"
+    continue
+  fi
   echo "== $name: $runtime $headers"
   dl="$work/$name/wheels"; root="$work/$name/root"
   python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$dl" "$runtime" "$headers"
@@ -39,6 +52,11 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "build-script-executed" and "cuda-rt-sys" in m["package_id"]:
         print(m["out_dir"])')
-  cp "$out_dir/bindings.rs" "src/bindings/$name.rs"
-  echo "wrote src/bindings/$name.rs ($(wc -l < "src/bindings/$name.rs") lines)"
+  cp "$out_dir/bindings.rs" "$work/generated/$name.rs"
+  echo "generated the $name bindings ($(wc -l < "$work/generated/$name.rs") lines)"
 done < "$work/list"
+
+inputs=()
+for name in $names; do inputs+=("$name=$work/generated/$name.rs"); done
+"$work/merge_bindings" merge src/bindings.rs "${inputs[@]}"
+echo "wrote src/bindings.rs ($(wc -l < src/bindings.rs) lines)"

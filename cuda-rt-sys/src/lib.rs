@@ -12,32 +12,39 @@
 //! (`cudaSuccess`, `cudaMemcpyHostToDevice`, ...).
 //!
 //! # Bindings and CUDA versions
-//! Bindings are committed for CUDA 12.0 through 13.5, one file per ABI, and the build script
-//! picks the one for the `CUDART_VERSION` of the toolkit it finds; building needs no libclang.
+//! Bindings are committed for CUDA 12.0 through 13.5 in one file, `src/bindings.rs`, for six
+//! ABIs; the build script picks the ABI for the `CUDART_VERSION` of the toolkit it finds and
+//! sets the cfg `cuda_rt_sys_bindings` to its name; building needs no libclang.
 //!
-//! | Toolkit | File | Generated from |
+//! | Toolkit | ABI (`cuda_rt_sys_bindings`) | Generated from |
 //! |---|---|---|
-//! | 12.0 – 12.8 | `src/bindings/cuda_12_0.rs` | 12.8 headers |
-//! | 12.9 | `src/bindings/cuda_12_9.rs` | 12.9 headers |
-//! | 13.0 | `src/bindings/cuda_13_0.rs` | 13.0 headers |
-//! | 13.1 | `src/bindings/cuda_13_1.rs` | 13.1 headers |
-//! | 13.2 – 13.3 | `src/bindings/cuda_13_2.rs` | 13.3 headers |
-//! | 13.4 – 13.5 | `src/bindings/cuda_13_4.rs` | 13.5 headers |
+//! | 12.0 – 12.8 | `cuda_12_0` | 12.8 headers |
+//! | 12.9 | `cuda_12_9` | 12.9 headers |
+//! | 13.0 | `cuda_13_0` | 13.0 headers |
+//! | 13.1 | `cuda_13_1` | 13.1 headers |
+//! | 13.2 – 13.3 | `cuda_13_2` | 13.3 headers |
+//! | 13.4 – 13.5 | `cuda_13_4` | 13.5 headers |
+//!
+//! An item that every ABI declares alike appears once in the file, with no `#[cfg]`; an item
+//! that some ABIs lack or declare differently (a struct that grew a field, a function that
+//! arrived, `CUDART_VERSION` itself) appears once per definition, under
+//! `#[cfg(cuda_rt_sys_bindings = "...")]` naming the ABIs that declare it so.
 //!
 //! The minors of a row have the same sizes, alignments and field offsets (later minors only
-//! name bytes that earlier ones called `reserved`); a row's file comes from its newest minor and
+//! name bytes that earlier ones called `reserved`); a row's ABI comes from its newest minor and
 //! declares functions that its older minors lack (`cudaLibraryLoadData` and
 //! `cudaStreamGetDevice` came in 12.8, `cudaFuncGetParamInfo` in 12.4, edge data in 12.3):
 //! calling one of those against an older runtime fails to link. A newer minor than listed uses
-//! the newest file of its major, with a build warning.
+//! the newest ABI of its major, with a build warning.
 //!
 //! [`CUDART_VERSION`] is the version of the headers the bindings were generated from;
 //! [`TOOLKIT_CUDART_VERSION`] that of the toolkit this build links (they differ within a row of
 //! the table). The feature `bindgen` generates bindings at build time from the headers of the
 //! toolkit found instead (any version, needs libclang). `CUDA_RT_SYS_CUDART_VERSION` (`12.4` or
-//! `12040`) overrides the version read from the headers, for cross builds. Tests check each
-//! committed file against a fresh generation (`scripts/update-bindings.sh` refreshes them) and
-//! the ABI of the toolkit found against the file chosen for it.
+//! `12040`) overrides the version read from the headers, for cross builds. Tests check the
+//! bindings of the found toolkit's ABI against a fresh generation from its headers, its ABI
+//! against the bindings chosen for it, and that `src/bindings.rs` is exactly the merge of its
+//! ABIs (`scripts/update-bindings.sh` regenerates every ABI and merges them).
 //!
 //! # Finding the toolkit
 //! The build script looks, in this order, at `CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`,
@@ -73,18 +80,9 @@
     rustdoc::all
 )]
 
-#[cfg(cuda_rt_sys_bindings = "cuda_12_0")]
-include!("bindings/cuda_12_0.rs");
-#[cfg(cuda_rt_sys_bindings = "cuda_12_9")]
-include!("bindings/cuda_12_9.rs");
-#[cfg(cuda_rt_sys_bindings = "cuda_13_0")]
-include!("bindings/cuda_13_0.rs");
-#[cfg(cuda_rt_sys_bindings = "cuda_13_1")]
-include!("bindings/cuda_13_1.rs");
-#[cfg(cuda_rt_sys_bindings = "cuda_13_2")]
-include!("bindings/cuda_13_2.rs");
-#[cfg(cuda_rt_sys_bindings = "cuda_13_4")]
-include!("bindings/cuda_13_4.rs");
+// Every committed ABI, each item gated by the ABIs that declare it (see the crate docs).
+#[cfg(not(cuda_rt_sys_bindings = "generated"))]
+include!("bindings.rs");
 #[cfg(cuda_rt_sys_bindings = "generated")]
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 

@@ -1,9 +1,12 @@
-//! The committed bindings against the headers of the toolkit found: the file chosen for its
-//! version equals a fresh generation when the toolkit is the version the file was generated
-//! from, and has the toolkit's ABI (every size, alignment and field offset of named types both
-//! know, except `reserved` tails) for any version it serves. The bindings are also the same for aarch64
-//! Linux. Needs libclang at run time (Debian: libclang-dev); without it the tests say they were
-//! skipped, unless `CI` or `CUDA_RT_SYS_REQUIRE_LIBCLANG=1` is set, where they fail.
+//! The committed bindings against the headers of the toolkit found: the bindings of the ABI
+//! chosen for its version (projected out of `src/bindings.rs`) equal a fresh generation when
+//! the toolkit is the version they were generated from, and have the toolkit's ABI (every size,
+//! alignment and field offset of named types both know, except `reserved` tails) for any
+//! version they serve. The bindings are also the same for aarch64 Linux. Needs libclang at run
+//! time (Debian: libclang-dev); without it the tests say they were skipped, unless `CI` or
+//! `CUDA_RT_SYS_REQUIRE_LIBCLANG=1` is set, where they fail. Without any toolkit, the committed
+//! file is checked to be exactly the merge of its ABIs, each declaring the `CUDART_VERSION` it
+//! was generated from.
 
 #[allow(dead_code)]
 #[path = "../build/bindgen_config.rs"]
@@ -11,19 +14,36 @@ mod bindgen_config;
 #[allow(dead_code)]
 #[path = "../build/committed.rs"]
 mod committed;
+#[allow(dead_code)]
+#[path = "../scripts/merge_bindings.rs"]
+mod merge_bindings;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The committed files, by name.
-const FILES: &[(&str, &str)] = &[
-    ("cuda_12_0", include_str!("../src/bindings/cuda_12_0.rs")),
-    ("cuda_12_9", include_str!("../src/bindings/cuda_12_9.rs")),
-    ("cuda_13_0", include_str!("../src/bindings/cuda_13_0.rs")),
-    ("cuda_13_1", include_str!("../src/bindings/cuda_13_1.rs")),
-    ("cuda_13_2", include_str!("../src/bindings/cuda_13_2.rs")),
-    ("cuda_13_4", include_str!("../src/bindings/cuda_13_4.rs")),
-];
+/// The committed bindings of every ABI.
+const MERGED: &str = include_str!("../src/bindings.rs");
+
+/// The names of the committed ABIs, oldest first.
+fn abi_names() -> Vec<&'static str> {
+    committed::COMMITTED.iter().map(|c| c.name).collect()
+}
+
+/// The committed bindings of the ABI `name`, as bindgen wrote them.
+fn projected(name: &str) -> String {
+    merge_bindings::project(MERGED, &abi_names(), name)
+        .unwrap_or_else(|e| panic!("src/bindings.rs: {e}"))
+}
+
+/// `text` (a bindgen output) with each function in an extern block of its own, the form in
+/// which the merged file keeps them.
+fn one_function_per_block(text: &str) -> String {
+    merge_bindings::split(text)
+        .unwrap_or_else(|e| panic!("cannot split a fresh generation into items: {e}"))
+        .into_iter()
+        .map(|item| item.text)
+        .collect()
+}
 
 /// The include folder and version of the toolkit the build found, or `None` (after saying
 /// why) when `test` cannot run here.
@@ -44,18 +64,13 @@ fn toolkit(test: &str) -> Option<(&'static str, u32)> {
     Some((include_dir, version.parse().expect("a CUDART_VERSION")))
 }
 
-/// The committed file the build chose for `version`, with its entry.
-fn chosen(version: u32) -> (committed::Committed, &'static str) {
+/// The committed ABI the build chose for `version`, with its bindings.
+fn chosen(version: u32) -> (committed::Committed, String) {
     let entry = match committed::choose(version) {
         Some(committed::Choice::Exact(c) | committed::Choice::NewerMinor(c)) => c,
         None => panic!("no committed bindings for CUDA {version}"),
     };
-    let text = FILES
-        .iter()
-        .find(|(name, _)| *name == entry.name)
-        .map(|(_, text)| *text)
-        .expect("every committed entry has a file");
-    (entry, text)
+    (entry, projected(entry.name))
 }
 
 /// Bindings generated from `include_dir` (plus `clang_args`), or `None` when skipped.
@@ -79,7 +94,7 @@ fn committed_bindings_equal_a_fresh_generation() {
     let (entry, text) = chosen(version);
     if version != entry.source {
         println!(
-            "skipped {test}: src/bindings/{}.rs was generated from CUDA {} headers, the toolkit \
+            "skipped {test}: the {} bindings were generated from CUDA {} headers, the toolkit \
              found is CUDA {} (its ABI is compared by toolkit_abi_matches_the_chosen_bindings)",
             entry.name,
             committed::dotted(entry.source),
@@ -91,9 +106,12 @@ fn committed_bindings_equal_a_fresh_generation() {
         return;
     };
     cuda_rt_testing::generated::assert_committed_is_fresh(
-        &fresh,
-        text,
-        &format!("src/bindings/{}.rs", entry.name),
+        &one_function_per_block(&fresh),
+        &text,
+        &format!(
+            "the {} bindings (src/bindings.rs projected onto that ABI)",
+            entry.name
+        ),
         "cuda-rt-sys/scripts/update-bindings.sh",
     );
 }
@@ -109,7 +127,7 @@ fn toolkit_abi_matches_the_chosen_bindings() {
         return;
     };
     let found = layout_facts(&fresh);
-    let committed = layout_facts(text);
+    let committed = layout_facts(&text);
     assert!(
         found.len() > 300,
         "only {} layout facts parsed from the fresh bindings: has bindgen's layout-test format changed?",
@@ -132,7 +150,7 @@ fn toolkit_abi_matches_the_chosen_bindings() {
         compared += 1;
         if other != value {
             mismatches.push(format!(
-                "{fact}: {value} in CUDA {}, {other} in src/bindings/{}.rs",
+                "{fact}: {value} in CUDA {}, {other} in the {} bindings of src/bindings.rs",
                 committed::dotted(version),
                 entry.name
             ));
@@ -144,10 +162,39 @@ fn toolkit_abi_matches_the_chosen_bindings() {
         mismatches.join("\n")
     );
     println!(
-        "{compared} sizes, alignments and offsets of CUDA {} equal those of src/bindings/{}.rs",
+        "{compared} sizes, alignments and offsets of CUDA {} equal those of the {} bindings",
         committed::dotted(version),
         entry.name
     );
+}
+
+#[test]
+fn committed_bindings_are_the_merge_of_their_abis() {
+    let names = abi_names();
+    let versions: Vec<(&str, Vec<merge_bindings::Item>)> = names
+        .iter()
+        .map(|name| {
+            let items = merge_bindings::split(&projected(name))
+                .unwrap_or_else(|e| panic!("the {name} bindings: {e}"));
+            (*name, items)
+        })
+        .collect();
+    let remerged = merge_bindings::merge(&versions).expect("the ABIs merge");
+    cuda_rt_testing::generated::assert_committed_is_fresh(
+        &remerged,
+        MERGED,
+        "src/bindings.rs (against the merge of its own projections)",
+        "cuda-rt-sys/scripts/update-bindings.sh",
+    );
+    for entry in committed::COMMITTED {
+        let declared = format!("\npub const CUDART_VERSION: u32 = {};\n", entry.source);
+        assert!(
+            projected(entry.name).contains(&declared),
+            "the {} bindings do not declare CUDART_VERSION {} (build/committed.rs's source)",
+            entry.name,
+            entry.source
+        );
+    }
 }
 
 #[test]
