@@ -216,8 +216,7 @@ CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortLayout) == 56, "CudaRtSortLayout: 56
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, passes) == 24, "CudaRtSortLayout.passes");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, smem_bytes) == 44,
                            "CudaRtSortLayout.smem_bytes");
-CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, reserved) == 52,
-                           "CudaRtSortLayout.reserved");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, reserved) == 52, "CudaRtSortLayout.reserved");
 CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortArgs) == 88, "CudaRtSortArgs: 88 bytes");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, status) == 56, "CudaRtSortArgs.status");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, n) == 64, "CudaRtSortArgs.n");
@@ -237,13 +236,13 @@ cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes
                                         CudaRtSortLayout* out);
 
 /** Enqueues the sort *args on `stream`: every stage a host launch, or, when the resolved flags
- * say device-driven, one host launch and the device launches the rest. Out of place when keys_in (values_in) is another
- * buffer than keys (values). Returns the status of the host launch(es); a host-driven chain
- * whose later launch fails returns that launch's status with the earlier stages queued. Whether
- * the chain completed is in *args->status once the stream reaches this point: DONE when it did.
- * For n == 0 the status word is set to DONE and nothing else is queued. cudaErrorInvalidValue,
- * with nothing queued, when the plan's blocks need more shared memory than its limit (see
- * CudaRtSortLayout.smem_limit). */
+ * say device-driven, one host launch and the device launches the rest. Out of place when keys_in
+ * (values_in) is another buffer than keys (values). Returns the status of the host launch(es); a
+ * host-driven chain whose later launch fails returns that launch's status with the earlier stages
+ * queued. Whether the chain completed is in *args->status once the stream reaches this point: DONE
+ * when it did. For n == 0 the status word is set to DONE and nothing else is queued.
+ * cudaErrorInvalidValue, with nothing queued, when the plan's blocks need more shared memory than
+ * its limit (see CudaRtSortLayout.smem_limit). */
 cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream);
 
 /** cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,
@@ -254,8 +253,7 @@ cudaError_t cuda_rt_kernels_sort_nordc(const CudaRtSortArgs* args, cudaStream_t 
  * an event before and after every stage; waits for the sort and writes each stage's time (ms)
  * to stage_ms[0..*stages). cudaErrorInvalidValue when capacity < *stages. */
 cudaError_t cuda_rt_kernels_sort_stage_times(const CudaRtSortArgs* args, cudaStream_t stream,
-                                             float* stage_ms, uint32_t capacity,
-                                             uint32_t* stages);
+                                             float* stage_ms, uint32_t capacity, uint32_t* stages);
 
 #ifdef __cplusplus
 }

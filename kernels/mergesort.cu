@@ -19,10 +19,10 @@
 // leaves untouched. When the pool is full anyway (a smaller limit, many sorts at once), the
 // queue resumes from its last stage, so a sort needs only two free entries; with the
 // LAUNCH_CHAINED flag each stage launches only the next (one pending launch).
+#include <cuda_runtime.h>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 #include "cuda_rt_sort.h"
 #include "mergesort_block_sort.cuh"
@@ -64,11 +64,11 @@ constexpr bool kFitsLeastBlockSmem =
         kLeastBlockSmem &&
     merge_block_smem_bytes<K, V, Policy<K, V>::MERGE_GROUPS_SINGLE>() <= kLeastBlockSmem;
 template <class K>
-constexpr bool kEveryValueFits = kFitsLeastBlockSmem<K, NoValue> &&
-                                 kFitsLeastBlockSmem<K, uint32_t> &&
-                                 kFitsLeastBlockSmem<K, uint64_t> && kFitsLeastBlockSmem<K, Value16>;
-static_assert(kEveryValueFits<uint8_t> && kEveryValueFits<uint16_t> &&
-                  kEveryValueFits<uint32_t> && kEveryValueFits<uint64_t>,
+constexpr bool kEveryValueFits =
+    kFitsLeastBlockSmem<K, NoValue> && kFitsLeastBlockSmem<K, uint32_t> &&
+    kFitsLeastBlockSmem<K, uint64_t> && kFitsLeastBlockSmem<K, Value16>;
+static_assert(kEveryValueFits<uint8_t> && kEveryValueFits<uint16_t> && kEveryValueFits<uint32_t> &&
+                  kEveryValueFits<uint64_t>,
               "the small tile sort and the single-group merge of every kind fit in 64 KiB");
 
 // The most shared memory, static and dynamic, that a block of the current device may have
@@ -125,12 +125,12 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) 
         const bool four_way_fits =
             merge_block_smem_bytes<K, V, kMerge4Groups<K, V>>() <= smem_limit;
         flags |= n >= CUDA_RT_SORT_FOUR_WAY_MIN_KEYS && four_way_fits ? CUDA_RT_SORT_CUTS_FOUR_WAY
-                                                    : CUDA_RT_SORT_CUTS_FUSED;
+                                                                      : CUDA_RT_SORT_CUTS_FUSED;
     }
     const bool four_way = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FOUR_WAY;
     if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0) {
         flags |= four_way || n < CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS ? CUDA_RT_SORT_DRIVER_HOST
-                                                   : CUDA_RT_SORT_DRIVER_DEVICE;
+                                                                     : CUDA_RT_SORT_DRIVER_DEVICE;
     }
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) {
         const auto fits = [smem_limit](int threads) {
@@ -146,8 +146,8 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) 
         const bool narrow_fits =
             merge_block_smem_bytes<K, V, P::MERGE_GROUPS_NARROW>() <= smem_limit;
         flags |= n > CUDA_RT_SORT_NARROW_MERGE_MAX_KEYS && wide_fits ? CUDA_RT_SORT_MERGE_WIDE
-                 : narrow_fits                     ? CUDA_RT_SORT_MERGE_NARROW
-                                                   : CUDA_RT_SORT_MERGE_SINGLE;
+                 : narrow_fits                                       ? CUDA_RT_SORT_MERGE_NARROW
+                                                                     : CUDA_RT_SORT_MERGE_SINGLE;
     }
     if ((flags & CUDA_RT_SORT_GRID_MASK) == 0) flags |= CUDA_RT_SORT_GRID_PERSISTENT;
     if ((flags & CUDA_RT_SORT_LAUNCH_MASK) == 0) flags |= CUDA_RT_SORT_LAUNCH_QUEUED;
@@ -215,9 +215,8 @@ inline PassPlan plan_passes(unsigned long long n, unsigned long long tile, uint3
 // grid_keys) follow them.
 template <class K, class V>
 unsigned long long sample_bytes(unsigned long long n) {
-    return ceil_div<unsigned long long>(ceil_div<unsigned long long>(n, Policy<K, V>::MERGE_TILE) *
-                                            4 * sizeof(K),
-                                        8) *
+    return ceil_div<unsigned long long>(
+               ceil_div<unsigned long long>(n, Policy<K, V>::MERGE_TILE) * 4 * sizeof(K), 8) *
            8;
 }
 
@@ -353,7 +352,8 @@ cudaError_t run_timed(const SortPlan& plan, cudaStream_t stream, const StageTime
     if (stages + 1 > 64) return cudaErrorInvalidValue;
     cudaError_t error = cudaSuccess;
     int created = 0;
-    for (; created <= stages && error == cudaSuccess; ++created) error = cudaEventCreate(&events[created]);
+    for (; created <= stages && error == cudaSuccess; ++created)
+        error = cudaEventCreate(&events[created]);
     if (error == cudaSuccess) error = cudaEventRecord(events[0], stream);
     for (int stage = 0; stage < stages && error == cudaSuccess; ++stage) {
         error = launch_stage_from_host<K, V, BLOCKS>(plan, stage, stream);
@@ -401,7 +401,8 @@ cudaError_t prepare_kernels(const SortPlan& plan) {
             reinterpret_cast<const void*>(&merge4_kernel<K, V, G, B>), G * P::kMergeGroupSmem);
         if (error != cudaSuccess) return error;
     }
-    if (plan.merge_groups == P::MERGE_GROUPS_WIDE) return prepare_merge<K, V, P::MERGE_GROUPS_WIDE, B>();
+    if (plan.merge_groups == P::MERGE_GROUPS_WIDE)
+        return prepare_merge<K, V, P::MERGE_GROUPS_WIDE, B>();
     if (plan.merge_groups == P::MERGE_GROUPS_NARROW)
         return prepare_merge<K, V, P::MERGE_GROUPS_NARROW, B>();
     if constexpr (B == ChainBlocks::kAny) {
@@ -463,7 +464,7 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     const uint32_t flags = layout.flags;
     SortPlan plan{};
     plan.keys_in = args.keys_in != nullptr ? args.keys_in : args.keys;
-    plan.values_in = !kHasValues<V>             ? nullptr
+    plan.values_in = !kHasValues<V>              ? nullptr
                      : args.values_in != nullptr ? args.values_in
                                                  : args.values;
     plan.keys[0] = args.keys;
@@ -500,7 +501,8 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.merge_groups = merge_groups_of<K, V>(flags);
     plan.merge_grid = 0;
     plan.sort_tile_shift = 0;
-    while ((Policy<K, V>::MERGE_TILE << plan.sort_tile_shift) < plan.sort_tile) ++plan.sort_tile_shift;
+    while ((Policy<K, V>::MERGE_TILE << plan.sort_tile_shift) < plan.sort_tile)
+        ++plan.sort_tile_shift;
     if ((flags & CUDA_RT_SORT_GRID_MASK) == CUDA_RT_SORT_GRID_PERSISTENT) {
         const cudaError_t error = sm_count(&plan.merge_grid);
         if (error != cudaSuccess) return error;
@@ -592,11 +594,11 @@ cudaError_t sort_entry(const CudaRtSortArgs* args, cudaStream_t stream, const St
 }  // namespace cuda_rt_sort
 
 // Enqueues the sort described by *args on `stream` (every stage a host launch, or, when the
-// resolved flags say device-driven, one host launch and the device launches the rest). Out of place when keys_in (values_in) is
-// another buffer than keys (values): the input is then only read, by the tile sort. Returns the
-// status of the host launch(es); whether the device-side chain completed is in *args->status
-// once the stream reaches this point: kStatusDone (0) when it did. For n == 0 the status word is
-// set to done and nothing else is queued.
+// resolved flags say device-driven, one host launch and the device launches the rest). Out of place
+// when keys_in (values_in) is another buffer than keys (values): the input is then only read, by
+// the tile sort. Returns the status of the host launch(es); whether the device-side chain completed
+// is in *args->status once the stream reaches this point: kStatusDone (0) when it did. For n == 0
+// the status word is set to done and nothing else is queued.
 extern "C" cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream) {
     return cuda_rt_sort::sort_entry(args, stream, nullptr);
 }

@@ -141,8 +141,7 @@ __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int st
     const bool capped = plan.merge_grid > 0 && blocks > (unsigned long long)plan.merge_grid;
     return {wide ? StageKernel::kMergeWide : StageKernel::kMergeNarrow,
             capped ? unsigned(plan.merge_grid) : unsigned(blocks),
-            groups * P::MERGE_THREADS * block_scale,
-            groups * P::kMergeGroupSmem};
+            groups * P::MERGE_THREADS * block_scale, groups * P::kMergeGroupSmem};
 }
 
 // Launches stage `stage` of `plan` from the device into cudaStreamTailLaunch: the grid starts
@@ -156,42 +155,40 @@ __device__ cudaError_t launch_stage_from_device(const SortPlan& plan, int stage)
     constexpr ChainBlocks B = BLOCKS;
     if constexpr (BLOCKS == ChainBlocks::kAny) {
         if (l.kernel == StageKernel::kSortSmall) {
-            block_sort_kernel<K, V, P::SORT_THREADS_SMALL, B><<<l.grid, l.block, l.smem, s>>>(
-                plan);
+            block_sort_kernel<K, V, P::SORT_THREADS_SMALL, B><<<l.grid, l.block, l.smem, s>>>(plan);
             return cudaGetLastError();
         }
         if (l.kernel == StageKernel::kMergeSingle) {
-            merge_pass_kernel<K, V, P::MERGE_GROUPS_SINGLE, B><<<l.grid, l.block, l.smem, s>>>(
-                plan, stage);
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_SINGLE, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan, stage);
             return cudaGetLastError();
         }
     }
     switch (l.kernel) {
         case StageKernel::kSortWide:
-            block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B><<<l.grid, l.block, l.smem, s>>>(
-                plan);
+            block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B><<<l.grid, l.block, l.smem, s>>>(plan);
             break;
         case StageKernel::kSortNarrow:
-            block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B><<<l.grid, l.block, l.smem, s>>>(
-                plan);
+            block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan);
             break;
         case StageKernel::kPartition:
             partition_kernel<K, V, B><<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kMergeWide:
-            merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B><<<l.grid, l.block, l.smem, s>>>(
-                plan, stage);
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kMergeNarrow:
-            merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B><<<l.grid, l.block, l.smem, s>>>(
-                plan, stage);
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kQuadCuts:
             quad_cuts_kernel<K, V, B><<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kMerge4:
-            merge4_kernel<K, V, kMerge4Groups<K, V>, B><<<l.grid, l.block, l.smem, s>>>(plan,
-                                                                                       stage);
+            merge4_kernel<K, V, kMerge4Groups<K, V>, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         default:  // kSortSmall, kMergeSingle: handled above (kAny), never planned (kFull)
             break;
@@ -214,23 +211,23 @@ __host__ cudaError_t launch_stage_from_host(const SortPlan& plan, int stage, cud
     const void* kernel = nullptr;
     switch (l.kernel) {
         case StageKernel::kSortWide:
-            kernel = reinterpret_cast<const void*>(
-                &block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B>);
+            kernel =
+                reinterpret_cast<const void*>(&block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B>);
             break;
         case StageKernel::kSortNarrow:
-            kernel = reinterpret_cast<const void*>(
-                &block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B>);
+            kernel =
+                reinterpret_cast<const void*>(&block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B>);
             break;
         case StageKernel::kPartition:
             kernel = reinterpret_cast<const void*>(&partition_kernel<K, V, B>);
             break;
         case StageKernel::kMergeWide:
-            kernel = reinterpret_cast<const void*>(
-                &merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B>);
+            kernel =
+                reinterpret_cast<const void*>(&merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B>);
             break;
         case StageKernel::kMergeNarrow:
-            kernel = reinterpret_cast<const void*>(
-                &merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B>);
+            kernel =
+                reinterpret_cast<const void*>(&merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B>);
             break;
         case StageKernel::kQuadCuts:
             kernel = reinterpret_cast<const void*>(&quad_cuts_kernel<K, V, B>);
@@ -269,9 +266,10 @@ __device__ void queue_stages(const SortPlan& plan, int from, int last) {
     for (int next = from; next <= last; ++next) {
         const cudaError_t error = launch_stage_from_device<K, V, BLOCKS>(plan, next);
         if (error == cudaSuccess) continue;
-        const bool pool_full = error == cudaErrorLaunchOutOfResources ||
-                               error == cudaErrorLaunchPendingCountExceeded;
-        *plan.status = pool_full && next > from ? resume_at(next) : launch_failure(next, int(error));
+        const bool pool_full =
+            error == cudaErrorLaunchOutOfResources || error == cudaErrorLaunchPendingCountExceeded;
+        *plan.status =
+            pool_full && next > from ? resume_at(next) : launch_failure(next, int(error));
         return;
     }
 }

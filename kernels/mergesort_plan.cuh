@@ -71,9 +71,9 @@ struct Policy {
     static constexpr int MERGE_THREADS = int(CUDA_RT_SORT_MERGE_GROUP_THREADS);
     static constexpr int MERGE_TILE = MERGE_THREADS * ITEMS;
     // Kinds that need more than 64 registers per thread (ptxas spills them at 64).
-    static constexpr bool kWideRegisters =
-        (sizeof(K) == 1 && kValueBytes<V> != 16) || (sizeof(K) == 8 && kValueBytes<V> == 4) ||
-        (sizeof(K) == 4 && kValueBytes<V> == 8);
+    static constexpr bool kWideRegisters = (sizeof(K) == 1 && kValueBytes<V> != 16) ||
+                                           (sizeof(K) == 8 && kValueBytes<V> == 4) ||
+                                           (sizeof(K) == 4 && kValueBytes<V> == 8);
     // A merge kernel's block holds MERGE_GROUPS independent groups of MERGE_THREADS threads,
     // each merging its own tile with its own barrier. Grids launched from the device whose
     // blocks use shared memory get one block per SM whatever the block's size (BENCHMARKS.md,
@@ -163,26 +163,26 @@ __host__ __device__ constexpr int merge_chunk_tiles() {
 // sort, or a separate input that no stage writes.
 struct SortPlan {
     const void* keys_in;
-    const void* values_in;      // null when sorting keys only
+    const void* values_in;  // null when sorting keys only
     void* keys[2];
-    void* values[2];            // null when sorting keys only
+    void* values[2];  // null when sorting keys only
     // Merge-path cuts, one per merge tile; fused: tile samples instead (tile_samples).
     unsigned long long* cuts;
-    uint32_t* status;           // the status word (see above)
-    unsigned long long n;       // number of keys
-    uint32_t key_mode;          // KeyKind | kKeyDescending
-    int passes;                 // merge passes after the tile sort
-    int sort_tile;              // keys per sorted tile
-    int sort_threads;           // threads of a tile-sort block
-    int fused;                  // 1: merge blocks find their own cuts (no partition kernels)
-    int device_driven;          // 1: stages after the first are launched from the device
-    int queued;                 // device-driven: 1: the first grid launches them all, 0: each
-                                // stage's grid launches the next
-    int fail_stage;             // tests only: launch this stage with an invalid configuration
-    int merge_groups;           // groups (merge tiles) per merge block
-    int merge_grid;             // most blocks of a merge grid (as many as are resident at
-                                // once: one per SM but for single groups), or 0: one per tile
-    int sort_tile_shift;        // log2(sort_tile / merge tile): merge tiles per sorted tile
+    uint32_t* status;      // the status word (see above)
+    unsigned long long n;  // number of keys
+    uint32_t key_mode;     // KeyKind | kKeyDescending
+    int passes;            // merge passes after the tile sort
+    int sort_tile;         // keys per sorted tile
+    int sort_threads;      // threads of a tile-sort block
+    int fused;             // 1: merge blocks find their own cuts (no partition kernels)
+    int device_driven;     // 1: stages after the first are launched from the device
+    int queued;            // device-driven: 1: the first grid launches them all, 0: each
+                           // stage's grid launches the next
+    int fail_stage;        // tests only: launch this stage with an invalid configuration
+    int merge_groups;      // groups (merge tiles) per merge block
+    int merge_grid;        // most blocks of a merge grid (as many as are resident at
+                           // once: one per SM but for single groups), or 0: one per tile
+    int sort_tile_shift;   // log2(sort_tile / merge tile): merge tiles per sorted tile
     // Four-way plans: passes 1 ..= two_way merge pairs of runs (fused), the later ones merge
     // four runs at a time (merge4_kernel), each after two kernels that find its cuts: the
     // two-way cuts of both pairs of runs of every group of four, one per merge tile
@@ -268,8 +268,8 @@ __host__ __device__ inline int pass_level(const SortPlan& plan, int pass) {
 // The geometry of merge pass `pass` as seen from output position k: the pass merges pairs of
 // consecutive sorted runs of `run` keys into runs of 2 * run keys.
 struct PairOfRuns {
-    unsigned long long begin;  // first position of the pair
-    unsigned long long la, lb; // lengths of the first and second run (lb may be 0)
+    unsigned long long begin;   // first position of the pair
+    unsigned long long la, lb;  // lengths of the first and second run (lb may be 0)
 };
 
 __host__ __device__ inline unsigned long long run_length(const SortPlan& plan, int pass) {
