@@ -113,24 +113,48 @@ fn plans_switch_at_the_thresholds_of_the_header() {
     };
 
     let four_way = choices::FOUR_WAY_MIN_KEYS;
-    assert_eq!(field(four_way - 1, auto, flags::CUTS_MASK), flags::CUTS_FUSED);
-    assert_eq!(field(four_way, auto, flags::CUTS_MASK), flags::CUTS_FOUR_WAY);
+    assert_eq!(
+        field(four_way - 1, auto, flags::CUTS_MASK),
+        flags::CUTS_FUSED
+    );
+    assert_eq!(
+        field(four_way, auto, flags::CUTS_MASK),
+        flags::CUTS_FOUR_WAY
+    );
 
     let device = choices::DEVICE_DRIVER_MIN_KEYS;
-    assert_eq!(field(device - 1, two_way, flags::DRIVER_MASK), flags::DRIVER_HOST);
-    assert_eq!(field(device, two_way, flags::DRIVER_MASK), flags::DRIVER_DEVICE);
+    assert_eq!(
+        field(device - 1, two_way, flags::DRIVER_MASK),
+        flags::DRIVER_HOST
+    );
+    assert_eq!(
+        field(device, two_way, flags::DRIVER_MASK),
+        flags::DRIVER_DEVICE
+    );
     // Four-way sorts are queued from the host at every size.
     assert_eq!(field(device, auto, flags::DRIVER_MASK), flags::DRIVER_HOST);
 
     let narrow_tile = choices::NARROW_TILE_MAX_KEYS;
-    assert_eq!(field(narrow_tile, two_way, flags::TILE_MASK), flags::TILE_NARROW);
-    assert_eq!(field(narrow_tile + 1, two_way, flags::TILE_MASK), flags::TILE_WIDE);
+    assert_eq!(
+        field(narrow_tile, two_way, flags::TILE_MASK),
+        flags::TILE_NARROW
+    );
+    assert_eq!(
+        field(narrow_tile + 1, two_way, flags::TILE_MASK),
+        flags::TILE_WIDE
+    );
     // Four-way sorts keep narrow tiles.
     assert_eq!(field(1 << 28, auto, flags::TILE_MASK), flags::TILE_NARROW);
 
     let narrow_merge = choices::NARROW_MERGE_MAX_KEYS;
-    assert_eq!(field(narrow_merge, auto, flags::MERGE_MASK), flags::MERGE_NARROW);
-    assert_eq!(field(narrow_merge + 1, auto, flags::MERGE_MASK), flags::MERGE_WIDE);
+    assert_eq!(
+        field(narrow_merge, auto, flags::MERGE_MASK),
+        flags::MERGE_NARROW
+    );
+    assert_eq!(
+        field(narrow_merge + 1, auto, flags::MERGE_MASK),
+        flags::MERGE_WIDE
+    );
 
     // Tiles are threads × keys per thread: the widths' ratio is the header's.
     let tile = |width: TileWidth| {

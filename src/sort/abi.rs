@@ -175,7 +175,7 @@ unsafe extern "C" {
     ) -> cudaError_t;
 }
 unsafe extern "C" {
-    #[doc = " Enqueues the sort *args on `stream`: every stage a host launch, or, when the resolved flags\n say device-driven, one host launch and the device launches the rest. Out of place when keys_in (values_in) is another\n buffer than keys (values). Returns the status of the host launch(es); a host-driven chain\n whose later launch fails returns that launch's status with the earlier stages queued. Whether\n the chain completed is in *args->status once the stream reaches this point: DONE when it did.\n For n == 0 the status word is set to DONE and nothing else is queued. cudaErrorInvalidValue,\n with nothing queued, when the plan's blocks need more shared memory than its limit (see\n CudaRtSortLayout.smem_limit)."]
+    #[doc = " Enqueues the sort *args on `stream`: every stage a host launch, or, when the resolved flags\n say device-driven, one host launch and the device launches the rest. Out of place when keys_in\n (values_in) is another buffer than keys (values). Returns the status of the host launch(es); a\n host-driven chain whose later launch fails returns that launch's status with the earlier stages\n queued. Whether the chain completed is in *args->status once the stream reaches this point: DONE\n when it did. For n == 0 the status word is set to DONE and nothing else is queued.\n cudaErrorInvalidValue, with nothing queued, when the plan's blocks need more shared memory than\n its limit (see CudaRtSortLayout.smem_limit)."]
     pub fn cuda_rt_kernels_sort(args: *const CudaRtSortArgs, stream: cudaStream_t) -> cudaError_t;
 }
 unsafe extern "C" {
