@@ -81,8 +81,8 @@ fn kernel_build() -> Build {
 /// `kernels/mergesort.cu` a second time, without `-rdc` and with its device-side launches
 /// compiled out (`CUDA_RT_SORT_HOST_LAUNCHES_ONLY`: every stage is a host launch), into
 /// `libcuda_rt_sort_nordc.a`. Host-queued sorts go through this build: the host launches
-/// kernels compiled without relocatable device code about 1 µs faster each (H100: 2^16 u32
-/// keys 0.049 against 0.052 ms, 2^20 0.087 against 0.091; the same from 2^22 on). The
+/// kernels compiled without relocatable device code faster (BENCHMARKS.md, "With or without
+/// relocatable device code"). The
 /// preprocessor renames its namespace and C entry points (suffix `_nordc`), so no symbol
 /// collides with the RDC build's.
 fn compile_sort_without_rdc() {

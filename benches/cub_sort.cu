@@ -2,11 +2,11 @@
 // Compiled by build.rs (feature `cub-bench`) with nvcc as ordinary whole-program device code,
 // the way a C++ program would build them. Each function follows CUB's two-call protocol: with
 // temp == nullptr it only writes the scratch size to *temp_bytes.
+#include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
 #include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
-#include <cuda_runtime.h>
 
 namespace {
 

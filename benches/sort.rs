@@ -9,7 +9,7 @@
 //! buffer being sorted (not timed). Every method's output is checked once (sorted; pairs still
 //! together).
 
-use cuda_rt_kernels::sort::ffi::SortEntry;
+use cuda_rt_kernels::sort::ffi::{choices, SortEntry};
 use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
 use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortKey, Strategy, TileWidth};
 use cuda_rt_sys::*;
@@ -1029,8 +1029,14 @@ fn auto_is_host_driven<K: SortKey>(n: usize, value_bytes: usize) -> bool {
 fn print_table(rows: &[Row]) {
     println!();
     println!("Throughput in Gkeys/s (median time in ms in parentheses); ratio = this sort / CUB merge sort.");
-    println!("\"this sort\" is the default strategy: four-way passes from 2^24 keys on; stages queued from the host");
-    println!("(marked host) for four-way sorts and below 2^25 keys, else the device-driven chain; \"device-driven\"");
+    println!(
+        "\"this sort\" is the default strategy: four-way passes from 2^{} keys on; stages queued from the host",
+        choices::FOUR_WAY_MIN_KEYS.trailing_zeros()
+    );
+    println!(
+        "(marked host) for four-way sorts and below 2^{} keys, else the device-driven chain; \"device-driven\"",
+        choices::DEVICE_DRIVER_MIN_KEYS.trailing_zeros()
+    );
     println!("is the chain at every size.\n");
     println!("| n | case | this sort (passes, kernels) | device-driven | CUB merge sort | CUB radix sort | CPU std | CPU rayon | ratio | ratio, device-driven |");
     println!("|---|---|---|---|---|---|---|---|---|---|");

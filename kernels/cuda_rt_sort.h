@@ -35,21 +35,22 @@
 #define CUDA_RT_SORT_CUTS_FOUR_WAY 0xcu
 /** Threads of a tile-sort block (tile = threads * items per thread). */
 #define CUDA_RT_SORT_TILE_MASK 0x30u
-/** 512 threads per tile-sort block. */
+/** Narrow tile-sort blocks (CUDA_RT_SORT_TILE_THREADS_NARROW threads). */
 #define CUDA_RT_SORT_TILE_NARROW 0x10u
-/** 1024 threads per tile-sort block (tiles twice as long: one merge pass fewer). */
+/** Wide tile-sort blocks (CUDA_RT_SORT_TILE_THREADS_WIDE threads: tiles twice as long, one
+ * merge pass fewer). */
 #define CUDA_RT_SORT_TILE_WIDE 0x20u
-/** 256 threads per tile-sort block (tiles half as long as narrow ones), for GPUs whose blocks
- * have too little shared memory for narrow ones. */
+/** Small tile-sort blocks (CUDA_RT_SORT_TILE_THREADS_SMALL threads: tiles half as long as
+ * narrow ones), for GPUs whose blocks have too little shared memory for narrow ones. */
 #define CUDA_RT_SORT_TILE_SMALL 0x30u
 /** Merge tiles per merge block. */
 #define CUDA_RT_SORT_MERGE_MASK 0xc0u
-/** Merge blocks of 4 merge tiles (1024 threads). */
+/** Merge blocks of 4 merge tiles (4 groups of CUDA_RT_SORT_MERGE_GROUP_THREADS threads). */
 #define CUDA_RT_SORT_MERGE_WIDE 0x40u
-/** Merge blocks of 2 merge tiles (512 threads). */
+/** Merge blocks of 2 merge tiles (2 groups). */
 #define CUDA_RT_SORT_MERGE_NARROW 0x80u
-/** Merge blocks of 1 merge tile (256 threads), for GPUs whose blocks have too little shared
- * memory for narrow ones. */
+/** Merge blocks of 1 merge tile (1 group), for GPUs whose blocks have too little shared memory
+ * for narrow ones. */
 #define CUDA_RT_SORT_MERGE_SINGLE 0xc0u
 /** Tests only: `(stage + 1) << CUDA_RT_SORT_FAIL_STAGE_SHIFT` makes the launch of `stage` fail
  * (an invalid configuration), to exercise the error paths. */
@@ -77,6 +78,32 @@
 #define CUDA_RT_SORT_SMEM_LIMIT_MASK 0xfff00000u
 /** Every flag bit the library knows; others are refused. */
 #define CUDA_RT_SORT_FLAGS_KNOWN 0xffffffffu
+
+/* ---- Choices by size -------------------------------------------------------------------------
+ * Where a field of the flags is 0 the library chooses it by n, the number of keys, among the
+ * blocks that fit the shared memory per block (resolve_flags in kernels/mergesort.cu). Each
+ * threshold and block width is defined here only; the kernels, the Rust side and the docs use
+ * these names. The measurements behind them: BENCHMARKS.md. */
+
+/** CUTS: four-way passes from this many keys on (where a four-way merge block fits), fused
+ * two-way passes below. */
+#define CUDA_RT_SORT_FOUR_WAY_MIN_KEYS (1u << 24)
+/** DRIVER: two-way sorts of this many keys or more are device-driven; smaller ones, and every
+ * four-way sort, are queued from the host. */
+#define CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS (1u << 25)
+/** TILE: narrow tile sorts up to this many keys and for four-way sorts, wide ones above (where
+ * they fit). */
+#define CUDA_RT_SORT_NARROW_TILE_MAX_KEYS (1u << 22)
+/** MERGE: narrow merge blocks up to this many keys, wide ones above (where they fit). */
+#define CUDA_RT_SORT_NARROW_MERGE_MAX_KEYS (1u << 26)
+/** Threads of a small tile-sort block (CUDA_RT_SORT_TILE_SMALL). */
+#define CUDA_RT_SORT_TILE_THREADS_SMALL 256u
+/** Threads of a narrow tile-sort block (CUDA_RT_SORT_TILE_NARROW). */
+#define CUDA_RT_SORT_TILE_THREADS_NARROW 512u
+/** Threads of a wide tile-sort block (CUDA_RT_SORT_TILE_WIDE). */
+#define CUDA_RT_SORT_TILE_THREADS_WIDE 1024u
+/** Threads of one merge group; a merge block holds 1, 2 or 4 groups (CUDA_RT_SORT_MERGE_*). */
+#define CUDA_RT_SORT_MERGE_GROUP_THREADS 256u
 
 /* ---- Key modes -----------------------------------------------------------------------------
  * A key mode is a kind (how the bits of a key are read) | DESCENDING. */
@@ -189,8 +216,7 @@ CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortLayout) == 56, "CudaRtSortLayout: 56
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, passes) == 24, "CudaRtSortLayout.passes");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, smem_bytes) == 44,
                            "CudaRtSortLayout.smem_bytes");
-CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, reserved) == 52,
-                           "CudaRtSortLayout.reserved");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortLayout, reserved) == 52, "CudaRtSortLayout.reserved");
 CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortArgs) == 88, "CudaRtSortArgs: 88 bytes");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, status) == 56, "CudaRtSortArgs.status");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, n) == 64, "CudaRtSortArgs.n");
@@ -209,14 +235,14 @@ cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes
                                         uint32_t value_bytes, uint32_t flags,
                                         CudaRtSortLayout* out);
 
-/** Enqueues the sort *args on `stream`: one host launch, and the device launches the rest,
- * unless the flags ask for a host-driven chain. Out of place when keys_in (values_in) is another
- * buffer than keys (values). Returns the status of the host launch(es); a host-driven chain
- * whose later launch fails returns that launch's status with the earlier stages queued. Whether
- * the chain completed is in *args->status once the stream reaches this point: DONE when it did.
- * For n == 0 the status word is set to DONE and nothing else is queued. cudaErrorInvalidValue,
- * with nothing queued, when the plan's blocks need more shared memory than its limit (see
- * CudaRtSortLayout.smem_limit). */
+/** Enqueues the sort *args on `stream`: every stage a host launch, or, when the resolved flags
+ * say device-driven, one host launch and the device launches the rest. Out of place when keys_in
+ * (values_in) is another buffer than keys (values). Returns the status of the host launch(es); a
+ * host-driven chain whose later launch fails returns that launch's status with the earlier stages
+ * queued. Whether the chain completed is in *args->status once the stream reaches this point: DONE
+ * when it did. For n == 0 the status word is set to DONE and nothing else is queued.
+ * cudaErrorInvalidValue, with nothing queued, when the plan's blocks need more shared memory than
+ * its limit (see CudaRtSortLayout.smem_limit). */
 cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream);
 
 /** cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,
@@ -227,8 +253,7 @@ cudaError_t cuda_rt_kernels_sort_nordc(const CudaRtSortArgs* args, cudaStream_t 
  * an event before and after every stage; waits for the sort and writes each stage's time (ms)
  * to stage_ms[0..*stages). cudaErrorInvalidValue when capacity < *stages. */
 cudaError_t cuda_rt_kernels_sort_stage_times(const CudaRtSortArgs* args, cudaStream_t stream,
-                                             float* stage_ms, uint32_t capacity,
-                                             uint32_t* stages);
+                                             float* stage_ms, uint32_t capacity, uint32_t* stages);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,8 @@
-// A stable GPU merge sort driven by the GPU itself (CUDA dynamic parallelism, CDP2): the host
-// launches the tile sort, whose first thread queues the log2(n / tile) merge passes in its
-// cudaStreamTailLaunch, so they run back to back with no host round trip.
+// The dispatcher of a stable GPU merge sort: it makes the choices a caller's flags leave open
+// (resolve_flags), plans the passes and the scratch (fill_layout), prepares the kernels and
+// queues the chain of stages, from the host or, device-driven, through the tile sort's
+// tail-launch stream (CUDA dynamic parallelism, CDP2). The design and the default strategy:
+// docs/sorting.md.
 //
 // Stages and their kernels: mergesort_block_sort.cuh (tiles), mergesort_merge_pass.cuh (merge
 // passes), mergesort_chain.cuh (the chain); buffers, status word and tuning:
@@ -12,16 +14,15 @@
 // Pending launches: a device-driven sort has at most one pending launch per stage after the
 // first (the first grid queues them all; 2 * passes + 1 stages with partition kernels, passes
 // + 1 fused, at most 3 * passes + 1 four-way), fewer than 75 for every n that fits in an
-// 80 GB GPU (at most 24 doublings with tiles of
-// at least 2,560 keys), far below the device runtime's default pool of 2048
-// (cudaLimitDevRuntimePendingLaunchCount), which this code leaves untouched. When the pool is
-// full anyway (a smaller limit, many sorts at once), the queue resumes from its last stage, so
-// a sort needs only two free entries; with the LAUNCH_CHAINED flag each stage launches only the
-// next (one pending launch).
+// 80 GB GPU (at most 24 doublings with tiles of at least 2,560 keys), far below the device
+// runtime's default pool of 2048 (cudaLimitDevRuntimePendingLaunchCount), which this code
+// leaves untouched. When the pool is full anyway (a smaller limit, many sorts at once), the
+// queue resumes from its last stage, so a sort needs only two free entries; with the
+// LAUNCH_CHAINED flag each stage launches only the next (one pending launch).
+#include <cuda_runtime.h>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 #include "cuda_rt_sort.h"
 #include "mergesort_block_sort.cuh"
@@ -35,35 +36,25 @@
 namespace cuda_rt_sort {
 namespace {
 
-// The choices the library makes, from H100 measurements (BENCHMARKS.md):
-// - passes: four-way (half the sweeps over memory) from kFourWayMinN keys on, with narrow
-//   tiles, queued from the host: 2^28 u32 keys 11.64 ms against 13.9 two-way, u64 22.8 against
-//   30.6, u32 pairs 26.1 against 31.1; 2^24 u64 keys 1.44 against 1.71; below, the four-way
-//   cuts' searches cost more than the passes saved (2^20 u32: 0.134 against 0.088 ms);
-//   host-queued four-way sorts measured 1-4% faster than device-driven ones at 2^26 and 2^28
-//   (three device-side launches per pass);
-// - driver (two-way plans): the device from kDeviceDriverMinN keys on; below, the host queues
-//   every stage,
-//   because there the device-side launch links cost more than the merge passes they order
-//   (u32 keys, device-driven against host-queued: 2^20 0.128 against 0.087 ms, 2^23 0.441
-//   against 0.390, 2^24 0.839 against 0.818; 2^25 1.673 against 1.680, 2^26 3.307 against
-//   3.447; u64 keys and u32 pairs cross over at 2^25 too: BENCHMARKS.md);
+// The choices the library makes where the flags leave them open. The size thresholds are
+// CUDA_RT_SORT_*_KEYS in cuda_rt_sort.h ("Choices by size"); the measurements behind each
+// choice are in BENCHMARKS.md ("Why the thresholds are where they are").
+// - passes: four-way (half the sweeps over memory) from CUDA_RT_SORT_FOUR_WAY_MIN_KEYS on, with
+//   narrow tiles; below, the four-way cuts' searches cost more than the passes they save;
+// - driver: the host for four-way sorts (three device-side launches per pass cost more than
+//   host-queued ones) and for two-way sorts below CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS, where
+//   the device-side launches cost more than the merge passes they order; the device above;
 // - cuts of two-way passes: fused: each merge block searches the cuts of all its tiles when
 //   it starts, narrowed by the previous stage's tile samples, which costs less than a
-//   partition kernel and its tail launch per pass (2^28 keys: 15.7 against 16.2 ms);
-// - tiles: wide (one pass fewer, for a tile sort that costs a little more) from
-//   kNarrowTileMaxN keys on, narrow below, where a merge pass costs less than a tile-sort round
-//   (2^20 u32 keys: 0.158 against 0.189 ms; 2^24: 0.938 against 0.907);
-// - merge blocks: up to kNarrowMergeMaxN keys, 512 threads (two merge tiles), above 1024
-//   (2^24 u32 keys: 0.840 against 0.859 ms; 2^28: 13.84 against 13.81);
+//   partition kernel and its launch per pass;
+// - tiles: wide (one pass fewer, for a tile sort that costs a little more) above
+//   CUDA_RT_SORT_NARROW_TILE_MAX_KEYS, narrow up to it, where a merge pass costs less than a
+//   tile-sort round;
+// - merge blocks: narrow (two groups) up to CUDA_RT_SORT_NARROW_MERGE_MAX_KEYS, wide above;
 // - merge grids: one block per SM, looping over its tiles (single-group merge blocks: as many
 //   as are resident at once);
-// - device-side launches: the first grid queues every later stage in its tail-launch stream
-//   (2^24 u32 keys: 0.856 ms, against 0.919 when each stage launches the next).
-constexpr unsigned long long kDeviceDriverMinN = 1ull << 25;
-constexpr unsigned long long kFourWayMinN = 1ull << 24;
-constexpr unsigned long long kNarrowMergeMaxN = 1ull << 26;
-constexpr unsigned long long kNarrowTileMaxN = 1ull << 22;
+// - device-side launches: the first grid queues every later stage in its tail-launch stream,
+//   which costs less than each stage launching the next.
 
 // The small tile sort and the single-group merge of every kind fit every GPU the kernels run
 // on, so that resolve_flags always finds blocks that fit.
@@ -73,11 +64,11 @@ constexpr bool kFitsLeastBlockSmem =
         kLeastBlockSmem &&
     merge_block_smem_bytes<K, V, Policy<K, V>::MERGE_GROUPS_SINGLE>() <= kLeastBlockSmem;
 template <class K>
-constexpr bool kEveryValueFits = kFitsLeastBlockSmem<K, NoValue> &&
-                                 kFitsLeastBlockSmem<K, uint32_t> &&
-                                 kFitsLeastBlockSmem<K, uint64_t> && kFitsLeastBlockSmem<K, Value16>;
-static_assert(kEveryValueFits<uint8_t> && kEveryValueFits<uint16_t> &&
-                  kEveryValueFits<uint32_t> && kEveryValueFits<uint64_t>,
+constexpr bool kEveryValueFits =
+    kFitsLeastBlockSmem<K, NoValue> && kFitsLeastBlockSmem<K, uint32_t> &&
+    kFitsLeastBlockSmem<K, uint64_t> && kFitsLeastBlockSmem<K, Value16>;
+static_assert(kEveryValueFits<uint8_t> && kEveryValueFits<uint16_t> && kEveryValueFits<uint32_t> &&
+                  kEveryValueFits<uint64_t>,
               "the small tile sort and the single-group merge of every kind fit in 64 KiB");
 
 // The most shared memory, static and dynamic, that a block of the current device may have
@@ -133,19 +124,19 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) 
     if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0) {
         const bool four_way_fits =
             merge_block_smem_bytes<K, V, kMerge4Groups<K, V>>() <= smem_limit;
-        flags |= n >= kFourWayMinN && four_way_fits ? CUDA_RT_SORT_CUTS_FOUR_WAY
-                                                    : CUDA_RT_SORT_CUTS_FUSED;
+        flags |= n >= CUDA_RT_SORT_FOUR_WAY_MIN_KEYS && four_way_fits ? CUDA_RT_SORT_CUTS_FOUR_WAY
+                                                                      : CUDA_RT_SORT_CUTS_FUSED;
     }
     const bool four_way = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FOUR_WAY;
     if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0) {
-        flags |= four_way || n < kDeviceDriverMinN ? CUDA_RT_SORT_DRIVER_HOST
-                                                   : CUDA_RT_SORT_DRIVER_DEVICE;
+        flags |= four_way || n < CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS ? CUDA_RT_SORT_DRIVER_HOST
+                                                                     : CUDA_RT_SORT_DRIVER_DEVICE;
     }
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) {
         const auto fits = [smem_limit](int threads) {
             return tile_smem_bytes<K, V>(threads * P::SORT_ITEMS) <= smem_limit;
         };
-        flags |= n > kNarrowTileMaxN && !four_way && fits(P::SORT_THREADS_WIDE)
+        flags |= n > CUDA_RT_SORT_NARROW_TILE_MAX_KEYS && !four_way && fits(P::SORT_THREADS_WIDE)
                      ? CUDA_RT_SORT_TILE_WIDE
                  : fits(P::SORT_THREADS_NARROW) ? CUDA_RT_SORT_TILE_NARROW
                                                 : CUDA_RT_SORT_TILE_SMALL;
@@ -154,9 +145,9 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) 
         const bool wide_fits = merge_block_smem_bytes<K, V, P::MERGE_GROUPS_WIDE>() <= smem_limit;
         const bool narrow_fits =
             merge_block_smem_bytes<K, V, P::MERGE_GROUPS_NARROW>() <= smem_limit;
-        flags |= n > kNarrowMergeMaxN && wide_fits ? CUDA_RT_SORT_MERGE_WIDE
-                 : narrow_fits                     ? CUDA_RT_SORT_MERGE_NARROW
-                                                   : CUDA_RT_SORT_MERGE_SINGLE;
+        flags |= n > CUDA_RT_SORT_NARROW_MERGE_MAX_KEYS && wide_fits ? CUDA_RT_SORT_MERGE_WIDE
+                 : narrow_fits                                       ? CUDA_RT_SORT_MERGE_NARROW
+                                                                     : CUDA_RT_SORT_MERGE_SINGLE;
     }
     if ((flags & CUDA_RT_SORT_GRID_MASK) == 0) flags |= CUDA_RT_SORT_GRID_PERSISTENT;
     if ((flags & CUDA_RT_SORT_LAUNCH_MASK) == 0) flags |= CUDA_RT_SORT_LAUNCH_QUEUED;
@@ -224,9 +215,8 @@ inline PassPlan plan_passes(unsigned long long n, unsigned long long tile, uint3
 // grid_keys) follow them.
 template <class K, class V>
 unsigned long long sample_bytes(unsigned long long n) {
-    return ceil_div<unsigned long long>(ceil_div<unsigned long long>(n, Policy<K, V>::MERGE_TILE) *
-                                            4 * sizeof(K),
-                                        8) *
+    return ceil_div<unsigned long long>(
+               ceil_div<unsigned long long>(n, Policy<K, V>::MERGE_TILE) * 4 * sizeof(K), 8) *
            8;
 }
 
@@ -362,7 +352,8 @@ cudaError_t run_timed(const SortPlan& plan, cudaStream_t stream, const StageTime
     if (stages + 1 > 64) return cudaErrorInvalidValue;
     cudaError_t error = cudaSuccess;
     int created = 0;
-    for (; created <= stages && error == cudaSuccess; ++created) error = cudaEventCreate(&events[created]);
+    for (; created <= stages && error == cudaSuccess; ++created)
+        error = cudaEventCreate(&events[created]);
     if (error == cudaSuccess) error = cudaEventRecord(events[0], stream);
     for (int stage = 0; stage < stages && error == cudaSuccess; ++stage) {
         error = launch_stage_from_host<K, V, BLOCKS>(plan, stage, stream);
@@ -410,7 +401,8 @@ cudaError_t prepare_kernels(const SortPlan& plan) {
             reinterpret_cast<const void*>(&merge4_kernel<K, V, G, B>), G * P::kMergeGroupSmem);
         if (error != cudaSuccess) return error;
     }
-    if (plan.merge_groups == P::MERGE_GROUPS_WIDE) return prepare_merge<K, V, P::MERGE_GROUPS_WIDE, B>();
+    if (plan.merge_groups == P::MERGE_GROUPS_WIDE)
+        return prepare_merge<K, V, P::MERGE_GROUPS_WIDE, B>();
     if (plan.merge_groups == P::MERGE_GROUPS_NARROW)
         return prepare_merge<K, V, P::MERGE_GROUPS_NARROW, B>();
     if constexpr (B == ChainBlocks::kAny) {
@@ -472,7 +464,7 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     const uint32_t flags = layout.flags;
     SortPlan plan{};
     plan.keys_in = args.keys_in != nullptr ? args.keys_in : args.keys;
-    plan.values_in = !kHasValues<V>             ? nullptr
+    plan.values_in = !kHasValues<V>              ? nullptr
                      : args.values_in != nullptr ? args.values_in
                                                  : args.values;
     plan.keys[0] = args.keys;
@@ -509,7 +501,8 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.merge_groups = merge_groups_of<K, V>(flags);
     plan.merge_grid = 0;
     plan.sort_tile_shift = 0;
-    while ((Policy<K, V>::MERGE_TILE << plan.sort_tile_shift) < plan.sort_tile) ++plan.sort_tile_shift;
+    while ((Policy<K, V>::MERGE_TILE << plan.sort_tile_shift) < plan.sort_tile)
+        ++plan.sort_tile_shift;
     if ((flags & CUDA_RT_SORT_GRID_MASK) == CUDA_RT_SORT_GRID_PERSISTENT) {
         const cudaError_t error = sm_count(&plan.merge_grid);
         if (error != cudaSuccess) return error;
@@ -600,12 +593,12 @@ cudaError_t sort_entry(const CudaRtSortArgs* args, cudaStream_t stream, const St
 }  // namespace
 }  // namespace cuda_rt_sort
 
-// Enqueues the sort described by *args on `stream` (one host launch; the device launches the
-// rest unless the flags ask for a host-driven chain). Out of place when keys_in (values_in) is
-// another buffer than keys (values): the input is then only read, by the tile sort. Returns the
-// status of the host launch(es); whether the device-side chain completed is in *args->status
-// once the stream reaches this point: kStatusDone (0) when it did. For n == 0 the status word is
-// set to done and nothing else is queued.
+// Enqueues the sort described by *args on `stream` (every stage a host launch, or, when the
+// resolved flags say device-driven, one host launch and the device launches the rest). Out of place
+// when keys_in (values_in) is another buffer than keys (values): the input is then only read, by
+// the tile sort. Returns the status of the host launch(es); whether the device-side chain completed
+// is in *args->status once the stream reaches this point: kStatusDone (0) when it did. For n == 0
+// the status word is set to done and nothing else is queued.
 extern "C" cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream) {
     return cuda_rt_sort::sort_entry(args, stream, nullptr);
 }

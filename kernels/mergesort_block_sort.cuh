@@ -77,8 +77,8 @@ __device__ __forceinline__ void sort_tile(const SortPlan& plan, unsigned long lo
     extern __shared__ __align__(16) unsigned char smem[];
     V* s_vals = reinterpret_cast<V*>(smem);
     K* s_keys = reinterpret_cast<K*>(smem + (PAIRS ? TILE * sizeof(V) : 0));
-    uint16_t* s_pos = reinterpret_cast<uint16_t*>(reinterpret_cast<unsigned char*>(s_keys) +
-                                                  TILE * sizeof(K));
+    uint16_t* s_pos =
+        reinterpret_cast<uint16_t*>(reinterpret_cast<unsigned char*>(s_keys) + TILE * sizeof(K));
 
     const int t = threadIdx.x;
     const uint32_t mode = plan.key_mode;

@@ -39,18 +39,17 @@ constexpr int kPartitionThreads = 1024;
 constexpr int kQuadCutsThreads = 256;
 
 // Lanes that search one merge tile's four-way cut together (quad_cuts_kernel): up to a warp
-// while the tiles' lanes fit kQuadCutsLaneBudget threads, which an H100 holds at once
-// (4-byte keys, one lane against these: 2^20 0.054 against 0.016 ms with 32 lanes, 2^24 0.083
-// against 0.040 with 16), one per tile from 2^16 tiles on (2^28: 0.27 ms with one lane, 0.44
-// with four, whose probes multiply the memory traffic).
+// while the tiles' lanes fit kQuadCutsLaneBudget threads, which an H100 holds at once, one per
+// tile from 2^16 tiles on, where more lanes' probes would multiply the memory traffic
+// (measurements: BENCHMARKS.md, "Four-way passes: what each size is bound by").
 constexpr unsigned long long kQuadCutsLaneBudget = 1ull << 16;
 __host__ __device__ inline int quad_cut_lanes(unsigned long long tiles) {
     int lanes = 32;
     while (lanes > 1 && tiles * (unsigned long long)lanes > kQuadCutsLaneBudget) lanes /= 2;
     return lanes;
 }
-// Groups of a four-way merge block: the wide ones (2^28 u32 keys: 1.02 ms per pass, against
-// 1.43 with two groups, whose 16 warps per SM cannot hide the two merges' latencies).
+// Groups of a four-way merge block: the wide ones (two groups' 16 warps per SM cannot hide the
+// two merges' latencies; BENCHMARKS.md).
 template <class K, class V>
 constexpr int kMerge4Groups = Policy<K, V>::MERGE_GROUPS_WIDE;
 
@@ -75,9 +74,9 @@ struct StageLaunch {
 };
 
 // Whether the tile sort of `plan` has a block of its own (block 0) for the device-side launches
-// of the later stages. Each device-side launch keeps the launching thread busy for about 9 µs
-// (H100, CUDA 13.0: 83 µs for the 9 launches of a 2^24-key sort, measured with %globaltimer),
-// so a tile whose block also launched would finish that much later. (The device runtime's
+// of the later stages. Each device-side launch keeps the launching thread busy for several
+// microseconds (BENCHMARKS.md, "What limits it"), so a tile whose block also launched would
+// finish that much later. (The device runtime's
 // low-level cudaGetParameterBuffer / cudaLaunchDevice pair returned cudaErrorInvalidValue under
 // CDP2 on this driver, so launches stay <<<>>>.)
 __host__ __device__ inline bool launcher_block(const SortPlan& plan) {
@@ -142,8 +141,7 @@ __host__ __device__ inline StageLaunch stage_launch(const SortPlan& plan, int st
     const bool capped = plan.merge_grid > 0 && blocks > (unsigned long long)plan.merge_grid;
     return {wide ? StageKernel::kMergeWide : StageKernel::kMergeNarrow,
             capped ? unsigned(plan.merge_grid) : unsigned(blocks),
-            groups * P::MERGE_THREADS * block_scale,
-            groups * P::kMergeGroupSmem};
+            groups * P::MERGE_THREADS * block_scale, groups * P::kMergeGroupSmem};
 }
 
 // Launches stage `stage` of `plan` from the device into cudaStreamTailLaunch: the grid starts
@@ -157,42 +155,40 @@ __device__ cudaError_t launch_stage_from_device(const SortPlan& plan, int stage)
     constexpr ChainBlocks B = BLOCKS;
     if constexpr (BLOCKS == ChainBlocks::kAny) {
         if (l.kernel == StageKernel::kSortSmall) {
-            block_sort_kernel<K, V, P::SORT_THREADS_SMALL, B><<<l.grid, l.block, l.smem, s>>>(
-                plan);
+            block_sort_kernel<K, V, P::SORT_THREADS_SMALL, B><<<l.grid, l.block, l.smem, s>>>(plan);
             return cudaGetLastError();
         }
         if (l.kernel == StageKernel::kMergeSingle) {
-            merge_pass_kernel<K, V, P::MERGE_GROUPS_SINGLE, B><<<l.grid, l.block, l.smem, s>>>(
-                plan, stage);
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_SINGLE, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan, stage);
             return cudaGetLastError();
         }
     }
     switch (l.kernel) {
         case StageKernel::kSortWide:
-            block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B><<<l.grid, l.block, l.smem, s>>>(
-                plan);
+            block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B><<<l.grid, l.block, l.smem, s>>>(plan);
             break;
         case StageKernel::kSortNarrow:
-            block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B><<<l.grid, l.block, l.smem, s>>>(
-                plan);
+            block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan);
             break;
         case StageKernel::kPartition:
             partition_kernel<K, V, B><<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kMergeWide:
-            merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B><<<l.grid, l.block, l.smem, s>>>(
-                plan, stage);
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kMergeNarrow:
-            merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B><<<l.grid, l.block, l.smem, s>>>(
-                plan, stage);
+            merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kQuadCuts:
             quad_cuts_kernel<K, V, B><<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         case StageKernel::kMerge4:
-            merge4_kernel<K, V, kMerge4Groups<K, V>, B><<<l.grid, l.block, l.smem, s>>>(plan,
-                                                                                       stage);
+            merge4_kernel<K, V, kMerge4Groups<K, V>, B>
+                <<<l.grid, l.block, l.smem, s>>>(plan, stage);
             break;
         default:  // kSortSmall, kMergeSingle: handled above (kAny), never planned (kFull)
             break;
@@ -215,23 +211,23 @@ __host__ cudaError_t launch_stage_from_host(const SortPlan& plan, int stage, cud
     const void* kernel = nullptr;
     switch (l.kernel) {
         case StageKernel::kSortWide:
-            kernel = reinterpret_cast<const void*>(
-                &block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B>);
+            kernel =
+                reinterpret_cast<const void*>(&block_sort_kernel<K, V, P::SORT_THREADS_WIDE, B>);
             break;
         case StageKernel::kSortNarrow:
-            kernel = reinterpret_cast<const void*>(
-                &block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B>);
+            kernel =
+                reinterpret_cast<const void*>(&block_sort_kernel<K, V, P::SORT_THREADS_NARROW, B>);
             break;
         case StageKernel::kPartition:
             kernel = reinterpret_cast<const void*>(&partition_kernel<K, V, B>);
             break;
         case StageKernel::kMergeWide:
-            kernel = reinterpret_cast<const void*>(
-                &merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B>);
+            kernel =
+                reinterpret_cast<const void*>(&merge_pass_kernel<K, V, P::MERGE_GROUPS_WIDE, B>);
             break;
         case StageKernel::kMergeNarrow:
-            kernel = reinterpret_cast<const void*>(
-                &merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B>);
+            kernel =
+                reinterpret_cast<const void*>(&merge_pass_kernel<K, V, P::MERGE_GROUPS_NARROW, B>);
             break;
         case StageKernel::kQuadCuts:
             kernel = reinterpret_cast<const void*>(&quad_cuts_kernel<K, V, B>);
@@ -270,9 +266,10 @@ __device__ void queue_stages(const SortPlan& plan, int from, int last) {
     for (int next = from; next <= last; ++next) {
         const cudaError_t error = launch_stage_from_device<K, V, BLOCKS>(plan, next);
         if (error == cudaSuccess) continue;
-        const bool pool_full = error == cudaErrorLaunchOutOfResources ||
-                               error == cudaErrorLaunchPendingCountExceeded;
-        *plan.status = pool_full && next > from ? resume_at(next) : launch_failure(next, int(error));
+        const bool pool_full =
+            error == cudaErrorLaunchOutOfResources || error == cudaErrorLaunchPendingCountExceeded;
+        *plan.status =
+            pool_full && next > from ? resume_at(next) : launch_failure(next, int(error));
         return;
     }
 }
@@ -280,8 +277,8 @@ __device__ void queue_stages(const SortPlan& plan, int from, int last) {
 // Run by every kernel of the chain before its own work; acts in thread 0 of block 0 only.
 // Keeps the status word's invariant (see mergesort_plan.cuh) and, in a device-driven sort,
 // launches the later stages from the device: by default the first grid queues them all
-// (plan.queued), which measured cheaper than each stage launching the next (2^24 u32 keys:
-// 0.856 against 0.919 ms). The tile sort runs this in a block of its own (launcher_block), so
+// (plan.queued), which measured cheaper than each stage launching the next (BENCHMARKS.md).
+// The tile sort runs this in a block of its own (launcher_block), so
 // the launches overlap the tiles' work and delay none of them; a merge stage launches first
 // thing, for the same reason. (Having the last block to finish launch instead was measured
 // slower: the launch latency is then not hidden at all.)

@@ -30,10 +30,10 @@ template <class K>
 __device__ __forceinline__ void bounded_split_pair(
     const K* a, unsigned long long la, const K* b, unsigned long long lb, unsigned long long da,
     unsigned long long da_lo, unsigned long long sa_lo, unsigned long long da_hi,
-    unsigned long long sa_hi, const K* c, unsigned long long lc, const K* d,
-    unsigned long long ld, unsigned long long dc, unsigned long long dc_lo,
-    unsigned long long sc_lo, unsigned long long dc_hi, unsigned long long sc_hi,
-    unsigned long long* sa, unsigned long long* sc) {
+    unsigned long long sa_hi, const K* c, unsigned long long lc, const K* d, unsigned long long ld,
+    unsigned long long dc, unsigned long long dc_lo, unsigned long long sc_lo,
+    unsigned long long dc_hi, unsigned long long sc_hi, unsigned long long* sa,
+    unsigned long long* sc) {
     using Index = unsigned long long;
     const auto bounds = [](Index len1, Index len2, Index diag, Index d_lo, Index s_lo, Index d_hi,
                            Index s_hi, Index* lo, Index* hi) {
@@ -87,8 +87,7 @@ __device__ __forceinline__ void bounded_split_pair(
 // each round testing evenly spaced candidates, which shortens the chain where there are few
 // tiles and leaves one lane per tile where there are enough to keep the memory busy.
 template <class K, class V, ChainBlocks BLOCKS>
-__global__ void __launch_bounds__(kQuadCutsThreads)
-    quad_cuts_kernel(SortPlan plan, int stage) {
+__global__ void __launch_bounds__(kQuadCutsThreads) quad_cuts_kernel(SortPlan plan, int stage) {
     using Index = unsigned long long;
     chain_next<K, V, BLOCKS>(plan, stage);
     constexpr int TILE = Policy<K, V>::MERGE_TILE;
@@ -271,8 +270,8 @@ __device__ __forceinline__ Tile4Geometry tile4_geometry(const SortPlan& plan, in
 // another; keys only at their global address's offset within 16 bytes, each after the
 // 16-byte boundary that follows the previous one (Policy::kKeySlack covers the gaps).
 template <class K, class V>
-__device__ __forceinline__ void tile4_layout(const SortPlan& plan, int pass,
-                                             const Tile4Geometry& g, int (&off)[4]) {
+__device__ __forceinline__ void tile4_layout(const SortPlan& plan, int pass, const Tile4Geometry& g,
+                                             int (&off)[4]) {
     if constexpr (kHasValues<V>) {
         off[0] = 0;
         for (int r = 1; r < 4; ++r) off[r] = off[r - 1] + g.n[r - 1];
@@ -282,8 +281,7 @@ __device__ __forceinline__ void tile4_layout(const SortPlan& plan, int pass,
         int end = 0;
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const int in16 =
-                int((reinterpret_cast<uintptr_t>(keys + g.begin[r]) & 15) / sizeof(K));
+            const int in16 = int((reinterpret_cast<uintptr_t>(keys + g.begin[r]) & 15) / sizeof(K));
             off[r] = (end + VEC - 1) / VEC * VEC + in16;
             end = off[r] + g.n[r];
         }
@@ -295,9 +293,8 @@ __device__ __forceinline__ void tile4_layout(const SortPlan& plan, int pass,
 // threads); keys only before sm_90 in 16-byte pieces; pairs element by element (cp.async from
 // sm_80 on). Commits nothing.
 template <class K, class V>
-__device__ __forceinline__ void load_tile4(const SortPlan& plan, int pass,
-                                           const GroupSmem<K, V>& s, int buffer,
-                                           const Tile4Geometry& g, uint64_t* bar) {
+__device__ __forceinline__ void load_tile4(const SortPlan& plan, int pass, const GroupSmem<K, V>& s,
+                                           int buffer, const Tile4Geometry& g, uint64_t* bar) {
     using P = Policy<K, V>;
     constexpr int THREADS = P::MERGE_THREADS;
     const int t = threadIdx.x % THREADS;
@@ -320,17 +317,16 @@ __device__ __forceinline__ void load_tile4(const SortPlan& plan, int pass,
         int head[4], body[4];
 #pragma unroll
         for (int r = 0; r < 4; ++r)
-            copy_segment_ends<K, THREADS>(s_keys + off[r], keys + g.begin[r], g.n[r], t,
-                                          &head[r], &body[r]);
+            copy_segment_ends<K, THREADS>(s_keys + off[r], keys + g.begin[r], g.n[r], t, &head[r],
+                                          &body[r]);
         if constexpr (kBulkCopy) {
             if (t == 0) {
-                mbarrier_expect(bar, unsigned(body[0] + body[1] + body[2] + body[3]) *
-                                         unsigned(sizeof(K)));
+                mbarrier_expect(
+                    bar, unsigned(body[0] + body[1] + body[2] + body[3]) * unsigned(sizeof(K)));
 #pragma unroll
                 for (int r = 0; r < 4; ++r) {
                     if (body[r] > 0)
-                        bulk_copy_to_shared(s_keys + off[r] + head[r],
-                                            keys + g.begin[r] + head[r],
+                        bulk_copy_to_shared(s_keys + off[r] + head[r], keys + g.begin[r] + head[r],
                                             unsigned(body[r]) * unsigned(sizeof(K)), bar);
                 }
             }
@@ -352,9 +348,8 @@ __device__ __forceinline__ void load_tile4(const SortPlan& plan, int pass,
 // n[1] outputs of the first merge, then the second's). Positions as in serial_merge.
 template <int ITEMS, bool WANT_POS, class K>
 __device__ __forceinline__ void serial_merge_pairs(const K* s, const int (&off)[4],
-                                                   const int (&n)[4], int p, int count,
-                                                   int last, K (&keys)[ITEMS],
-                                                   int (&pos)[ITEMS]) {
+                                                   const int (&n)[4], int p, int count, int last,
+                                                   K (&keys)[ITEMS], int (&pos)[ITEMS]) {
     const int nx = n[0] + n[1];
     const int start = p < count ? p : count;
     int a, a_end, b, b_end;
@@ -447,7 +442,7 @@ __device__ __forceinline__ void merge4_and_store(const SortPlan& plan, int pass,
 // tile's runs before it merges the current one). Block b merges a range of consecutive tiles
 // (plan.merge_grid blocks, or one per GROUPS tiles), its groups taking them round robin.
 template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
-__global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, kMergeMinBlocks<GROUPS>)
+__global__ void __launch_bounds__((GROUPS * Policy<K, V>::MERGE_THREADS), kMergeMinBlocks<GROUPS>)
     merge4_kernel(SortPlan plan, int stage) {
     using P = Policy<K, V>;
     using Index = unsigned long long;

@@ -165,8 +165,7 @@ __device__ __forceinline__ void copy_to_shared(T* dst, const T* src) {
 #if CUDA_RT_SORT_CP_ASYNC
     if constexpr (kAsyncCopy<T>) {
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(dst)),
-                     "l"(src),
-                     "n"(int(sizeof(T)))
+                     "l"(src), "n"(int(sizeof(T)))
                      : "memory");
     } else {
         *dst = *src;
@@ -196,9 +195,9 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
 }
 __device__ __forceinline__ void mbarrier_expect(uint64_t* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                     shared_address(bar)),
-                 "r"(bytes)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :
+                 : "r"(shared_address(bar)), "r"(bytes)
                  : "memory");
 }
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
@@ -216,7 +215,8 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
                                                     uint64_t* bar) {
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-        ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+        :
+        : "r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
         : "memory");
 }
 
@@ -278,8 +278,8 @@ __device__ __forceinline__ GroupSmem<K, V> group_smem(int group) {
 // Starts copying the elements of a tile into s, striped: s[x] = a[x] for x < na and b[x - na]
 // after (b is passed as its run's start minus na), for x < count.
 template <int ITEMS, int THREADS, class T>
-__device__ __forceinline__ void copy_tile_to_shared(T* s, const T* a, const T* b_minus_na,
-                                                    int na, int count, int t) {
+__device__ __forceinline__ void copy_tile_to_shared(T* s, const T* a, const T* b_minus_na, int na,
+                                                    int count, int t) {
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
         const int x = k * THREADS + t;
@@ -450,8 +450,7 @@ __device__ __forceinline__ void merge_and_store(const SortPlan& plan, int pass, 
     // memory whole, decoded on its way into shared memory in the last pass: in one bulk copy
     // (TMA, sm_90+), or in 16-byte pieces that the group's threads store round robin.
     // Otherwise blocked to striped through shared memory, so that stores coalesce.
-    const bool whole_store =
-        !PAIRS && FULL && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+    const bool whole_store = !PAIRS && FULL && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
     if (whole_store) {
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k)
@@ -606,7 +605,7 @@ constexpr int kMergeMinBlocks = GROUPS == 1 ? 2 : 1;
 // merges the current one, so loads, merges and stores of the groups overlap without waiting for
 // one another (on sm_75 the copies are synchronous, and only the groups overlap).
 template <class K, class V, int GROUPS, ChainBlocks BLOCKS>
-__global__ void __launch_bounds__(GROUPS * Policy<K, V>::MERGE_THREADS, kMergeMinBlocks<GROUPS>)
+__global__ void __launch_bounds__((GROUPS * Policy<K, V>::MERGE_THREADS), kMergeMinBlocks<GROUPS>)
     merge_pass_kernel(SortPlan plan, int stage) {
     using P = Policy<K, V>;
     constexpr int TILE = P::MERGE_TILE;

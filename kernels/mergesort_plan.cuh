@@ -68,21 +68,19 @@ struct Policy {
                                                     : 5;
     static_assert(ITEMS % 2 == 1, "odd items per thread keep blocked accesses conflict-free");
     // Threads of a merge block; a merge block writes MERGE_TILE consecutive outputs.
-    static constexpr int MERGE_THREADS = 256;
+    static constexpr int MERGE_THREADS = int(CUDA_RT_SORT_MERGE_GROUP_THREADS);
     static constexpr int MERGE_TILE = MERGE_THREADS * ITEMS;
     // Kinds that need more than 64 registers per thread (ptxas spills them at 64).
-    static constexpr bool kWideRegisters =
-        (sizeof(K) == 1 && kValueBytes<V> != 16) || (sizeof(K) == 8 && kValueBytes<V> == 4) ||
-        (sizeof(K) == 4 && kValueBytes<V> == 8);
+    static constexpr bool kWideRegisters = (sizeof(K) == 1 && kValueBytes<V> != 16) ||
+                                           (sizeof(K) == 8 && kValueBytes<V> == 4) ||
+                                           (sizeof(K) == 4 && kValueBytes<V> == 8);
     // A merge kernel's block holds MERGE_GROUPS independent groups of MERGE_THREADS threads,
     // each merging its own tile with its own barrier. Grids launched from the device whose
-    // blocks use shared memory were measured (H100, CUDA 13.0) to get one block per SM
-    // whatever the block's size, where the host gets up to eight 256-thread blocks: large
-    // blocks keep 32 warps per SM. Groups per merge block: the wide choice (4 groups, 1024
-    // threads) caps registers at 64, which spills for some kinds; the narrow one (2 groups,
-    // 512 threads) does not. Kinds that need more than 64 registers per thread, and pairs (whose
-    // four groups' buffers would leave L1 too little room for their spills: 2^28 u32 pairs
-    // 36.4 ms with 4 groups, 31.1 with 2), get 2 groups.
+    // blocks use shared memory get one block per SM whatever the block's size (BENCHMARKS.md,
+    // "What limits it"), so large blocks keep the SM's warps busy. Groups per merge block: the
+    // wide choice (4 groups, 1024 threads) caps registers at 64, which spills for the kinds of
+    // kWideRegisters; the narrow one (2 groups, 512 threads) does not. Those kinds, and pairs
+    // (whose four groups' buffers would leave L1 too little room for their spills), get 2.
     // Shared memory of one merge group: two tile buffers (values, if any, then keys), so that
     // the next tile's inputs arrive while the current tile merges, and each output's 16-bit
     // source position (values only).
@@ -118,9 +116,9 @@ struct Policy {
     static constexpr int SORT_ITEMS = kLongSortThreads ? 2 * ITEMS : ITEMS;
     // Threads of a tile-sort block: every width sorts tiles of SORT_THREADS * SORT_ITEMS keys.
     // Small blocks are for GPUs whose blocks cannot hold a narrow tile (tile_smem_bytes).
-    static constexpr int SORT_THREADS_SMALL = 256;
-    static constexpr int SORT_THREADS_NARROW = 512;
-    static constexpr int SORT_THREADS_WIDE = 1024;
+    static constexpr int SORT_THREADS_SMALL = int(CUDA_RT_SORT_TILE_THREADS_SMALL);
+    static constexpr int SORT_THREADS_NARROW = int(CUDA_RT_SORT_TILE_THREADS_NARROW);
+    static constexpr int SORT_THREADS_WIDE = int(CUDA_RT_SORT_TILE_THREADS_WIDE);
     // Tile-sort threads resident per SM (64 registers per thread).
     static constexpr int SORT_MIN_THREADS = 1024;
     static_assert((MERGE_THREADS & (MERGE_THREADS - 1)) == 0, "power-of-two merge blocks");
@@ -165,26 +163,26 @@ __host__ __device__ constexpr int merge_chunk_tiles() {
 // sort, or a separate input that no stage writes.
 struct SortPlan {
     const void* keys_in;
-    const void* values_in;      // null when sorting keys only
+    const void* values_in;  // null when sorting keys only
     void* keys[2];
-    void* values[2];            // null when sorting keys only
+    void* values[2];  // null when sorting keys only
     // Merge-path cuts, one per merge tile; fused: tile samples instead (tile_samples).
     unsigned long long* cuts;
-    uint32_t* status;           // the status word (see above)
-    unsigned long long n;       // number of keys
-    uint32_t key_mode;          // KeyKind | kKeyDescending
-    int passes;                 // merge passes after the tile sort
-    int sort_tile;              // keys per sorted tile
-    int sort_threads;           // threads of a tile-sort block
-    int fused;                  // 1: merge blocks find their own cuts (no partition kernels)
-    int device_driven;          // 1: stages after the first are launched from the device
-    int queued;                 // device-driven: 1: the first grid launches them all, 0: each
-                                // stage's grid launches the next
-    int fail_stage;             // tests only: launch this stage with an invalid configuration
-    int merge_groups;           // groups (merge tiles) per merge block
-    int merge_grid;             // most blocks of a merge grid (as many as are resident at
-                                // once: one per SM but for single groups), or 0: one per tile
-    int sort_tile_shift;        // log2(sort_tile / merge tile): merge tiles per sorted tile
+    uint32_t* status;      // the status word (see above)
+    unsigned long long n;  // number of keys
+    uint32_t key_mode;     // KeyKind | kKeyDescending
+    int passes;            // merge passes after the tile sort
+    int sort_tile;         // keys per sorted tile
+    int sort_threads;      // threads of a tile-sort block
+    int fused;             // 1: merge blocks find their own cuts (no partition kernels)
+    int device_driven;     // 1: stages after the first are launched from the device
+    int queued;            // device-driven: 1: the first grid launches them all, 0: each
+                           // stage's grid launches the next
+    int fail_stage;        // tests only: launch this stage with an invalid configuration
+    int merge_groups;      // groups (merge tiles) per merge block
+    int merge_grid;        // most blocks of a merge grid (as many as are resident at
+                           // once: one per SM but for single groups), or 0: one per tile
+    int sort_tile_shift;   // log2(sort_tile / merge tile): merge tiles per sorted tile
     // Four-way plans: passes 1 ..= two_way merge pairs of runs (fused), the later ones merge
     // four runs at a time (merge4_kernel), each after two kernels that find its cuts: the
     // two-way cuts of both pairs of runs of every group of four, one per merge tile
@@ -270,8 +268,8 @@ __host__ __device__ inline int pass_level(const SortPlan& plan, int pass) {
 // The geometry of merge pass `pass` as seen from output position k: the pass merges pairs of
 // consecutive sorted runs of `run` keys into runs of 2 * run keys.
 struct PairOfRuns {
-    unsigned long long begin;  // first position of the pair
-    unsigned long long la, lb; // lengths of the first and second run (lb may be 0)
+    unsigned long long begin;   // first position of the pair
+    unsigned long long la, lb;  // lengths of the first and second run (lb may be 0)
 };
 
 __host__ __device__ inline unsigned long long run_length(const SortPlan& plan, int pass) {

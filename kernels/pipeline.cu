@@ -2,9 +2,9 @@
 // element and no reuse, so its time is set by device memory bandwidth (~3 TB/s on an H100),
 // tens of times shorter than moving the same bytes over PCIe: the pipeline's time is the
 // copies', which is what the tour shows.
+#include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 namespace {
 
@@ -33,13 +33,12 @@ __device__ __forceinline__ void scale_add_range(const T* __restrict__ in, T* __r
 // The kernels, launched from Rust as typed kernels (`cuda_rt::kernels!`, src/scale_add.rs): each
 // buffer is a pointer and its length, and only i < min(in_n, out_n) is touched.
 extern "C" __global__ void cuda_rt_pipeline_scale_add_u32(const uint32_t* in, size_t in_n,
-                                                                 uint32_t* out, size_t out_n,
-                                                                 uint32_t a, uint32_t b) {
+                                                          uint32_t* out, size_t out_n, uint32_t a,
+                                                          uint32_t b) {
     scale_add_range<uint32_t>(in, out, in_n < out_n ? in_n : out_n, a, b);
 }
 
-extern "C" __global__ void cuda_rt_pipeline_scale_add_f32(const float* in, size_t in_n,
-                                                                 float* out, size_t out_n, float a,
-                                                                 float b) {
+extern "C" __global__ void cuda_rt_pipeline_scale_add_f32(const float* in, size_t in_n, float* out,
+                                                          size_t out_n, float a, float b) {
     scale_add_range<float>(in, out, in_n < out_n ? in_n : out_n, a, b);
 }

@@ -10,8 +10,8 @@
 //
 // On the GPU machine: nvcc -arch=sm_90 -o /tmp/bulk scripts/initcheck_bulk_store.cu &&
 //   /tmp/bulk && compute-sanitizer --tool initcheck /tmp/bulk
-#include <cstdio>
 #include <cuda_runtime.h>
+#include <cstdio>
 
 constexpr unsigned kWords = 256;
 
@@ -37,13 +37,13 @@ __global__ void sum(const unsigned* in, unsigned long long* total) {
     atomicAdd(total, (unsigned long long)in[threadIdx.x]);
 }
 
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        cudaError_t e = (call);                                                       \
-        if (e != cudaSuccess) {                                                       \
-            std::printf("%s: %s\n", #call, cudaGetErrorString(e));                    \
-            return 1;                                                                 \
-        }                                                                             \
+#define CHECK(call)                                                \
+    do {                                                           \
+        cudaError_t e = (call);                                    \
+        if (e != cudaSuccess) {                                    \
+            std::printf("%s: %s\n", #call, cudaGetErrorString(e)); \
+            return 1;                                              \
+        }                                                          \
     } while (0)
 
 int main() {

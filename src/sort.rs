@@ -1,23 +1,31 @@
-//! A stable GPU merge sort whose merge passes are launched by the GPU itself (CUDA dynamic
-//! parallelism), for keys `u8 u16 u32 u64 i8 i16 i32 i64 f32 f64` and key–value pairs with
-//! values of 4, 8 or 16 bytes, ascending or descending.
+//! A stable GPU merge sort, for keys `u8 u16 u32 u64 i8 i16 i32 i64 f32 f64` and key–value
+//! pairs with values of 4, 8 or 16 bytes, ascending or descending. Its stages are queued from
+//! the host, or launched by the GPU itself (CUDA dynamic parallelism) where that is faster.
 //!
 //! # How it works
-//! One host launch per sort: a grid sorts tiles in shared memory (one block per tile: up to
-//! 1024 threads × 34 keys for 4-byte keys, fewer keys per thread for larger keys and pairs),
-//! and its first thread queues the `ceil(log2(n / tile))` merge passes in the grid's
-//! `cudaStreamTailLaunch`, where they run back to back, each after the previous one, with no
-//! host round trip. Each pass merges pairs of sorted runs over the whole array, cut by merge
-//! path into equal tiles, so every pass keeps the whole GPU busy. Passes ping-pong between the
-//! caller's buffer and a scratch buffer of the same size, ordered so that the last one writes
-//! the caller's buffer. A sort has at most one device-side launch pending per merge pass (fewer
-//! than 50 for any `n` an 80 GB GPU holds), far below the device runtime's 2048
-//! (`cudaLimitDevRuntimePendingLaunchCount`, left untouched); when the pool is full anyway the
-//! queue resumes from its last queued pass.
+//! A grid sorts tiles in shared memory (one block per tile: up to 1024 threads × 34 keys for
+//! 4-byte keys, fewer keys per thread for larger keys and pairs); merge passes follow, each over
+//! the whole array, cut by merge path into equal tiles, so every pass keeps the whole GPU busy.
+//! A two-way pass merges pairs of sorted runs; from
+//! [`FOUR_WAY_MIN_KEYS`](ffi::choices::FOUR_WAY_MIN_KEYS) keys on a pass merges four runs
+//! ([`Cuts::FourWay`]: half the sweeps over memory, three kernels per pass). Passes ping-pong
+//! between the caller's buffer and a scratch buffer of the same size, ordered so that the last
+//! one writes the caller's buffer.
 //!
-//! Below 2^25 keys the library queues the same kernels from the host instead ([`Driver`]),
-//! from a second build of them without relocatable device code (cheaper host launches): there
-//! the device-side launch links cost more than the merge passes they order.
+//! Who launches the passes ([`Driver`]): by default the host queues every stage on the stream,
+//! from a build of the kernels without relocatable device code (cheaper host launches), for
+//! four-way sorts and for sorts below
+//! [`DEVICE_DRIVER_MIN_KEYS`](ffi::choices::DEVICE_DRIVER_MIN_KEYS) keys; on an H100 that is
+//! every sort, since its shared memory holds the four-way merge blocks. The device-driven chain
+//! runs two-way sorts of `DEVICE_DRIVER_MIN_KEYS` keys or more (on GPUs whose shared memory
+//! does not hold the four-way blocks, or with [`Cuts::Fused`] or [`Cuts::Kernel`]) and every
+//! sort with [`Driver::Device`]: one host launch, whose first block queues the merge passes in
+//! the grid's `cudaStreamTailLaunch`, where they run back to back with no host round trip. Such
+//! a sort has at most one device-side launch pending per stage (fewer than 75 for any `n` an
+//! 80 GB GPU holds), far below the device runtime's 2048
+//! (`cudaLimitDevRuntimePendingLaunchCount`, left untouched); when the pool is full anyway the
+//! queue resumes from its last queued stage. The thresholds are defined once, in
+//! `kernels/cuda_rt_sort.h`, and read here as [`ffi::choices`]; `docs/sorting.md` has the design.
 //!
 //! Throughput on an H100 and what bounds it: `BENCHMARKS.md` at the repository root.
 //!
@@ -135,10 +143,10 @@ sort_key!(
 /// Which kernel launches the stages after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Driver {
-    /// Chosen by the library: the host for four-way sorts (measured 1–4% faster than the
-    /// device's three launches per pass) and below 2^25 keys, where the device-side launch
-    /// links cost more than the merge passes they order; the device for two-way sorts from
-    /// 2^25 keys on (BENCHMARKS.md).
+    /// Chosen by the library: the host for four-way sorts (cheaper than the device's three
+    /// launches per pass) and below [`DEVICE_DRIVER_MIN_KEYS`](ffi::choices::DEVICE_DRIVER_MIN_KEYS)
+    /// keys, where the device-side launches cost more than the merge passes they order; the
+    /// device for two-way sorts of that many keys or more (BENCHMARKS.md has the measurements).
     #[default]
     Auto,
     /// The device (CUDA dynamic parallelism): the host launches the tile sort, whose first
@@ -153,8 +161,9 @@ pub enum Driver {
 /// How each merge pass finds where its blocks' inputs begin (merge-path cuts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Cuts {
-    /// Chosen by the library: four-way from 2^24 keys on (where its merge blocks fit the
-    /// shared memory per block), fused below.
+    /// Chosen by the library: four-way from
+    /// [`FOUR_WAY_MIN_KEYS`](ffi::choices::FOUR_WAY_MIN_KEYS) keys on (where its merge blocks
+    /// fit the shared memory per block), fused below.
     #[default]
     Auto,
     /// A partition kernel before each merge kernel (two launches per pass).
@@ -173,15 +182,17 @@ pub enum Cuts {
 /// Threads of a tile-sort block; tiles are threads × items per thread keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TileWidth {
-    /// Chosen by the library: narrow up to 2^22 keys and for four-way sorts, wide above, where
-    /// a block of them fits
-    /// the shared memory per block (see [`SortWorkspace::with_shared_memory_limit`]); narrower
-    /// ones, down to 256 threads, where it does not.
+    /// Chosen by the library: narrow up to
+    /// [`NARROW_TILE_MAX_KEYS`](ffi::choices::NARROW_TILE_MAX_KEYS) keys and for four-way
+    /// sorts, wide above, where a block of them fits the shared memory per block (see
+    /// [`SortWorkspace::with_shared_memory_limit`]); narrower ones, down to
+    /// [`TILE_THREADS_SMALL`](ffi::choices::TILE_THREADS_SMALL) threads, where it does not.
     #[default]
     Auto,
-    /// 512 threads.
+    /// [`TILE_THREADS_NARROW`](ffi::choices::TILE_THREADS_NARROW) threads.
     Narrow,
-    /// 1024 threads (tiles twice as long: one merge pass fewer).
+    /// [`TILE_THREADS_WIDE`](ffi::choices::TILE_THREADS_WIDE) threads (tiles twice as long: one
+    /// merge pass fewer).
     Wide,
 }
 

@@ -10,6 +10,7 @@
 mod sort_common;
 
 use cuda_rt::{DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut, Stream};
+use cuda_rt_kernels::sort::ffi::choices;
 use cuda_rt_kernels::sort::raw::{sort_tile_len, RawSortBuffers};
 use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortError, Strategy, TileWidth};
 use cuda_rt_testing::compare::{Bitwise, StableByKey};
@@ -922,7 +923,12 @@ fn threshold_sizes<K: TestKey>() -> Vec<usize> {
         9 * tile + 5,
     ];
     if !quick() {
-        sizes.extend([(1 << 21) + 3, (1 << 23) + 5, (1 << 24) + 7, (1 << 25) + 1]);
+        sizes.extend([
+            (1 << 21) + 3,
+            (1 << 23) + 5,
+            choices::FOUR_WAY_MIN_KEYS + 7,
+            choices::DEVICE_DRIVER_MIN_KEYS + 1,
+        ]);
     }
     sizes
 }

@@ -6,6 +6,10 @@
 //!
 //! `CUDA_RT_UPDATE_SORT_ABI=1` writes the fresh generation instead of comparing
 //! (`scripts/update-sort-abi.sh`).
+//!
+//! The header also defines where the library's choices by size switch
+//! (`CUDA_RT_SORT_*_KEYS`) and its block widths; a second test checks that the kernels'
+//! planning switches exactly there, as the Rust side reads them (`sort::ffi::choices`).
 
 use std::path::Path;
 
@@ -78,4 +82,95 @@ fn committed_sort_abi_equals_a_fresh_generation() {
         "src/sort/abi.rs (from kernels/cuda_rt_sort.h)",
         "scripts/update-sort-abi.sh",
     );
+}
+
+/// The plans of sorts on either side of each threshold of `kernels/cuda_rt_sort.h`, computed
+/// by the kernels' own planning (`cuda_rt_kernels_sort_layout`: host only, no GPU needed), for
+/// 227 KiB of shared memory per block (an H100's), where every block fits.
+#[test]
+fn plans_switch_at_the_thresholds_of_the_header() {
+    use cuda_rt_kernels::sort::ffi::{choices, flags};
+    use cuda_rt_kernels::sort::raw::layout_with_limit;
+    use cuda_rt_kernels::sort::{Cuts, SortKey, Strategy, TileWidth};
+
+    const H100_BLOCK_SMEM: usize = 227 * 1024;
+    let key = <u32 as SortKey>::FORMAT;
+    let plan = |n: usize, strategy: Strategy| {
+        layout_with_limit(n, key, 0, strategy, Some(H100_BLOCK_SMEM)).expect("a layout")
+    };
+    if plan(1, Strategy::AUTO).smem_limit as usize != H100_BLOCK_SMEM {
+        println!(
+            "skipped plans_switch_at_the_thresholds_of_the_header: this GPU's blocks have less \
+             than 227 KiB of shared memory, so the plans differ"
+        );
+        return;
+    }
+    let field = |n: usize, strategy: Strategy, mask: u32| plan(n, strategy).flags & mask;
+    let auto = Strategy::AUTO;
+    let two_way = Strategy {
+        cuts: Cuts::Fused,
+        ..Strategy::AUTO
+    };
+
+    let four_way = choices::FOUR_WAY_MIN_KEYS;
+    assert_eq!(
+        field(four_way - 1, auto, flags::CUTS_MASK),
+        flags::CUTS_FUSED
+    );
+    assert_eq!(
+        field(four_way, auto, flags::CUTS_MASK),
+        flags::CUTS_FOUR_WAY
+    );
+
+    let device = choices::DEVICE_DRIVER_MIN_KEYS;
+    assert_eq!(
+        field(device - 1, two_way, flags::DRIVER_MASK),
+        flags::DRIVER_HOST
+    );
+    assert_eq!(
+        field(device, two_way, flags::DRIVER_MASK),
+        flags::DRIVER_DEVICE
+    );
+    // Four-way sorts are queued from the host at every size.
+    assert_eq!(field(device, auto, flags::DRIVER_MASK), flags::DRIVER_HOST);
+
+    let narrow_tile = choices::NARROW_TILE_MAX_KEYS;
+    assert_eq!(
+        field(narrow_tile, two_way, flags::TILE_MASK),
+        flags::TILE_NARROW
+    );
+    assert_eq!(
+        field(narrow_tile + 1, two_way, flags::TILE_MASK),
+        flags::TILE_WIDE
+    );
+    // Four-way sorts keep narrow tiles.
+    assert_eq!(field(1 << 28, auto, flags::TILE_MASK), flags::TILE_NARROW);
+
+    let narrow_merge = choices::NARROW_MERGE_MAX_KEYS;
+    assert_eq!(
+        field(narrow_merge, auto, flags::MERGE_MASK),
+        flags::MERGE_NARROW
+    );
+    assert_eq!(
+        field(narrow_merge + 1, auto, flags::MERGE_MASK),
+        flags::MERGE_WIDE
+    );
+
+    // Tiles are threads × keys per thread: the widths' ratio is the header's.
+    let tile = |width: TileWidth| {
+        let strategy = Strategy {
+            tile: width,
+            ..two_way
+        };
+        plan(1, strategy).sort_tile
+    };
+    assert_eq!(
+        tile(TileWidth::Wide) * choices::TILE_THREADS_NARROW,
+        tile(TileWidth::Narrow) * choices::TILE_THREADS_WIDE
+    );
+    // A merge tile is one group's threads × keys per thread, and a narrow tile a power-of-two
+    // number of merge tiles.
+    let layout = plan(1, auto);
+    assert_eq!(layout.merge_tile % choices::MERGE_GROUP_THREADS, 0);
+    assert!((layout.sort_tile / layout.merge_tile).is_power_of_two());
 }

@@ -2,8 +2,9 @@
 //! tests: every key type, keys only and with 4-, 8- and 16-byte values, under a limit of 64 KiB
 //! per block (sm_75: T4, RTX 20), of 99 KiB (sm_86, sm_89, sm_120: A10, L4, RTX 30 to 50) and,
 //! as the control, under the device's own limit; ascending and descending; at lengths around
-//! every size where the library changes its plan (the tile size, 2^22 for the tile width, 2^25
-//! for the device-driven chain, 2^26 for the merge width), on unaligned sub-slices too; against
+//! every size where the library changes its plan (the tile size, and the thresholds of
+//! `sort::ffi::choices`, defined in `kernels/cuda_rt_sort.h`: the tile width, the device-driven
+//! chain, the merge width), on unaligned sub-slices too; against
 //! the CPU's stable sort. Each plan is also checked to fit its limit, so that a limit the
 //! library ignored cannot pass for one it honoured.
 //!
@@ -15,7 +16,7 @@ use cuda_rt::{DeviceBuffer, DeviceCopy, DeviceMemoryMut, Stream};
 use cuda_rt_kernels::sort::ffi::flags::{
     MERGE_MASK, MERGE_SINGLE, SMEM_LIMIT_MASK, TILE_MASK, TILE_SMALL, TILE_WIDE,
 };
-use cuda_rt_kernels::sort::ffi::SortLayout;
+use cuda_rt_kernels::sort::ffi::{choices, SortLayout};
 use cuda_rt_kernels::sort::raw::{check_shared_memory, layout_with_limit};
 use cuda_rt_kernels::sort::{
     Driver, KeyFormat, Order, SortError, SortKey, SortWorkspace, Strategy, TileWidth,
@@ -484,7 +485,7 @@ fn check_past_thresholds(limit: Limit) {
         seed,
     };
     let w = &mut workspace;
-    let n = (1 << 22) + 5;
+    let n = choices::NARROW_TILE_MAX_KEYS + 5;
     for value_bytes in [0, 4, 8, 16] {
         let order = ORDERS[value_bytes / 4 % 2];
         let seed = (22 << 8) | value_bytes as u64;
@@ -506,12 +507,12 @@ fn check_past_thresholds(limit: Limit) {
         );
         return;
     }
-    let n = (1 << 25) + 3;
+    let n = choices::DEVICE_DRIVER_MIN_KEYS + 3;
     case(Order::Ascending, Placement::Unaligned, 25).keys::<f32>(w, n);
     case(Order::Descending, Placement::Whole, 26).pairs::<u8, u32>(w, n);
     case(Order::Ascending, Placement::Whole, 27).pairs::<u16, u64>(w, n);
     case(Order::Descending, Placement::Unaligned, 28).pairs::<f64, [u32; 4]>(w, n);
-    case(Order::Ascending, Placement::Whole, 29).keys::<u16>(w, (1 << 26) + 1);
+    case(Order::Ascending, Placement::Whole, 29).keys::<u16>(w, choices::NARROW_MERGE_MAX_KEYS + 1);
 }
 
 #[test]
@@ -542,7 +543,13 @@ fn past_the_size_thresholds_within_the_device_limit() {
 
 /// The plans of every key size and value size at sizes around the thresholds, within `limit`.
 fn plans(limit: Option<usize>) -> Vec<(KeyFormat, usize, usize, SortLayout)> {
-    let sizes = [1usize, 100_000, (1 << 22) + 1, (1 << 25) + 1, (1 << 27) + 1];
+    let sizes = [
+        1usize,
+        100_000,
+        choices::NARROW_TILE_MAX_KEYS + 1,
+        choices::DEVICE_DRIVER_MIN_KEYS + 1,
+        (1 << 27) + 1,
+    ];
     let mut all = Vec::new();
     for key in [u8::FORMAT, u16::FORMAT, u32::FORMAT, u64::FORMAT] {
         for value_bytes in [0, 4, 8, 16] {

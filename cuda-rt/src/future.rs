@@ -20,93 +20,21 @@
 //! }
 //! ```
 //!
-//! # When the point waited for is fixed
-//! Futures are armed when they are made, not at their first poll: [`Stream::drained`] waits for
-//! the work queued before the call, [`Event::occurred`] for the event's most recent record
-//! before the call (or a later one: each poll also asks `cudaEventQuery`, which answers for the
-//! most recent record; so does the spinner). A future that is already complete when made queues
-//! nothing.
+//! # In short
+//! - A future is armed when it is made: [`Stream::drained`] waits for the work queued before
+//!   the call, [`Event::occurred`] for the event's most recent record.
+//! - A process-wide thread (the *spinner*) watches a new future's event for the spin window
+//!   ([`set_spin_window`], 1 ms by default) and wakes it at once; longer work is woken by a host
+//!   function queued on a waiter stream, which calls no CUDA. Polls also ask CUDA directly, and
+//!   a poller thread re-polls pending futures, so work that failed with a sticky error still
+//!   ends its future with that error.
+//! - Dropping or leaking a future is safe: [`EventFuture`] and [`DrainedFuture`] give the GPU
+//!   nothing to touch, and [`PendingFuture`] owns the copy's host buffer (dropping it unfinished
+//!   blocks until the copy has finished, as dropping the [`Pending`] does).
 //!
-//! # How a future is woken
-//! - **The spinner** (the default, for short work): one process-wide thread that, for the *spin
-//!   window* after a future is made (1 ms unless [`set_spin_window`] says otherwise), queries
-//!   the event behind the future's work over and over (`cudaEventQuery`) and wakes the future
-//!   as soon as it has occurred, within about a microsecond. Making such a future costs no CUDA
-//!   call for [`Event::occurred`] and a [`Pending`]'s future (the spinner queries their own
-//!   events), and one `cudaEventRecord` of a pooled completion event for [`Stream::drained`].
-//!   The spinner keeps one core busy while a future made within the last window is pending,
-//!   then parks.
-//! - **A host function** (for work longer than the window): when the window has passed with the
-//!   work unfinished, the spinner queues `cudaLaunchHostFunc` behind it; the host function sets
-//!   an atomic flag and wakes the stored waker, and calls no CUDA (it may not). CUDA runs host
-//!   functions on a thread of its own, which learns of finished work 10–25 µs late on the
-//!   machines measured: cheap against long work, dear against short work. With the spinner off
-//!   ([`set_spin_window`] with zero) every future queues its host function when made.
-//!
-//! Host functions run on a *waiter stream* of the device, made to wait for the event first
-//! (`cudaStreamWaitEvent`): the user's streams get at most a `cudaEventRecord`, and later work
-//! on them never waits for a host function. Waiter streams come from a process-wide pool, one
-//! per armed future (host functions of one stream run in order, so a shared stream would make
-//! every future wait for the ones queued before it), at most 32 per device; they are
-//! non-blocking and live until the process exits. If none is free when the window ends, the
-//! spinner keeps watching the future for another window.
-//!
-//! The spinner never queries an event that may be destroyed under it: pooled events are
-//! co-owned by its watch, and an [`Event`] or a [`Pending`] removes its event from the
-//! spinner's watch (one atomic load when nothing is watched) before destroying it, so a future
-//! dropped or leaked while watched leaves the spinner nothing dangling. [`EventRef::occurred`]
-//! on an event this crate does not own is watched through a pooled event recorded on the
-//! waiter stream instead.
-//!
-//! CUDA may never run a host function queued behind work that failed with a sticky error.
-//! So that such a future does not hang, every poll also queries the event
-//! (`cudaEventQuery`) and returns its error, the spinner wakes a future whose query fails, and
-//! a process-wide *poller* thread wakes every pending future the spinner does not watch every
-//! 10 ms, so that it is polled again even if its host function never runs. The poller calls no CUDA and touches no handle (only wakers); it parks while no future
-//! is pending. A future that could not be armed (all 32 waiter streams of the device busy, or
-//! `cudaLaunchHostFunc` refused) is woken by the poller every 1 ms instead: it still completes,
-//! with up to 1 ms of extra latency. These periods bound how late a future learns of an error;
-//! successful work wakes its future from the spinner or the host function, at once.
-//!
-//! Polls are cheap (an atomic load; while not woken yet, one `cudaEventQuery` and a lock to
-//! store the waker; no allocation) and correct under spurious polls, polls with a different waker (the stored one is
-//! replaced) and polls from different threads (the futures are `Send` and `Sync`). A poll inside
-//! a host callback (an executor that polls from `wake`) does not call CUDA: it is ready if the
-//! host function fired, pending otherwise.
-//!
-//! # Errors
-//! A future's output is `Err` when the event's query returns a sticky error (the work, or other
-//! work of the context, failed), or when it could not be made (a failed `cudaEventRecord`, a
-//! call inside a host callback). Other errors of a query or of arming (for instance while
-//! another thread captures a graph in global mode, which makes some calls fail for a while) do
-//! not end the wait: they are deferred to the next synchronize of the thread (see
-//! [`take_deferred_error`](crate::take_deferred_error)), at most one per future, and polling
-//! goes on.
-//!
-//! # Why dropping or leaking a future is safe
-//! A future may be dropped at any `.await` point, or leaked with `mem::forget`:
-//! - [`EventFuture`] and [`DrainedFuture`] give the GPU nothing to touch: they only wait. The
-//!   state the host function uses is in an `Arc` that the host function holds its own reference
-//!   to, so a future dropped or leaked before its host function runs frees nothing the host
-//!   function touches; the host function then wakes nobody. A host function that never runs
-//!   leaks its small state (and a [`DrainedFuture`] dropped before its event occurred destroys
-//!   the event, which CUDA allows with a record pending). Dropping them neither waits nor stops
-//!   the work.
-//! - [`PendingFuture`] *owns* the host buffer that the copy reads or writes, exactly as
-//!   [`Pending`] does (it holds the `Pending` itself until it hands the buffer back). Dropping it
-//!   unfinished drops the `Pending`, which **blocks** until the copy has finished, then frees the
-//!   buffer; leaking it leaks the `Pending` and so the buffer, which is never freed under the
-//!   copy. While the future lives, the buffer cannot be reached (it was moved in), so the CPU
-//!   cannot touch it either. To drop a copy without blocking an executor thread, keep the future
-//!   and await it later, or move it to a thread made for blocking.
-//!
-//! # Cost
-//! Making a future whose work is not done yet, with the spinner on: no CUDA call for
-//! [`Event::occurred`] and `Pending::into_future`, one `cudaStreamQuery` and one
-//! `cudaEventRecord` for [`Stream::drained`]; a lock, a few small allocations (the shared
-//! state, the watch). Without the spinner, or for work longer than the window, add one
-//! `cudaStreamWaitEvent` and one `cudaLaunchHostFunc`. A poll after the wake calls no CUDA, and
-//! a [`Pending`]'s future then hands the buffer back without another call.
+//! The design (when the point waited for is fixed, how a future is woken, errors, why dropping
+//! or leaking is safe, cost): `docs/futures.md` in the repository; measured latencies:
+//! `BENCHMARKS.md`, "Futures: awaiting GPU work".
 
 mod poller;
 mod pools;

@@ -36,15 +36,15 @@ void check(bool ok, const char* what) {
 }
 
 // A CUDA call that must succeed; on failure, report it and stop.
-#define CUDA_OK(call)                                                                        \
-    do {                                                                                     \
-        cudaError_t status_ = (call);                                                        \
-        if (status_ != cudaSuccess) {                                                        \
-            std::printf("cpp-host: FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call,         \
-                        cudaGetErrorName(status_));                                          \
-            std::fflush(stdout);                                                             \
-            return 1;                                                                        \
-        }                                                                                    \
+#define CUDA_OK(call)                                                                \
+    do {                                                                             \
+        cudaError_t status_ = (call);                                                \
+        if (status_ != cudaSuccess) {                                                \
+            std::printf("cpp-host: FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                        cudaGetErrorName(status_));                                  \
+            std::fflush(stdout);                                                     \
+            return 1;                                                                \
+        }                                                                            \
     } while (0)
 
 // A 32-bit mix of i and seed (Wang-style integer hash), the same on host and device.
@@ -80,8 +80,8 @@ std::vector<uint32_t> expected_sorted(size_t n, uint32_t seed, uint32_t modulus)
 cudaError_t launch_fill(uint32_t* keys, size_t n, uint32_t seed, uint32_t modulus,
                         cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
-    fill_keys<<<unsigned(std::min<size_t>((n + 255) / 256, 4096)), 256, 0, stream>>>(
-        keys, n, seed, modulus);
+    fill_keys<<<unsigned(std::min<size_t>((n + 255) / 256, 4096)), 256, 0, stream>>>(keys, n, seed,
+                                                                                     modulus);
     return cudaGetLastError();
 }
 
@@ -110,8 +110,8 @@ int run_all(size_t n) {
 
     // 1. cuda-rt's iota on the C++ stream (asynchronous), read back on the same stream.
     CUDA_OK(cuda_rt_iota_u32(keys, n, 7u, stream));
-    CUDA_OK(cudaMemcpyAsync(host.data(), keys, n * sizeof(uint32_t), cudaMemcpyDeviceToHost,
-                            stream));
+    CUDA_OK(
+        cudaMemcpyAsync(host.data(), keys, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     bool iota_ok = true;
     for (size_t i = 0; i < n; ++i) iota_ok = iota_ok && host[i] == uint32_t(7u + i);
@@ -120,8 +120,8 @@ int run_all(size_t n) {
     // 2. cuda-rt's sort of keys made by a C++ kernel, on the C++ stream.
     CUDA_OK(launch_fill(keys, n, 1u, 0u, stream));
     CUDA_OK(cuda_rt_sort_u32(keys, n, stream));
-    CUDA_OK(cudaMemcpyAsync(host.data(), keys, n * sizeof(uint32_t), cudaMemcpyDeviceToHost,
-                            stream));
+    CUDA_OK(
+        cudaMemcpyAsync(host.data(), keys, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     check(host == expected_sorted(n, 1u, 0u), "cuda_rt_sort_u32 on a C++ stream = std::sort");
 
@@ -132,8 +132,8 @@ int run_all(size_t n) {
     CUDA_OK(cudaEventRecord(ready, producer));
     CUDA_OK(cuda_rt_sort_u32_after(keys, n, ready, done));
     CUDA_OK(cudaStreamWaitEvent(consumer, done, 0));
-    CUDA_OK(cudaMemcpyAsync(host.data(), keys, n * sizeof(uint32_t), cudaMemcpyDeviceToHost,
-                            consumer));
+    CUDA_OK(
+        cudaMemcpyAsync(host.data(), keys, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, consumer));
     CUDA_OK(cudaStreamSynchronize(consumer));
     check(host == expected_sorted(n, 2u, 1000u),
           "cuda_rt_sort_u32_after between C++ events = std::sort");
@@ -213,8 +213,7 @@ int main(int argc, char** argv) {
         const char* require = std::getenv("CUDA_RT_REQUIRE_GPU");
         bool required = require && std::strcmp(require, "1") == 0;
         std::printf("cpp-host: %s: no CUDA device (%s)\n",
-                    required ? "FAIL (CUDA_RT_REQUIRE_GPU=1)" : "skipped",
-                    cudaGetErrorName(found));
+                    required ? "FAIL (CUDA_RT_REQUIRE_GPU=1)" : "skipped", cudaGetErrorName(found));
         return required ? 1 : 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--sticky") == 0) return run_sticky();

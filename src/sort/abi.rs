@@ -28,6 +28,14 @@ pub const CUDA_RT_SORT_LAUNCH_CHAINED: u32 = 524288;
 pub const CUDA_RT_SORT_SMEM_LIMIT_SHIFT: u32 = 20;
 pub const CUDA_RT_SORT_SMEM_LIMIT_MASK: u32 = 4293918720;
 pub const CUDA_RT_SORT_FLAGS_KNOWN: u32 = 4294967295;
+pub const CUDA_RT_SORT_FOUR_WAY_MIN_KEYS: u32 = 16777216;
+pub const CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS: u32 = 33554432;
+pub const CUDA_RT_SORT_NARROW_TILE_MAX_KEYS: u32 = 4194304;
+pub const CUDA_RT_SORT_NARROW_MERGE_MAX_KEYS: u32 = 67108864;
+pub const CUDA_RT_SORT_TILE_THREADS_SMALL: u32 = 256;
+pub const CUDA_RT_SORT_TILE_THREADS_NARROW: u32 = 512;
+pub const CUDA_RT_SORT_TILE_THREADS_WIDE: u32 = 1024;
+pub const CUDA_RT_SORT_MERGE_GROUP_THREADS: u32 = 256;
 pub const CUDA_RT_SORT_KEY_UNSIGNED: u32 = 0;
 pub const CUDA_RT_SORT_KEY_SIGNED: u32 = 1;
 pub const CUDA_RT_SORT_KEY_FLOAT: u32 = 2;
@@ -167,7 +175,7 @@ unsafe extern "C" {
     ) -> cudaError_t;
 }
 unsafe extern "C" {
-    #[doc = " Enqueues the sort *args on `stream`: one host launch, and the device launches the rest,\n unless the flags ask for a host-driven chain. Out of place when keys_in (values_in) is another\n buffer than keys (values). Returns the status of the host launch(es); a host-driven chain\n whose later launch fails returns that launch's status with the earlier stages queued. Whether\n the chain completed is in *args->status once the stream reaches this point: DONE when it did.\n For n == 0 the status word is set to DONE and nothing else is queued. cudaErrorInvalidValue,\n with nothing queued, when the plan's blocks need more shared memory than its limit (see\n CudaRtSortLayout.smem_limit)."]
+    #[doc = " Enqueues the sort *args on `stream`: every stage a host launch, or, when the resolved flags\n say device-driven, one host launch and the device launches the rest. Out of place when keys_in\n (values_in) is another buffer than keys (values). Returns the status of the host launch(es); a\n host-driven chain whose later launch fails returns that launch's status with the earlier stages\n queued. Whether the chain completed is in *args->status once the stream reaches this point: DONE\n when it did. For n == 0 the status word is set to DONE and nothing else is queued.\n cudaErrorInvalidValue, with nothing queued, when the plan's blocks need more shared memory than\n its limit (see CudaRtSortLayout.smem_limit)."]
     pub fn cuda_rt_kernels_sort(args: *const CudaRtSortArgs, stream: cudaStream_t) -> cudaError_t;
 }
 unsafe extern "C" {

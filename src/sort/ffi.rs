@@ -53,19 +53,21 @@ pub mod flags {
     pub const CUTS_FOUR_WAY: u32 = abi::CUDA_RT_SORT_CUTS_FOUR_WAY;
     /// Mask of the tile-sort width field.
     pub const TILE_MASK: u32 = abi::CUDA_RT_SORT_TILE_MASK;
-    /// 512 threads per tile-sort block.
+    /// [`TILE_THREADS_NARROW`](super::choices::TILE_THREADS_NARROW) threads per tile-sort block.
     pub const TILE_NARROW: u32 = abi::CUDA_RT_SORT_TILE_NARROW;
-    /// 1024 threads per tile-sort block.
+    /// [`TILE_THREADS_WIDE`](super::choices::TILE_THREADS_WIDE) threads per tile-sort block.
     pub const TILE_WIDE: u32 = abi::CUDA_RT_SORT_TILE_WIDE;
-    /// 256 threads per tile-sort block (GPUs whose blocks cannot hold a narrow tile).
+    /// [`TILE_THREADS_SMALL`](super::choices::TILE_THREADS_SMALL) threads per tile-sort block (GPUs
+    /// whose blocks cannot hold a narrow tile).
     pub const TILE_SMALL: u32 = abi::CUDA_RT_SORT_TILE_SMALL;
     /// Mask of the merge-block field (0: chosen by size).
     pub const MERGE_MASK: u32 = abi::CUDA_RT_SORT_MERGE_MASK;
-    /// Merge blocks of 4 merge tiles (1024 threads).
+    /// Merge blocks of 4 merge tiles (groups of
+    /// [`MERGE_GROUP_THREADS`](super::choices::MERGE_GROUP_THREADS) threads).
     pub const MERGE_WIDE: u32 = abi::CUDA_RT_SORT_MERGE_WIDE;
-    /// Merge blocks of 2 merge tiles (512 threads).
+    /// Merge blocks of 2 merge tiles.
     pub const MERGE_NARROW: u32 = abi::CUDA_RT_SORT_MERGE_NARROW;
-    /// Merge blocks of 1 merge tile (256 threads; GPUs whose blocks cannot hold two).
+    /// Merge blocks of 1 merge tile (GPUs whose blocks cannot hold two).
     pub const MERGE_SINGLE: u32 = abi::CUDA_RT_SORT_MERGE_SINGLE;
     /// Mask of the merge-grid field (0: chosen by the library).
     pub const GRID_MASK: u32 = abi::CUDA_RT_SORT_GRID_MASK;
@@ -87,6 +89,32 @@ pub mod flags {
     pub const SMEM_LIMIT_SHIFT: u32 = abi::CUDA_RT_SORT_SMEM_LIMIT_SHIFT;
     /// Mask of the shared-memory limit field.
     pub const SMEM_LIMIT_MASK: u32 = abi::CUDA_RT_SORT_SMEM_LIMIT_MASK;
+}
+
+/// Where the library's choices by size switch, and the widths of its blocks ("Choices by size"
+/// in `kernels/cuda_rt_sort.h`, where each is defined). A field of the flags left at 0 is
+/// chosen by the number of keys `n`, among the blocks that fit the shared memory per block.
+pub mod choices {
+    use super::abi;
+    /// Four-way merge passes from this many keys on (where a four-way merge block fits);
+    /// fused two-way passes below (2^24).
+    pub const FOUR_WAY_MIN_KEYS: usize = abi::CUDA_RT_SORT_FOUR_WAY_MIN_KEYS as usize;
+    /// Two-way sorts of this many keys or more are device-driven; smaller ones, and every
+    /// four-way sort, are queued from the host (2^25).
+    pub const DEVICE_DRIVER_MIN_KEYS: usize = abi::CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS as usize;
+    /// Narrow tile sorts up to this many keys and for four-way sorts; wide ones above, where
+    /// they fit (2^22).
+    pub const NARROW_TILE_MAX_KEYS: usize = abi::CUDA_RT_SORT_NARROW_TILE_MAX_KEYS as usize;
+    /// Narrow merge blocks up to this many keys; wide ones above, where they fit (2^26).
+    pub const NARROW_MERGE_MAX_KEYS: usize = abi::CUDA_RT_SORT_NARROW_MERGE_MAX_KEYS as usize;
+    /// Threads of a small tile-sort block ([`flags::TILE_SMALL`](super::flags::TILE_SMALL)).
+    pub const TILE_THREADS_SMALL: u32 = abi::CUDA_RT_SORT_TILE_THREADS_SMALL;
+    /// Threads of a narrow tile-sort block ([`flags::TILE_NARROW`](super::flags::TILE_NARROW)).
+    pub const TILE_THREADS_NARROW: u32 = abi::CUDA_RT_SORT_TILE_THREADS_NARROW;
+    /// Threads of a wide tile-sort block ([`flags::TILE_WIDE`](super::flags::TILE_WIDE)).
+    pub const TILE_THREADS_WIDE: u32 = abi::CUDA_RT_SORT_TILE_THREADS_WIDE;
+    /// Threads of one merge group; a merge block holds 1, 2 or 4 groups.
+    pub const MERGE_GROUP_THREADS: u32 = abi::CUDA_RT_SORT_MERGE_GROUP_THREADS;
 }
 
 /// Key modes (`CUDA_RT_SORT_KEY_*`): a kind, `|` [`KEY_DESCENDING`](key_mode::DESCENDING).

@@ -311,8 +311,9 @@ impl RawWorkspace {
         Ok(())
     }
 
-    /// Enqueues the sort of `buffers` on `stream`, growing the workspace first if needed. One
-    /// host launch (`cuda_rt_kernels_sort`); the device launches the rest. Returns the layout
+    /// Enqueues the sort of `buffers` on `stream`, growing the workspace first if needed: every
+    /// stage a host launch (`cuda_rt_kernels_sort_nordc`), or, device-driven ([`Driver`](super::Driver)),
+    /// one host launch (`cuda_rt_kernels_sort`) and the device launches the rest. Returns the layout
     /// used when the work is queued: call [`finish`](Self::finish) to learn whether it
     /// succeeded.
     ///

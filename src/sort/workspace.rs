@@ -196,8 +196,8 @@ impl SortWorkspace {
     /// Sorts `keys` in place on `stream`, stably, in `order` (floats in IEEE total order), and
     /// waits for the result.
     ///
-    /// One host launch (`cuda_rt_kernels_sort`); the tile sort's grid launches the merge passes
-    /// from the device. Ordered after earlier work on `keys` (on any stream) through
+    /// The stages are queued from the host, or, device-driven ([`Driver`](super::Driver)), the
+    /// tile sort's grid launches the merge passes from the device. Ordered after earlier work on `keys` (on any stream) through
     /// [`DeviceMemoryMut::enqueue_mut`]; then the status word is copied back
     /// (`cudaMemcpyAsync`) and `stream` synchronized (`cudaStreamSynchronize`). `stream` is
     /// anything cuda-rt's copies take: `&Stream`, [`StreamRef::legacy`],

@@ -80,7 +80,8 @@ pub fn run(keys: u64, repeat: u32, progress_allowed: bool) -> Result<SortReport,
                     &RawSortBuffers::keys(keys, n),
                     Order::Ascending,
                     // The tour shows the dynamic-parallelism chain, at any size (the default
-                    // strategy queues sorts below 2^25 keys from the host).
+                    // strategy queues four-way sorts and those below
+                    // `ffi::choices::DEVICE_DRIVER_MIN_KEYS` keys from the host).
                     Strategy {
                         driver: Driver::Device,
                         ..Strategy::default()

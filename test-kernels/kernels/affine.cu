@@ -1,9 +1,9 @@
 // The simple kernel of the reliability tests (tests/stateful.rs, tests/bad_input.rs,
 // examples/soak.rs): data[i] = data[i] * a + b in place, wrapping (mod 2^32) like Rust's
 // wrapping_mul / wrapping_add, so a CPU model reproduces it exactly.
+#include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 namespace {
 

@@ -1,5 +1,6 @@
-// Kernels of cuda-rt-testing's own tests: two correct ones (a scale and per-block sums), and variants
-// that are wrong on purpose, one bug each, which the property runner must catch and shrink:
+// Kernels of cuda-rt-testing's own tests: two correct ones (a scale and per-block sums), and
+// variants that are wrong on purpose, one bug each, which the property runner must catch and
+// shrink:
 //   - an off-by-one bound that writes one element past the end of its output (caught by the
 //     guard band after the output);
 //   - a bound that skips the last element (caught by the poison the output holds before the
@@ -8,9 +9,9 @@
 //     reads of other warps' values is missing (caught by the comparison as soon as a block has
 //     a nonzero element past its first 128).
 // Each follows cuda-rt's typed convention: a buffer is a pointer followed by its length.
+#include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 namespace {
 
@@ -76,9 +77,8 @@ extern "C" __global__ void gpu_test_scale_u32_off_by_one(uint32_t* out, size_t n
     scale<true, false>(out, n, in, in_n, k);
 }
 
-extern "C" __global__ void gpu_test_scale_u32_skip_last(uint32_t* out, size_t n,
-                                                        const uint32_t* in, size_t in_n,
-                                                        uint32_t k) {
+extern "C" __global__ void gpu_test_scale_u32_skip_last(uint32_t* out, size_t n, const uint32_t* in,
+                                                        size_t in_n, uint32_t k) {
     scale<false, true>(out, n, in, in_n, k);
 }
 
@@ -90,7 +90,6 @@ extern "C" __global__ void __launch_bounds__(kSumBlock)
 
 // Launch with blocks of exactly kSumBlock threads.
 extern "C" __global__ void __launch_bounds__(kSumBlock)
-    gpu_test_block_sums_racy(unsigned long long* out, size_t out_n, const uint32_t* in,
-                             size_t n) {
+    gpu_test_block_sums_racy(unsigned long long* out, size_t out_n, const uint32_t* in, size_t n) {
     block_sums<false>(out, out_n, in, n);
 }

@@ -1,9 +1,9 @@
 // Kernels that misbehave on purpose, for the reliability tests (tests/faults.rs): a writer whose
 // store lands far outside its buffer, so that the context fails with cudaErrorIllegalAddress
 // (a sticky error). Run it only in a process of its own.
+#include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 namespace {
 
@@ -22,8 +22,8 @@ __global__ void write_out_of_bounds(uint32_t* data, size_t n, size_t offset_word
 // Enqueues the faulting store on `stream`. Returns the status of this launch alone
 // (cudaLaunchKernel, not cudaGetLastError: an earlier call's error must not be reported here).
 extern "C" cudaError_t cuda_rt_faults_write_out_of_bounds(uint32_t* data, size_t n,
-                                                         size_t offset_words,
-                                                         cudaStream_t stream) {
+                                                          size_t offset_words,
+                                                          cudaStream_t stream) {
     void* args[] = {&data, &n, &offset_words};
     return cudaLaunchKernel(reinterpret_cast<const void*>(write_out_of_bounds), dim3(1), dim3(32),
                             args, 0, stream);

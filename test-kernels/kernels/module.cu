@@ -65,8 +65,7 @@ extern "C" __global__ void sum_u32(uint64_t* out, size_t n, const uint32_t* in, 
 // out[i] = value for i < n, after each thread has spun for at least `cycles` clock ticks of
 // its multiprocessor: a kernel that runs as long as the caller asks (for tests of what happens
 // while a kernel runs).
-extern "C" __global__ void spin_fill_u32(uint32_t* out, size_t n, uint32_t value,
-                                         uint64_t cycles) {
+extern "C" __global__ void spin_fill_u32(uint32_t* out, size_t n, uint32_t value, uint64_t cycles) {
     const long long start = clock64();
     while (static_cast<uint64_t>(clock64() - start) < cycles) {
     }

@@ -1,8 +1,8 @@
 // Smoke kernels that prove the build: plain launches, and a device-side (CDP2) launch that
 // only links when libcudadevrt reaches nvlink.
+#include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 namespace {
 
@@ -38,8 +38,7 @@ extern "C" cudaError_t cuda_rt_kernels_iota_u32(uint32_t* out, size_t n, uint32_
 
 // The same, through a parent grid that launches the child from the device.
 extern "C" cudaError_t cuda_rt_kernels_iota_u32_device_launch(uint32_t* out, size_t n,
-                                                              uint32_t start,
-                                                              cudaStream_t stream) {
+                                                              uint32_t start, cudaStream_t stream) {
     iota_u32_from_device<<<1, 32, 0, stream>>>(out, n, start);
     return cudaGetLastError();
 }

@@ -3,15 +3,14 @@
 // stub has the C name the Rust declaration uses, and follows the typed convention: a buffer is
 // a pointer followed by its length, and every access stays below that length.
 #include <cooperative_groups.h>
+#include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 namespace cg = cooperative_groups;
 
 // data[i] = data[i] * a + b (wrapping), grid-stride over i < n.
-extern "C" __global__ void cuda_rt_typed_affine(uint32_t* data, size_t n, uint32_t a,
-                                                uint32_t b) {
+extern "C" __global__ void cuda_rt_typed_affine(uint32_t* data, size_t n, uint32_t a, uint32_t b) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
          i += size_t(gridDim.x) * blockDim.x) {
         data[i] = data[i] * a + b;
@@ -43,13 +42,18 @@ extern "C" __global__ void cuda_rt_typed_sum(unsigned long long* out, size_t out
 // Twelve parameters of mixed sizes: out[k] = the k-th scalar (widened), for k < out_n.
 extern "C" __global__ void cuda_rt_typed_many(unsigned long long* out, size_t out_n, uint8_t a,
                                               uint16_t b, uint32_t c, uint64_t d, int8_t e,
-                                              int16_t f, int32_t g, int64_t h, float i,
-                                              double j) {
+                                              int16_t f, int32_t g, int64_t h, float i, double j) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const unsigned long long values[10] = {
-        a, b, c, d, (unsigned long long)(long long)e, (unsigned long long)(long long)f,
-        (unsigned long long)(long long)g, (unsigned long long)h, (unsigned long long)i,
-        (unsigned long long)j};
+    const unsigned long long values[10] = {a,
+                                           b,
+                                           c,
+                                           d,
+                                           (unsigned long long)(long long)e,
+                                           (unsigned long long)(long long)f,
+                                           (unsigned long long)(long long)g,
+                                           (unsigned long long)h,
+                                           (unsigned long long)i,
+                                           (unsigned long long)j};
     for (size_t k = 0; k < out_n && k < 10; ++k) out[k] = values[k];
 }
 

@@ -9,9 +9,9 @@
 
 namespace {
 
-constexpr unsigned kThreads = 256;        // threads per block of every kernel here
-constexpr unsigned kMaxBlocks = 65535;    // grid-stride kernels never need more blocks
-constexpr unsigned kScanItems = 4;        // consecutive items per thread in the scan
+constexpr unsigned kThreads = 256;                     // threads per block of every kernel here
+constexpr unsigned kMaxBlocks = 65535;                 // grid-stride kernels never need more blocks
+constexpr unsigned kScanItems = 4;                     // consecutive items per thread in the scan
 constexpr unsigned kScanTile = kThreads * kScanItems;  // items scanned by one block
 constexpr unsigned kWarps = kThreads / 32;
 static_assert(kThreads % 32 == 0 && kWarps <= 32, "the scan's warp totals fit one warp");
@@ -103,8 +103,8 @@ cudaError_t scan_u32(const uint32_t* in, uint32_t* out, size_t n, cudaStream_t s
     const size_t tiles = (n + kScanTile - 1) / kScanTile;
     if (tiles > 0x7fffffffu) return cudaErrorInvalidValue;  // grid x limit
     uint32_t* totals = nullptr;
-    cudaError_t status = cudaMallocAsync(reinterpret_cast<void**>(&totals),
-                                         tiles * sizeof(uint32_t), stream);
+    cudaError_t status =
+        cudaMallocAsync(reinterpret_cast<void**>(&totals), tiles * sizeof(uint32_t), stream);
     if (status != cudaSuccess) return status;
     scan_tiles_kernel<<<unsigned(tiles), kThreads, 0, stream>>>(in, out, n, totals);
     status = cudaGetLastError();
@@ -162,9 +162,8 @@ extern "C" cudaError_t mylib_probe_saxpy_cuda_kernel(cudaKernel_t* kernel) {
     return cudaGetKernel(kernel, reinterpret_cast<const void*>(&saxpy_kernel));
 }
 
-extern "C" cudaError_t mylib_probe_launch_saxpy_shaped(const void* kernel, float a,
-                                                       const float* x, float* y, size_t n,
-                                                       cudaStream_t stream) {
+extern "C" cudaError_t mylib_probe_launch_saxpy_shaped(const void* kernel, float a, const float* x,
+                                                       float* y, size_t n, cudaStream_t stream) {
     void* args[] = {&a, &x, &y, &n};
     return cudaLaunchKernel(kernel, dim3(1), dim3(kThreads), args, 0, stream);
 }

@@ -22,8 +22,7 @@ cudaError_t mylib_saxpy(float a, const float* x, float* y, size_t n, cudaStream_
 
 // bins[v] = number of i < n with data[i] == v, for the 256 byte values v; `bins` (256 counters)
 // is overwritten, on `stream`.
-cudaError_t mylib_histogram_u8(const uint8_t* data, size_t n, uint32_t* bins,
-                               cudaStream_t stream);
+cudaError_t mylib_histogram_u8(const uint8_t* data, size_t n, uint32_t* bins, cudaStream_t stream);
 
 // out[i] = in[0] + ... + in[i] (mod 2^32) for i < n, on `stream`. `in == out` is allowed.
 // Scratch memory comes from the stream-ordered allocator (cudaMallocAsync on `stream`).
@@ -47,8 +46,8 @@ cudaError_t mylib_probe_saxpy_cuda_kernel(cudaKernel_t* kernel);
 
 // cudaLaunchKernel of `kernel` (a saxpy-shaped kernel of any library) with one block of 256
 // threads, through the CUDA runtime this library is linked with.
-cudaError_t mylib_probe_launch_saxpy_shaped(const void* kernel, float a, const float* x,
-                                            float* y, size_t n, cudaStream_t stream);
+cudaError_t mylib_probe_launch_saxpy_shaped(const void* kernel, float a, const float* x, float* y,
+                                            size_t n, cudaStream_t stream);
 
 // Launches mylib's saxpy kernel with 4096 threads per block, which no device supports: the
 // launch is refused on the host (CUDA 13: cudaErrorInvalidValue; not sticky), recorded as the

@@ -31,14 +31,14 @@ void check(bool ok, const char* what) {
 }
 
 // A CUDA or cuda-rt call that must succeed; on failure, report it and stop.
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t status_ = (call);                                                          \
-        if (status_ != cudaSuccess) {                                                          \
-            std::printf("rdc-consumer: FAIL %s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,  \
-                        cudaGetErrorName(status_), cuda_rt_last_error_message());              \
-            std::exit(1);                                                                      \
-        }                                                                                      \
+#define CUDA_OK(call)                                                                         \
+    do {                                                                                      \
+        cudaError_t status_ = (call);                                                         \
+        if (status_ != cudaSuccess) {                                                         \
+            std::printf("rdc-consumer: FAIL %s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, \
+                        cudaGetErrorName(status_), cuda_rt_last_error_message());             \
+            std::exit(1);                                                                     \
+        }                                                                                     \
     } while (0)
 
 // A 32-bit mix of i and seed (an integer hash), the same on host and device.
@@ -112,8 +112,8 @@ void round(int r, cuda_rt_sort_workspace* workspace, size_t quick_n, size_t merg
                                CUDA_RT_ORDER_ASCENDING, merge_stream));
     cudaError_t early = cuda_rt_sort_status(workspace);
     std::snprintf(what, sizeof what,
-                  "round %d: cuda_rt_sort_status right after queuing: %s (NotReady or Success)",
-                  r, cudaGetErrorName(early));
+                  "round %d: cuda_rt_sort_status right after queuing: %s (NotReady or Success)", r,
+                  cudaGetErrorName(early));
     check(early == cudaErrorNotReady || early == cudaSuccess, what);
     CUDA_OK(cudaStreamSynchronize(merge_stream));
     std::snprintf(what, sizeof what, "round %d: after the caller's stream sync the outcome is in",
@@ -246,8 +246,7 @@ int main() {
         const char* require = std::getenv("CUDA_RT_REQUIRE_GPU");
         bool required = require && std::strcmp(require, "1") == 0;
         std::printf("rdc-consumer: %s: no CUDA device (%s)\n",
-                    required ? "FAIL (CUDA_RT_REQUIRE_GPU=1)" : "skipped",
-                    cudaGetErrorName(found));
+                    required ? "FAIL (CUDA_RT_REQUIRE_GPU=1)" : "skipped", cudaGetErrorName(found));
         return required ? 1 : 0;
     }
     std::printf("rdc-consumer: cuda-rt ABI %u (header %u)\n", cuda_rt_interop_abi_version(),

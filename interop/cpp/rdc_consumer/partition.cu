@@ -32,8 +32,10 @@ __device__ long partition(uint32_t* keys, long lo, long hi) {
     uint32_t pivot = keys[mid];
     long i = lo - 1, j = hi + 1;
     for (;;) {
-        do ++i; while (keys[i] < pivot);
-        do --j; while (keys[j] > pivot);
+        do ++i;
+        while (keys[i] < pivot);
+        do --j;
+        while (keys[j] > pivot);
         if (i >= j) return j + 1;
         swap(i, j);
     }

@@ -8,9 +8,9 @@
 // most 24), and segments whose child launch fails (a full pending-launch pool) are sorted in
 // the thread by heapsort, so the sort completes whatever the data and the device runtime's
 // limits.
+#include <cuda_runtime.h>
 #include <cstddef>
 #include <cstdint>
-#include <cuda_runtime.h>
 
 namespace {
 
@@ -53,8 +53,10 @@ __global__ void quicksort_kernel(uint32_t* a, long long n, int depth) {
     const uint32_t pivot = median_of_three(a[0], a[n / 2], a[n - 1]);
     long long i = -1, j = n;
     for (;;) {
-        do ++i; while (a[i] < pivot);
-        do --j; while (pivot < a[j]);
+        do ++i;
+        while (a[i] < pivot);
+        do --j;
+        while (pivot < a[j]);
         if (i >= j) break;
         const uint32_t t = a[i];
         a[i] = a[j];
