@@ -144,8 +144,8 @@ impl Event {
     ///
     /// # Errors
     /// An error of the work it waits for.
-    pub fn has_occurred(&self) -> Result<bool> {
-        self.as_event_ref().has_occurred()
+    pub fn is_complete(&self) -> Result<bool> {
+        self.as_event_ref().is_complete()
     }
 
     /// `cudaEventSynchronize`: waits until the event has occurred; also returns a deferred
@@ -274,13 +274,13 @@ impl<'a> EventRef<'a> {
             .map_err(|e| e.context("Event::record"))
     }
 
-    /// `cudaEventQuery` (see [`Event::has_occurred`]).
+    /// `cudaEventQuery` (see [`Event::is_complete`]).
     ///
     /// # Errors
     /// An error of the work it waits for.
-    pub fn has_occurred(&self) -> Result<bool> {
+    pub fn is_complete(&self) -> Result<bool> {
         // SAFETY: the handle is live for 'a.
-        unsafe { raw::event_query(self.raw) }.map_err(|e| e.context("Event::has_occurred"))
+        unsafe { raw::event_query(self.raw) }.map_err(|e| e.context("Event::is_complete"))
     }
 
     /// `cudaEventSynchronize` (see [`Event::synchronize`]).

@@ -11,7 +11,7 @@
 //! 1. **An `extern "C"` host launcher** written in CUDA C++ next to the kernel, taking a
 //!    `cudaStream_t`: `extern "C" cudaError_t launch_scale(float* data, size_t n, cudaStream_t s)`.
 //!    Declare it in Rust and call it with [`Stream::as_raw`](crate::Stream::as_raw) and the
-//!    buffer's device pointer, inside [`DeviceMemoryMut::enqueue_mut`](crate::DeviceMemoryMut::enqueue_mut)
+//!    buffer's device pointer, inside [`DeviceMemoryMut::with_ptr_mut_on`](crate::DeviceMemoryMut::with_ptr_mut_on)
 //!    so that the buffer orders and outlives the kernel. Turn its status into an error with
 //!    [`Error::from_status`](crate::Error::from_status).
 //! 2. **[`launch_kernel`]** (`cudaLaunchKernel`) with the kernel's address, a [`LaunchConfig`],
@@ -26,9 +26,9 @@
 //! let stream = Stream::new()?;
 //! let mut data = DeviceBuffer::from_slice(&[1.0f32, 2.0, 3.0])?;
 //! let n = data.len();
-//! let status = data.enqueue_mut(&stream, |ptr| {
+//! let status = data.with_ptr_mut_on(&stream, |ptr| {
 //!     // SAFETY: launch_scale touches exactly `n` floats at `ptr` and queues its kernel on
-//!     // `stream`, as enqueue_mut requires.
+//!     // `stream`, as with_ptr_mut_on requires.
 //!     unsafe { launch_scale(ptr, n, 2.0, stream.as_raw()) }
 //! })?;
 //! if let Some(e) = Error::from_status(status, "launch_scale") {
@@ -309,8 +309,8 @@ pub(crate) unsafe fn launch_raw(
 ///   that parameter's type;
 /// - every memory the kernel accesses must be valid for those accesses and stay so until the
 ///   kernel has finished, and must not be accessed concurrently by the host or other streams:
-///   call it inside [`DeviceMemoryMut::enqueue_mut`](crate::DeviceMemoryMut::enqueue_mut) /
-///   [`enqueue`](crate::DeviceMemory::enqueue) of each buffer it uses (with the same stream).
+///   call it inside [`DeviceMemoryMut::with_ptr_mut_on`](crate::DeviceMemoryMut::with_ptr_mut_on) /
+///   [`with_ptr_on`](crate::DeviceMemory::with_ptr_on) of each buffer it uses (with the same stream).
 pub unsafe fn launch_kernel<'s>(
     kernel: *const c_void,
     config: LaunchConfig,

@@ -85,7 +85,7 @@ static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
 /// let done = Event::new()?;
 /// done.record(&stream)?;
 /// stream.synchronize()?;
-/// assert!(done.has_occurred()?);
+/// assert!(done.is_complete()?);
 /// # Ok::<(), cuda_rt::Error>(())
 /// ```
 #[derive(Debug)]
@@ -217,8 +217,8 @@ impl Stream {
     ///
     /// # Errors
     /// An error of the queued work (sticky errors are returned by every later call).
-    pub fn query(&self) -> Result<bool> {
-        self.as_stream_ref().query()
+    pub fn is_complete(&self) -> Result<bool> {
+        self.as_stream_ref().is_complete()
     }
 
     /// `cudaStreamSynchronize`: waits until all work queued so far has finished. Also returns a
@@ -411,13 +411,13 @@ impl<'a> StreamRef<'a> {
         unsafe { raw::stream_get_device(self.raw) }.map_err(|e| e.context("StreamRef::device"))
     }
 
-    /// `cudaStreamQuery` (see [`Stream::query`]).
+    /// `cudaStreamQuery` (see [`Stream::is_complete`]).
     ///
     /// # Errors
     /// An error of the queued work.
-    pub fn query(&self) -> Result<bool> {
+    pub fn is_complete(&self) -> Result<bool> {
         // SAFETY: the handle is live for 'a.
-        unsafe { raw::stream_query(self.raw) }.map_err(|e| e.context("Stream::query"))
+        unsafe { raw::stream_query(self.raw) }.map_err(|e| e.context("Stream::is_complete"))
     }
 
     /// `cudaStreamSynchronize` (see [`Stream::synchronize`]).
@@ -547,7 +547,7 @@ impl StreamHold {
         };
         if recorded.is_err() {
             // The event says nothing: wait for the stream, so that the markers need not.
-            if let Err(e) = wait_until_idle(self.raw) {
+            if let Err(e) = synchronize_stream(self.raw) {
                 crate::error::defer(e.context("Stream: waiting for work on device memory"));
             }
             if !hold.event.is_null() {
@@ -583,7 +583,7 @@ impl Drop for StreamHold {
 /// could let the device write into freed memory.
 ///
 /// Returns the first error met (the work is finished or will never run, either way).
-pub(crate) fn wait_until_idle(stream: RawStream) -> Result<()> {
+pub(crate) fn synchronize_stream(stream: RawStream) -> Result<()> {
     // SAFETY: callers pass handles that are live until this returns.
     let first = match unsafe { raw::stream_synchronize(stream) } {
         Ok(()) => return Ok(()),
@@ -600,7 +600,7 @@ pub(crate) fn is_default_stream(stream: RawStream) -> bool {
     stream.is_null() || stream == raw::STREAM_LEGACY || stream == raw::STREAM_PER_THREAD
 }
 
-/// [`wait_until_idle`] for a stream of `device`, never returning before the stream is idle (or
+/// [`synchronize_stream`] for a stream of `device`, never returning before the stream is idle (or
 /// its context dead) because a device could not be made current.
 ///
 /// An explicit stream handle names one stream of one device, and `cudaStreamSynchronize` /
@@ -613,21 +613,21 @@ pub(crate) fn is_default_stream(stream: RawStream) -> bool {
 /// Inside a host callback it returns [`ErrorKind::InHostCallback`] at once: CUDA must not be
 /// called there, and nothing that borrows memory can be queued there (every function of this
 /// crate that queues work refuses inside callbacks), so there is nothing to wait for.
-pub(crate) fn wait_until_idle_on(device: i32, stream: RawStream) -> Result<()> {
+pub(crate) fn synchronize_stream_on(device: i32, stream: RawStream) -> Result<()> {
     if !is_default_stream(stream) {
-        return wait_until_idle(stream);
+        return synchronize_stream(stream);
     }
-    wait_with_device_current(
+    synchronize_with_device_current(
         device,
         |ordinal, wait| crate::device::with_current(ordinal, wait),
-        || wait_until_idle(stream),
+        || synchronize_stream(stream),
     )
 }
 
 /// Runs `wait` once with `device` made current through `with_device` (which runs its closure
 /// with the device current, or fails without running it), retrying a failed switch until it
-/// succeeds; see [`wait_until_idle_on`]. Returns what `with_device` returned when `wait` ran.
-fn wait_with_device_current(
+/// succeeds; see [`synchronize_stream_on`]. Returns what `with_device` returned when `wait` ran.
+fn synchronize_with_device_current(
     device: i32,
     mut with_device: impl FnMut(i32, &mut dyn FnMut() -> Result<()>) -> Result<()>,
     mut wait: impl FnMut() -> Result<()>,
@@ -668,7 +668,7 @@ fn wait_with_device_current(
     }
 }
 
-/// The polling half of [`wait_until_idle`], for any handle with a query.
+/// The polling half of [`synchronize_stream`], for any handle with a query.
 pub(crate) fn poll_until_idle(first: crate::Error, query: impl Fn() -> Result<bool>) -> Result<()> {
     let started = std::time::Instant::now();
     let mut pause = std::time::Duration::from_micros(10);
@@ -716,7 +716,7 @@ mod tests {
         use crate::Error;
         let mut switches = 0;
         let mut waits = 0;
-        let result = wait_with_device_current(
+        let result = synchronize_with_device_current(
             3,
             |device, wait| {
                 assert_eq!(device, 3);
@@ -738,7 +738,7 @@ mod tests {
         assert_eq!((switches, waits), (3, 1));
 
         // The wait's own error is returned, once it ran.
-        let failed = wait_with_device_current(
+        let failed = synchronize_with_device_current(
             0,
             |_, wait| wait(),
             || {
@@ -755,8 +755,8 @@ mod tests {
     fn waits_inside_a_callback_return_at_once() {
         let mut results = Vec::new();
         crate::callback::run_guarded(crate::context::thread_tag(), || {
-            results.push(wait_until_idle_on(0, raw::STREAM_LEGACY));
-            results.push(wait_until_idle(raw::STREAM_PER_THREAD));
+            results.push(synchronize_stream_on(0, raw::STREAM_LEGACY));
+            results.push(synchronize_stream(raw::STREAM_PER_THREAD));
         });
         for result in results {
             assert_eq!(result.unwrap_err().kind(), ErrorKind::InHostCallback);
