@@ -730,8 +730,8 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
                         graph,
                         dependencies,
                         kernel.func,
-                        config.grid.into(),
-                        config.block.into(),
+                        config.grid,
+                        config.block,
                         config.shared_memory_bytes,
                         ptrs.as_mut_ptr(),
                     )

@@ -43,51 +43,7 @@ use crate::raw::{self, RawStream};
 use crate::stream::StreamRef;
 use std::ffi::c_void;
 
-/// Grid or block dimensions (`dim3`).
-///
-/// # Examples
-/// ```
-/// use cuda_rt::Dim3;
-/// assert_eq!(Dim3::from(256), Dim3 { x: 256, y: 1, z: 1 });
-/// assert_eq!(Dim3::from((16, 16)), Dim3 { x: 16, y: 16, z: 1 });
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Dim3 {
-    /// Extent in x.
-    pub x: u32,
-    /// Extent in y.
-    pub y: u32,
-    /// Extent in z.
-    pub z: u32,
-}
-
-impl From<u32> for Dim3 {
-    fn from(x: u32) -> Dim3 {
-        Dim3 { x, y: 1, z: 1 }
-    }
-}
-
-impl From<(u32, u32)> for Dim3 {
-    fn from((x, y): (u32, u32)) -> Dim3 {
-        Dim3 { x, y, z: 1 }
-    }
-}
-
-impl From<(u32, u32, u32)> for Dim3 {
-    fn from((x, y, z): (u32, u32, u32)) -> Dim3 {
-        Dim3 { x, y, z }
-    }
-}
-
-impl From<Dim3> for raw::Dim3 {
-    fn from(d: Dim3) -> raw::Dim3 {
-        raw::Dim3 {
-            x: d.x,
-            y: d.y,
-            z: d.z,
-        }
-    }
-}
+pub use crate::raw::Dim3;
 
 /// How to launch a kernel: grid, block, dynamic shared memory, and launch attributes.
 ///
@@ -235,11 +191,7 @@ impl LaunchAttributes {
             n += 1;
         };
         if let Some(d) = self.cluster_dims {
-            push(raw::LaunchAttribute::ClusterDimension(raw::Dim3Value {
-                x: d.x,
-                y: d.y,
-                z: d.z,
-            }));
+            push(raw::LaunchAttribute::ClusterDimension(d));
         }
         if self.cooperative {
             push(raw::LaunchAttribute::Cooperative(true));
@@ -271,8 +223,8 @@ pub(crate) unsafe fn launch_raw(
         return unsafe {
             raw::launch_kernel(
                 func,
-                config.grid.into(),
-                config.block.into(),
+                config.grid,
+                config.block,
                 args,
                 config.shared_memory_bytes,
                 stream,
@@ -284,8 +236,8 @@ pub(crate) unsafe fn launch_raw(
     unsafe {
         raw::launch_kernel_ex(
             func,
-            config.grid.into(),
-            config.block.into(),
+            config.grid,
+            config.block,
             config.shared_memory_bytes,
             stream,
             &attributes[..n],

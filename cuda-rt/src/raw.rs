@@ -48,8 +48,6 @@ pub type RawGraphExec = sys::cudaGraphExec_t;
 pub type RawGraphNode = sys::cudaGraphNode_t;
 /// A raw memory pool handle (`cudaMemPool_t`).
 pub type RawMemPool = sys::cudaMemPool_t;
-/// Grid or block dimensions (`dim3`).
-pub type Dim3 = sys::dim3;
 /// The signature of a host function for `cudaLaunchHostFunc`.
 pub type HostFn = unsafe extern "C" fn(user_data: *mut c_void);
 /// The signature of a stream callback for `cudaStreamAddCallback`.
@@ -2004,7 +2002,16 @@ pub unsafe fn launch_kernel(
     not_in_callback("cudaLaunchKernel")?;
     check(
         // SAFETY: the caller's contract.
-        unsafe { sys::cudaLaunchKernel(func, grid, block, args, shared_memory_bytes, stream) },
+        unsafe {
+            sys::cudaLaunchKernel(
+                func,
+                grid.to_sys(),
+                block.to_sys(),
+                args,
+                shared_memory_bytes,
+                stream,
+            )
+        },
         "cudaLaunchKernel",
     )
 }
