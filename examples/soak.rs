@@ -366,7 +366,9 @@ fn small_operations(args: &Args, figures: &mut Figures) -> Result<(), Error> {
                             pinned.copy_from_slice(&data);
                             uploads.push(slot.buffer.copy_from_pinned_async(stream, pinned)?);
                         }
-                        _ => cuda_rt::scope(|s| s.copy_to_device_async(stream, &data, &mut slot.buffer))?,
+                        _ => cuda_rt::scope(|s| {
+                            s.copy_to_device_async(stream, &data, &mut slot.buffer)
+                        })?,
                     }
                     slot.model = data;
                 }

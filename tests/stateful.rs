@@ -258,7 +258,9 @@ impl Case<'_> {
                     Path::Scoped => {
                         let mut got = vec![0xdead_beef; expected.len()];
                         ok(
-                            cuda_rt::scope(|s| s.copy_to_host_async(stream, &slot.buffer, &mut got)),
+                            cuda_rt::scope(|s| {
+                                s.copy_to_host_async(stream, &slot.buffer, &mut got)
+                            }),
                             "scoped download",
                         )?;
                         check(&got, &expected, "scoped download")?;

@@ -1217,7 +1217,9 @@ impl Bench {
                     Tracked::View => {
                         let mut view = buffer.slice_mut(256..512)?;
                         per_op(CALLS, || -> BenchResult<()> {
-                            std::hint::black_box(view.with_ptr_mut_on(stream, std::hint::black_box)?);
+                            std::hint::black_box(
+                                view.with_ptr_mut_on(stream, std::hint::black_box)?,
+                            );
                             Ok(())
                         })
                     }

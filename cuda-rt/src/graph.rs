@@ -928,7 +928,9 @@ impl<'a> GraphExec<'a> {
             .map_err(|e| e.context(WHAT))?;
         }
         drop(launches);
-        self.marker.synchronize(LAUNCHES).map_err(|e| e.context(WHAT))
+        self.marker
+            .synchronize(LAUNCHES)
+            .map_err(|e| e.context(WHAT))
     }
 }
 

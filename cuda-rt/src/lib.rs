@@ -162,7 +162,7 @@ pub use error::{
     take_deferred_error, Error, ErrorKind, Result,
 };
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
-pub use future::{StreamFuture, EventFuture, PendingFuture};
+pub use future::{EventFuture, PendingFuture, StreamFuture};
 pub use graph::{
     Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Graph, GraphBuilder, GraphExec,
     Node, Stage, UpdateError,
@@ -173,8 +173,8 @@ pub use kernel::{
 };
 pub use launch::{launch_kernel, Dim3, LaunchAttributes, LaunchConfig};
 pub use memory::{
-    Chunks, ChunksExactMut, ChunksMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut,
-    DeviceBufferRef, DeviceView, DeviceViewMut,
+    Chunks, ChunksExactMut, ChunksMut, DeviceBuffer, DeviceBufferRef, DeviceCopy, DeviceMemory,
+    DeviceMemoryMut, DeviceView, DeviceViewMut,
 };
 #[cfg(cudart_ge = "12.8")]
 pub use module::Library;

@@ -1166,7 +1166,10 @@ impl<T: DeviceCopy> Drop for DeviceBufferRef<'_, T> {
         if crate::error::leak_if_in_callback("DeviceBufferRef::drop") {
             return;
         }
-        defer_result(self.release().map_err(|e| e.context("DeviceBufferRef::drop")));
+        defer_result(
+            self.release()
+                .map_err(|e| e.context("DeviceBufferRef::drop")),
+        );
     }
 }
 

@@ -267,7 +267,10 @@ impl<B> Pending<B> {
     /// assert_eq!(staging.len(), 1 << 20);
     /// # Ok::<(), cuda_rt::Error>(())
     /// ```
-    pub fn synchronize_timeout(self, timeout: Duration) -> Result<std::result::Result<B, Pending<B>>> {
+    pub fn synchronize_timeout(
+        self,
+        timeout: Duration,
+    ) -> Result<std::result::Result<B, Pending<B>>> {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_micros(10);
         let mut recoverable: Option<Error> = None;

@@ -381,7 +381,6 @@ impl<'a> StreamRef<'a> {
         // SAFETY: the handle is live for 'a (from_raw's contract, or a special handle).
         unsafe { raw::stream_get_device(self.raw) }.map_err(|e| e.context("StreamRef::device"))
     }
-
 }
 
 // The methods that `Stream` and `StreamRef` share, written once: each handle reaches the stream

@@ -202,7 +202,10 @@ fn a_pending_copy_can_be_waited_for_with_a_timeout_and_comes_back() {
         return;
     }
     let started = std::time::Instant::now();
-    let pending = match pending.synchronize_timeout(Duration::from_millis(50)).unwrap() {
+    let pending = match pending
+        .synchronize_timeout(Duration::from_millis(50))
+        .unwrap()
+    {
         Ok(_) => panic!("the copy cannot have run: the stream is held"),
         Err(pending) => pending,
     };

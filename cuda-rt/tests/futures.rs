@@ -7,7 +7,7 @@
 //! a GPU.
 
 use cuda_rt::prelude::*;
-use cuda_rt::{StreamFuture, Pending};
+use cuda_rt::{Pending, StreamFuture};
 use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
 use proptest::prelude::*;
 use std::future::{Future, IntoFuture};
@@ -248,7 +248,9 @@ fn futures_of_finished_or_never_recorded_work_are_ready_at_once() {
     assert!(poll_once(&mut StreamRef::per_thread().completion())
         .0
         .is_ready());
-    assert!(poll_once(&mut StreamRef::legacy().completion()).0.is_ready());
+    assert!(poll_once(&mut StreamRef::legacy().completion())
+        .0
+        .is_ready());
     let device = DeviceBuffer::<u8>::zeroed(64).unwrap();
     let pending = device
         .copy_to_pinned_async(&stream, PinnedBuffer::new(64).unwrap())

@@ -156,7 +156,8 @@ fn overlapping_uses_stay_ordered() {
     // A read view ordered after both writes, on a third stream.
     let s2 = Stream::new().unwrap();
     let mut out = vec![0u8; 1000];
-    cuda_rt::scope(|s| s.copy_to_host_async(&s2, &buffer.slice(399_500..400_500)?, &mut out)).unwrap();
+    cuda_rt::scope(|s| s.copy_to_host_async(&s2, &buffer.slice(399_500..400_500)?, &mut out))
+        .unwrap();
     assert!(out[..500].iter().all(|&x| x == 1) && out[500..].iter().all(|&x| x == 2));
 }
 
@@ -313,7 +314,9 @@ fn nested_enqueues_in_opposite_orders_do_not_deadlock() {
         }
     });
     // The same buffer inside its own closure, too.
-    a.with_ptr_on(&sa, |_| a.with_ptr_on(&sb, |_| ())).unwrap().unwrap();
+    a.with_ptr_on(&sa, |_| a.with_ptr_on(&sb, |_| ()))
+        .unwrap()
+        .unwrap();
     a.synchronize().unwrap();
 }
 

@@ -19,7 +19,8 @@ mod common;
 use common::child::{child_arg, is_child, run_child_with};
 use common::mylib::{object_of, rust_link_mode, status_name, CppHandles, Mylib, Variant};
 use cuda_rt::{
-    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceBufferRef, Error, Event, LaunchConfig, Stream,
+    DeviceBuffer, DeviceBufferRef, DeviceMemory, DeviceMemoryMut, Error, Event, LaunchConfig,
+    Stream,
 };
 use cuda_rt::{Dim3, EventRef, StreamFlags, StreamRef};
 use cuda_rt_sys::{self as sys, cudaError_t};

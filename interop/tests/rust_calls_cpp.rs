@@ -15,7 +15,7 @@ use common::mylib::{
     CppHandles, Mylib,
 };
 use cuda_rt::{
-    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceBufferRef, Error, Event, Stream, StreamFlags,
+    DeviceBuffer, DeviceBufferRef, DeviceMemory, DeviceMemoryMut, Error, Event, Stream, StreamFlags,
 };
 use cuda_rt::{EventRef, StreamRef};
 use cuda_rt_sys::{self as sys, cudaError_t};

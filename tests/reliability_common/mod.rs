@@ -100,7 +100,9 @@ pub fn warm_up() {
             end.synchronize()?;
             cuda_rt::elapsed_time_between(&start, &end)?;
             let pinned = PinnedBuffer::<u32>::new(1 << 20)?;
-            let pinned = pooled.copy_to_pinned_async(&stream, pinned)?.synchronize()?;
+            let pinned = pooled
+                .copy_to_pinned_async(&stream, pinned)?
+                .synchronize()?;
             if pinned[12345] != 1 {
                 return Err("the warm-up kernel computed a wrong value".into());
             }
