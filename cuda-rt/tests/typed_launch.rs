@@ -674,7 +674,7 @@ fn first_uses_of_a_declared_kernel_from_eight_threads_at_once() {
             let barrier = &barrier;
             t.spawn(move || {
                 let stream = Stream::new().unwrap();
-                barrier.synchronize();
+                barrier.wait();
                 let kernel = cuda_rt_typed_struct_param_free_affine();
                 let len = chunk.len();
                 kernel
