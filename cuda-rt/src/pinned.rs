@@ -74,7 +74,7 @@ impl BitOr for HostAllocFlags {
 /// An owned array of `T` in page-locked ("pinned") host memory.
 ///
 /// It dereferences to `[T]`: a `PinnedBuffer` you hold never has a copy in flight, because
-/// asynchronous copies take it by value ([`Pending`]) or borrow it inside a
+/// asynchronous copies take it by value ([`Pending`](crate::Pending)) or borrow it inside a
 /// [`scope`](crate::scope()).
 ///
 /// One taken from a [`PinnedPool`](pool::PinnedPool) gives its memory back to the pool when
