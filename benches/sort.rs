@@ -320,7 +320,8 @@ impl Bench {
             || {
                 // SAFETY: the buffers hold n elements and are only used on this stream; the
                 // workspace is only used on this stream.
-                unsafe { workspace.enqueue(&buffers, Order::Ascending, strategy, stream) }.unwrap();
+                unsafe { workspace.with_ptr_on(&buffers, Order::Ascending, strategy, stream) }
+                    .unwrap();
             },
         );
         // SAFETY: the last sort was enqueued on this stream with this workspace.

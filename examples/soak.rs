@@ -366,7 +366,9 @@ fn small_operations(args: &Args, figures: &mut Figures) -> Result<(), Error> {
                             pinned.copy_from_slice(&data);
                             uploads.push(slot.buffer.copy_from_pinned_async(stream, pinned)?);
                         }
-                        _ => cuda_rt::scope(|s| s.copy_to_device(stream, &data, &mut slot.buffer))?,
+                        _ => cuda_rt::scope(|s| {
+                            s.copy_to_device_async(stream, &data, &mut slot.buffer)
+                        })?,
                     }
                     slot.model = data;
                 }
@@ -493,13 +495,13 @@ fn check_small(
     }
     let mut returned = Vec::new();
     for pending in uploads.drain(..) {
-        match pending.wait() {
+        match pending.synchronize() {
             Ok(pinned) => returned.push(pinned),
             Err(e) => figures.error("upload wait", e),
         }
     }
     for (pending, expected) in downloads.drain(..) {
-        match pending.wait() {
+        match pending.synchronize() {
             Ok(pinned) => {
                 figures.compare(&pinned, &expected, "pinned download");
                 returned.push(pinned);

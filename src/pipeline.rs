@@ -287,11 +287,11 @@ impl<T: DeviceCopy, U: DeviceCopy> Pipeline<T, U> {
                     Ok(())
                 };
                 mark(0)?;
-                s.copy_to_device(stream, src, &mut lane.input)?;
+                s.copy_to_device_async(stream, src, &mut lane.input)?;
                 mark(1)?;
                 kernel(stream, &lane.input, &mut lane.output)?;
                 mark(2)?;
-                s.copy_to_host(stream, &lane.output, dst)?;
+                s.copy_to_host_async(stream, &lane.output, dst)?;
                 mark(3)?;
             }
             join_streams(streams, stage_events, plan, chunks)?;
@@ -302,7 +302,7 @@ impl<T: DeviceCopy, U: DeviceCopy> Pipeline<T, U> {
                 let _ = callback_at.set(Instant::now());
             })?;
             enqueued = Instant::now();
-            while !end.has_occurred()? {
+            while !end.is_complete()? {
                 meanwhile();
                 polls += 1;
             }
@@ -489,8 +489,8 @@ impl<T: DeviceCopy, U: DeviceCopy> InFlight<T, U> {
     /// Waits for both copies (`cudaEventSynchronize`), copies the result into `output`, and
     /// hands back the staging pair and whether it is the tail pair.
     fn finish(self, output: &mut [U]) -> Result<(StagingPair<T, U>, bool)> {
-        let input = self.upload.wait()?;
-        let staged = self.download.wait()?;
+        let input = self.upload.synchronize()?;
+        let staged = self.download.synchronize()?;
         output[self.range].copy_from_slice(&staged);
         Ok((
             StagingPair {

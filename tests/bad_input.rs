@@ -38,9 +38,9 @@ fn zero_lengths_are_accepted_and_queue_nothing() {
 
     let pinned = PinnedBuffer::<u32>::new(0).unwrap();
     let pinned = empty.copy_from_pinned_async(&stream, pinned).unwrap();
-    let pinned = pinned.wait().unwrap();
+    let pinned = pinned.synchronize().unwrap();
     let pinned = empty.copy_to_pinned_async(&stream, pinned).unwrap();
-    assert!(pinned.wait().unwrap().is_empty());
+    assert!(pinned.synchronize().unwrap().is_empty());
 
     let registered = RegisteredHost::new(Vec::<u32>::new(), HostRegisterFlags::DEFAULT).unwrap();
     assert!(registered.is_empty());
@@ -49,8 +49,8 @@ fn zero_lengths_are_accepted_and_queue_nothing() {
     let source: Vec<u32> = Vec::new();
     let mut sink: Vec<u32> = Vec::new();
     cuda_rt::scope(|s| {
-        s.copy_to_device(&stream, &source, &mut empty)?;
-        s.copy_to_host(&stream, &empty, &mut sink)
+        s.copy_to_device_async(&stream, &source, &mut empty)?;
+        s.copy_to_host_async(&stream, &empty, &mut sink)
     })
     .unwrap();
     stream.synchronize().unwrap();
@@ -114,9 +114,9 @@ fn length_mismatches_are_refused_before_anything_is_queued() {
 
     let short = [9u32; 3];
     let mut long = [0u32; 6];
-    let e = cuda_rt::scope(|s| s.copy_to_device(&stream, &short, &mut four)).unwrap_err();
+    let e = cuda_rt::scope(|s| s.copy_to_device_async(&stream, &short, &mut four)).unwrap_err();
     assert_eq!(e.kind(), mismatch(4, 3));
-    let e = cuda_rt::scope(|s| s.copy_to_host(&stream, &four, &mut long)).unwrap_err();
+    let e = cuda_rt::scope(|s| s.copy_to_host_async(&stream, &four, &mut long)).unwrap_err();
     assert_eq!(e.kind(), mismatch(4, 6));
     assert_eq!(long, [0; 6], "a refused download wrote host memory");
     assert!(!e.is_sticky() && e.code().is_none());
@@ -266,7 +266,7 @@ fn unrecorded_and_unfinished_events_are_answered_or_refused_clearly() {
     let stream = Stream::new().unwrap();
     let (never, recorded) = (Event::new().unwrap(), Event::new().unwrap());
     // Never recorded: it has "occurred" (nothing to wait for) and waiting returns at once.
-    assert!(never.has_occurred().unwrap());
+    assert!(never.is_complete().unwrap());
     never.synchronize().unwrap();
     recorded.record(&stream).unwrap();
     recorded.synchronize().unwrap();
@@ -284,7 +284,7 @@ fn unrecorded_and_unfinished_events_are_answered_or_refused_clearly() {
         .launch_host_fn(|| std::thread::sleep(std::time::Duration::from_millis(300)))
         .unwrap();
     end.record(&stream).unwrap();
-    assert!(!end.has_occurred().unwrap());
+    assert!(!end.is_complete().unwrap());
     assert_cuda_error(
         &elapsed_time_between(&start, &end).unwrap_err(),
         "cudaErrorNotReady",
@@ -328,7 +328,7 @@ fn elapsed_time_needs_timing_events() {
             assert_cuda_error(&e, "cudaErrorInvalidResourceHandle");
         }
         // Still fine for ordering.
-        assert!(event.has_occurred().unwrap());
+        assert!(event.is_complete().unwrap());
         stream.wait(event).unwrap();
     }
     stream.synchronize().unwrap();
@@ -385,7 +385,7 @@ fn registering_registered_memory_is_refused_and_nothing_stays_registered() {
     .unwrap_err();
     assert_already_registered(&e, "a range inside a registration", SCOPED);
     // The first registration still works.
-    cuda_rt::scope(|s| s.copy_to_device(&stream, &registered, &mut device)).unwrap();
+    cuda_rt::scope(|s| s.copy_to_device_async(&stream, &registered, &mut device)).unwrap();
     let data = registered.into_inner().unwrap();
     assert_eq!(
         host_memory_type(address),
@@ -419,7 +419,7 @@ fn launch_affine(
     // SAFETY: returns the address of a __global__ function linked into this program.
     let kernel = unsafe { cuda_rt_test_kernels::ffi::cuda_rt_affine_u32_kernel() };
     let n = data.len();
-    data.enqueue_mut(stream, |ptr| {
+    data.with_ptr_mut_on(stream, |ptr| {
         let (mut ptr, mut n, mut a, mut b) = (ptr, n, 2u32, 1u32);
         let mut args = [
             (&raw mut ptr).cast::<c_void>(),
@@ -430,7 +430,7 @@ fn launch_affine(
         // SAFETY: `kernel` is affine_u32(uint32_t*, size_t, uint32_t, uint32_t) and `args`
         // points to one value of each parameter's type; the kernel touches `n` words at `ptr`
         // (grid-stride loop, so any valid configuration stays in bounds); it is queued on
-        // `stream` inside enqueue_mut, which orders it and keeps the buffer alive.
+        // `stream` inside with_ptr_mut_on, which orders it and keeps the buffer alive.
         unsafe { cuda_rt::launch_kernel(kernel, config, stream, &mut args) }
     })?
 }
@@ -511,8 +511,8 @@ fn a_returned_error_is_not_reported_again_by_the_next_kernel_launch() {
     assert_cuda_error(&e, "cudaErrorMemoryAllocation");
     let n = out.len();
     let status = out
-        .enqueue_mut(&stream, |ptr| {
-            // SAFETY: iota writes `n` words at `ptr` on `stream`, inside enqueue_mut.
+        .with_ptr_mut_on(&stream, |ptr| {
+            // SAFETY: iota writes `n` words at `ptr` on `stream`, inside with_ptr_mut_on.
             unsafe {
                 cuda_rt_test_kernels::ffi::cuda_rt_kernels_iota_u32(ptr, n, 10, stream.as_raw())
             }

@@ -167,7 +167,7 @@ fn child_illegal_address() {
     let staging = PinnedBuffer::<u32>::new(1024).unwrap();
     let n = buffer.len();
     let status = buffer
-        .enqueue_mut(&stream, |ptr| {
+        .with_ptr_mut_on(&stream, |ptr| {
             // SAFETY: the store lands 256 GiB past the buffer, in unmapped device memory: the
             // device faults; no host memory is touched. This process is a child that expects it.
             unsafe {
@@ -209,7 +209,7 @@ fn child_illegal_address() {
         Err(e) => println!("CHILD copy after the fault refused: {e}"),
         Ok(pending) => println!(
             "CHILD copy after the fault: wait -> {:?}",
-            pending.wait().err()
+            pending.synchronize().err()
         ),
     }
     // Dropping the buffer waits for its marker, fails, and leaks it; the stream's destroy fails.
@@ -269,7 +269,7 @@ fn a_panicking_host_callback_is_reported_and_the_stream_keeps_working() {
     let mut borrowed = vec![0u32; 4096];
     let e = cuda_rt::scope(|s| {
         s.launch_host_fn(&stream, || panic!("deliberate panic in a scoped callback"))?;
-        s.copy_to_host(&stream, &data, &mut borrowed)
+        s.copy_to_host_async(&stream, &data, &mut borrowed)
     })
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::CallbackPanicked);

@@ -55,7 +55,7 @@ fn sort_keys_on<K: TestKey>(
     test_flags: u32,
 ) -> Result<(), Failure> {
     let n = keys.len();
-    let sorted = keys.enqueue_mut(stream, |out| {
+    let sorted = keys.with_ptr_mut_on(stream, |out| {
         let mut sort = |keys_in: *const K| {
             let buffers = RawSortBuffers {
                 keys_in: keys_in.cast(),
@@ -65,11 +65,11 @@ fn sort_keys_on<K: TestKey>(
             };
             // SAFETY: `keys_in` and `out` are n keys of device memory (the same range, or the
             // ranges of two guarded buffers, which do not overlap), ordered on `stream` and kept
-            // alive by enqueue/enqueue_mut, used by nothing else; run_on waits for the sort.
+            // alive by enqueue/with_ptr_mut_on, used by nothing else; run_on waits for the sort.
             unsafe { sorter.run_on(&buffers, order, strategy, stream.as_raw()) }
         };
         match input {
-            Some(input) => input.enqueue(stream, sort),
+            Some(input) => input.with_ptr_on(stream, sort),
             None => Ok(sort(out.cast_const())),
         }
     });
@@ -90,9 +90,9 @@ fn sort_pairs_on<K: TestKey, V: DeviceCopy>(
     test_flags: u32,
 ) -> Result<(), Failure> {
     let n = keys.len();
-    let sorted = keys.enqueue_mut(stream, |keys_out| {
+    let sorted = keys.with_ptr_mut_on(stream, |keys_out| {
         values
-            .enqueue_mut(stream, |values_out| {
+            .with_ptr_mut_on(stream, |values_out| {
                 let mut sort = |keys_in: *const K, values_in: *const V| {
                     let buffers = RawSortBuffers {
                         keys_in: keys_in.cast(),
@@ -105,7 +105,7 @@ fn sort_pairs_on<K: TestKey, V: DeviceCopy>(
                 };
                 match input {
                     Some((keys_in, values_in)) => keys_in
-                        .enqueue(stream, |k| values_in.enqueue(stream, |v| sort(k, v)))
+                        .with_ptr_on(stream, |k| values_in.with_ptr_on(stream, |v| sort(k, v)))
                         .and_then(|sorted| sorted),
                     None => Ok(sort(keys_out.cast_const(), values_out.cast_const())),
                 }
@@ -1088,7 +1088,7 @@ fn prop_unaligned_slices() {
 }
 
 /// A host-queued sort whose launch of a later stage fails has queued the stages before it:
-/// `enqueue` returns the launch error only once they have finished, so the caller may reuse or
+/// `with_ptr_on` returns the launch error only once they have finished, so the caller may reuse or
 /// free the keys at once (the stream is idle when the error arrives).
 #[test]
 fn a_failed_host_launch_returns_after_the_stages_queued_before_it() {
@@ -1116,7 +1116,7 @@ fn a_failed_host_launch_returns_after_the_stages_queued_before_it() {
         let result = unsafe {
             sorter
                 .workspace
-                .enqueue(&buffers, Order::Ascending, strategy, sorter.stream.0)
+                .with_ptr_on(&buffers, Order::Ascending, strategy, sorter.stream.0)
         };
         // SAFETY: a live stream.
         let idle = unsafe { cuda_rt_sys::cudaStreamQuery(sorter.stream.0) };

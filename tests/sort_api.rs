@@ -3,7 +3,7 @@
 
 mod sort_common;
 
-use cuda_rt::{DeviceBuffer, DeviceSlice, Stream};
+use cuda_rt::{DeviceBuffer, DeviceBufferRef, Stream};
 use cuda_rt_kernels::sort::{self, Order, SortError, SortWorkspace};
 use sort_common::{assert_same_keys, cpu_permutation, cpu_sorted, make, Dist};
 use std::future::Future;
@@ -73,7 +73,7 @@ fn sorts_pairs_and_slices_of_buffers() {
     {
         // SAFETY: the slice lies inside `whole`, which outlives it and is not used meanwhile.
         let mut middle =
-            unsafe { DeviceSlice::from_raw_parts(whole.as_mut_raw_ptr().add(1000), 40_000) }
+            unsafe { DeviceBufferRef::from_raw_parts(whole.as_mut_raw_ptr().add(1000), 40_000) }
                 .unwrap();
         sort::sort(&stream, &mut middle, Order::Ascending).unwrap();
     }

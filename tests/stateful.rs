@@ -229,7 +229,7 @@ impl Case<'_> {
                         self.uploads.push(pending);
                     }
                     Path::Scoped => ok(
-                        cuda_rt::scope(|s| s.copy_to_device(stream, &data, &mut slot.buffer)),
+                        cuda_rt::scope(|s| s.copy_to_device_async(stream, &data, &mut slot.buffer)),
                         "scoped upload",
                     )?,
                 }
@@ -258,7 +258,9 @@ impl Case<'_> {
                     Path::Scoped => {
                         let mut got = vec![0xdead_beef; expected.len()];
                         ok(
-                            cuda_rt::scope(|s| s.copy_to_host(stream, &slot.buffer, &mut got)),
+                            cuda_rt::scope(|s| {
+                                s.copy_to_host_async(stream, &slot.buffer, &mut got)
+                            }),
                             "scoped download",
                         )?;
                         check(&got, &expected, "scoped download")?;
@@ -373,10 +375,10 @@ impl Case<'_> {
     /// the model, and the callbacks with what was queued.
     fn check_all(&mut self) -> Result<(), TestCaseError> {
         for pending in self.uploads.drain(..) {
-            ok(pending.wait(), "upload wait")?;
+            ok(pending.synchronize(), "upload wait")?;
         }
         for (pending, expected) in std::mem::take(&mut self.downloads) {
-            let got = ok(pending.wait(), "download wait")?;
+            let got = ok(pending.synchronize(), "download wait")?;
             check(&got, &expected, "pinned download")?;
         }
         for (i, slot) in self.slots.iter().enumerate() {

@@ -110,7 +110,7 @@ impl Guards {
 /// Made with [`GuardedBuffer::from_slice`] (an input: the data, and a snapshot of the whole
 /// allocation to check later that nothing changed) or [`GuardedBuffer::poisoned`] (an
 /// output). [`view`](Self::view) and [`view_mut`](Self::view_mut) give the range as cuda-rt
-/// views, which go wherever device memory goes (kernel launches, copies, `enqueue`).
+/// views, which go wherever device memory goes (kernel launches, copies, `with_ptr_on`).
 /// [`download`](Self::download) checks the guard bands before it returns the range.
 ///
 /// # Thread safety
@@ -250,7 +250,7 @@ impl<T: DeviceCopy> GuardedBuffer<T> {
     }
 
     /// Every byte of the allocation, guard bands included, copied to the host on `stream`
-    /// after the work queued on the memory (`cudaMemcpyAsync` inside `enqueue`, then
+    /// after the work queued on the memory (`cudaMemcpyAsync` inside `with_ptr_on`, then
     /// `cudaStreamSynchronize`).
     fn download_bytes(&self, stream: &Stream) -> cuda_rt::Result<Vec<u8>> {
         let bytes = self.memory.size_bytes();
@@ -259,11 +259,11 @@ impl<T: DeviceCopy> GuardedBuffer<T> {
             return Ok(host);
         }
         let mut queued = false;
-        let ordered = self.memory.enqueue(stream, |source| {
+        let ordered = self.memory.with_ptr_on(stream, |source| {
             // SAFETY: `host` holds `bytes` bytes and is neither read, moved nor freed until the
             // stream has been synchronized below (or it is leaked); `source` is the
             // allocation's `bytes` bytes, kept alive and ordered after earlier writes by
-            // `enqueue`; the copy is queued on `stream`, as `enqueue` requires.
+            // `with_ptr_on`; the copy is queued on `stream`, as `with_ptr_on` requires.
             let copy = unsafe {
                 raw::memcpy_async(
                     host.as_mut_ptr().cast(),

@@ -223,7 +223,7 @@ fn a_lost_context_fails_its_case_and_later_cases_run_in_a_fresh_process() {
             |stream, input, output| {
                 if input.len() % 4 == 3 {
                     let n = output.len();
-                    let status = output.enqueue_mut(stream, |data| {
+                    let status = output.with_ptr_mut_on(stream, |data| {
                         // SAFETY: the store lands 512 GiB past the output, on no mapped memory:
                         // the device faults, no host memory is touched, and the CUDA context of
                         // this process is lost, which is what this test wants. The runner runs

@@ -58,7 +58,7 @@ enum Tracked {
     Control,
 }
 
-/// The shape of `enqueue_mut` without the tracking: a closure given the pointer, its value
+/// The shape of `with_ptr_mut_on` without the tracking: a closure given the pointer, its value
 /// wrapped in a `Result` (a control for the tracked launch rows).
 #[inline(never)]
 fn untracked<R>(pointer: *const u8, f: impl FnOnce(*const u8) -> R) -> cuda_rt::Result<R> {
@@ -581,10 +581,10 @@ const TYPED_LAUNCH_ROWS: [&str; 2] = [
 
 const LAUNCH_ROWS: [&str; 5] = [
     "empty-kernel launch (launch_kernel)",
-    "empty-kernel launch inside DeviceBuffer::enqueue_mut (whole buffer, &mut)",
-    "empty-kernel launch inside DeviceBuffer::enqueue (whole buffer, &)",
-    "empty-kernel launch inside DeviceViewMut::enqueue_mut (a quarter of a buffer)",
-    "empty-kernel launch inside a closure shaped like enqueue_mut, untracked (control)",
+    "empty-kernel launch inside DeviceBuffer::with_ptr_mut_on (whole buffer, &mut)",
+    "empty-kernel launch inside DeviceBuffer::with_ptr_on (whole buffer, &)",
+    "empty-kernel launch inside DeviceViewMut::with_ptr_mut_on (a quarter of a buffer)",
+    "empty-kernel launch inside a closure shaped like with_ptr_mut_on, untracked (control)",
 ];
 
 /// Streams and settings shared by the sections. Each side has its own non-blocking stream.
@@ -676,7 +676,7 @@ impl Bench {
                 start.record(stream)?;
                 let upload = dev_a.copy_from_pinned_async(stream, buffer)?;
                 end.record(stream)?;
-                pin_a = Some(upload.wait()?);
+                pin_a = Some(upload.synchronize()?);
                 end.synchronize()?;
                 gigabytes_per_second(bytes, elapsed_time_between(&start, &end)?)
             }
@@ -689,7 +689,7 @@ impl Bench {
                 start.record(stream)?;
                 let download = dev_b.copy_to_pinned_async(stream, buffer)?;
                 end.record(stream)?;
-                pin_b = Some(download.wait()?);
+                pin_b = Some(download.synchronize()?);
                 end.synchronize()?;
                 gigabytes_per_second(bytes, elapsed_time_between(&start, &end)?)
             }
@@ -743,8 +743,8 @@ impl Bench {
                 scope(|s| {
                     start.record(stream)?;
                     stream2.wait(&start)?;
-                    s.copy_to_device(stream, upload_from, &mut dev_a)?;
-                    s.copy_to_host(&stream2, &dev_b, download_to)?;
+                    s.copy_to_device_async(stream, upload_from, &mut dev_a)?;
+                    s.copy_to_host_async(&stream2, &dev_b, download_to)?;
                     joined.record(&stream2)?;
                     stream.wait(&joined)?;
                     end.record(stream)
@@ -863,7 +863,7 @@ impl Bench {
         let names = [
             "event record (timing event)",
             "event record (DISABLE_TIMING)",
-            "event query (has_occurred)",
+            "event query (is_complete)",
         ];
         match self.event_rows() {
             Ok(rows) => names
@@ -1083,7 +1083,7 @@ impl Bench {
                 check(unsafe { sys::cudaEventQuery(raw_timing) }, "cudaEventQuery")
             }),
             Side::Safe => per_op(queries, || -> BenchResult<()> {
-                if timing.has_occurred()? {
+                if timing.is_complete()? {
                     Ok(())
                 } else {
                     Err("a synchronized event has not occurred".into())
@@ -1100,8 +1100,8 @@ impl Bench {
     }
 
     /// Empty-kernel launches: `cudaLaunchKernel` against `cuda_rt::launch_kernel`, and against
-    /// the launch inside `DeviceMemoryMut::enqueue_mut` (what a library that writes a buffer does),
-    /// `DeviceMemory::enqueue` and a view's `enqueue_mut`. Many short trials, as for graph
+    /// the launch inside `DeviceMemoryMut::with_ptr_mut_on` (what a library that writes a buffer does),
+    /// `DeviceMemory::with_ptr_on` and a view's `with_ptr_mut_on`. Many short trials, as for graph
     /// launches (the goal is small against the scatter of a ~4 µs launch); the confidence
     /// interval of each median is printed below the table.
     fn launches(&self) -> Vec<Outcome> {
@@ -1149,16 +1149,16 @@ impl Bench {
                 Side::Safe => {
                     let ns = match how {
                         Tracked::Whole => per_op(launches, || -> BenchResult<()> {
-                            buffer.enqueue_mut(stream, |_| {
+                            buffer.with_ptr_mut_on(stream, |_| {
                                 // SAFETY: as for the raw launch; queued on the stream given to
-                                // enqueue_mut, as it requires.
+                                // with_ptr_mut_on, as it requires.
                                 unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
                             })??;
                             Ok(())
                         })?,
                         Tracked::Shared => per_op(launches, || -> BenchResult<()> {
-                            buffer.enqueue(stream, |_| {
-                                // SAFETY: as above, for enqueue.
+                            buffer.with_ptr_on(stream, |_| {
+                                // SAFETY: as above, for with_ptr_on.
                                 unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
                             })??;
                             Ok(())
@@ -1166,8 +1166,8 @@ impl Bench {
                         Tracked::View => {
                             let mut view = buffer.slice_mut(256..512)?;
                             per_op(launches, || -> BenchResult<()> {
-                                view.enqueue_mut(stream, |_| {
-                                    // SAFETY: as above, for a view's enqueue_mut.
+                                view.with_ptr_mut_on(stream, |_| {
+                                    // SAFETY: as above, for a view's with_ptr_mut_on.
                                     unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
                                 })??;
                                 Ok(())
@@ -1198,7 +1198,7 @@ impl Bench {
             const CALLS: usize = 100_000;
             let mut buffer = DeviceBuffer::<u8>::new(1024)?;
             // A first use on the stream, so that the calls measured take the same-stream path.
-            buffer.enqueue_mut(stream, |_| ())?;
+            buffer.with_ptr_mut_on(stream, |_| ())?;
             let pointer = buffer.as_raw_ptr();
             let measured = self.interleave(op_trials.min(101), |side| match side {
                 Side::Raw => per_op(CALLS, || -> BenchResult<()> {
@@ -1207,17 +1207,19 @@ impl Bench {
                 }),
                 Side::Safe => match how {
                     Tracked::Whole => per_op(CALLS, || -> BenchResult<()> {
-                        std::hint::black_box(buffer.enqueue_mut(stream, std::hint::black_box)?);
+                        std::hint::black_box(buffer.with_ptr_mut_on(stream, std::hint::black_box)?);
                         Ok(())
                     }),
                     Tracked::Shared => per_op(CALLS, || -> BenchResult<()> {
-                        std::hint::black_box(buffer.enqueue(stream, std::hint::black_box)?);
+                        std::hint::black_box(buffer.with_ptr_on(stream, std::hint::black_box)?);
                         Ok(())
                     }),
                     Tracked::View => {
                         let mut view = buffer.slice_mut(256..512)?;
                         per_op(CALLS, || -> BenchResult<()> {
-                            std::hint::black_box(view.enqueue_mut(stream, std::hint::black_box)?);
+                            std::hint::black_box(
+                                view.with_ptr_mut_on(stream, std::hint::black_box)?,
+                            );
                             Ok(())
                         })
                     }
@@ -1232,17 +1234,17 @@ impl Bench {
         };
         let alone_rows = [
             outcome(
-                "tracking alone: DeviceBuffer::enqueue_mut queuing nothing (&mut)",
+                "tracking alone: DeviceBuffer::with_ptr_mut_on queuing nothing (&mut)",
                 Goal::None,
                 alone(Tracked::Whole),
             ),
             outcome(
-                "tracking alone: DeviceBuffer::enqueue queuing nothing (&)",
+                "tracking alone: DeviceBuffer::with_ptr_on queuing nothing (&)",
                 Goal::None,
                 alone(Tracked::Shared),
             ),
             outcome(
-                "tracking alone: DeviceViewMut::enqueue_mut queuing nothing",
+                "tracking alone: DeviceViewMut::with_ptr_mut_on queuing nothing",
                 Goal::None,
                 alone(Tracked::View),
             ),
@@ -1562,7 +1564,7 @@ impl Bench {
                 }),
                 Side::Safe => per_op(callbacks, || -> BenchResult<()> {
                     safe_behind_kernel()?;
-                    waker.block_on(executor_spin, event.occurred())?;
+                    waker.block_on(executor_spin, event.completion())?;
                     Ok(())
                 }),
             })
@@ -1706,7 +1708,7 @@ impl Bench {
                 }),
                 Side::Safe => per_op(small_copies, || -> BenchResult<()> {
                     let buffer = pinned.take().ok_or("pinned buffer lost")?;
-                    pinned = Some(dev.copy_from_pinned_async(stream, buffer)?.wait()?);
+                    pinned = Some(dev.copy_from_pinned_async(stream, buffer)?.synchronize()?);
                     Ok(())
                 }),
             });

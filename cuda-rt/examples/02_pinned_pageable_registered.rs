@@ -25,7 +25,7 @@
 //! memory that is copied often. [`Scope::register_host`](cuda_rt::Scope::register_host)
 //! registers borrowed memory for one scope.
 //!
-//! The copies are queued in a [`cuda_rt::scope`]: `s.copy_to_device` and `s.copy_to_host` are
+//! The copies are queued in a [`cuda_rt::scope`]: `s.copy_to_device_async` and `s.copy_to_host_async` are
 //! `cudaMemcpyAsync`, and they *borrow* the host memory until the scope has waited for them
 //! (`cudaStreamSynchronize`), so the CPU cannot touch it while the DMA engine does. Events
 //! recorded around them ([`Event::record`], `cudaEventRecord`) give the GPU's time of each copy
@@ -93,10 +93,10 @@ fn round_trip(
     cuda_rt::scope(|s| {
         start.record(stream)?;
         let call = Instant::now();
-        s.copy_to_device(stream, src, device)?;
+        s.copy_to_device_async(stream, src, device)?;
         in_call = call.elapsed();
         uploaded.record(stream)?;
-        s.copy_to_host(stream, &*device, dst)?;
+        s.copy_to_host_async(stream, &*device, dst)?;
         downloaded.record(stream)
     })?; // waits for both copies
     let up = Event::elapsed_time_between(&start, &uploaded)?;

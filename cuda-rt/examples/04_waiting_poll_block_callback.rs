@@ -8,10 +8,10 @@
 //! Queuing GPU work returns at once, so the CPU is free until it needs the results. Here it
 //! computes the expected result on the CPU while the GPU computes it, then waits:
 //!
-//! - **poll**, never blocking: `event.has_occurred()` (`cudaEventQuery`), `stream.query()`
+//! - **poll**, never blocking: `event.is_complete()` (`cudaEventQuery`), `stream.is_complete()`
 //!   (`cudaStreamQuery`), `pending.is_complete()`;
 //! - **block** in a call until it is done: `event.synchronize()` (`cudaEventSynchronize`),
-//!   `stream.synchronize()` (`cudaStreamSynchronize`), `pending.wait()`;
+//!   `stream.synchronize()` (`cudaStreamSynchronize`), `pending.synchronize()`;
 //! - **be called back**: `stream.launch_host_fn(f)` (`cudaLaunchHostFunc`),
 //!   `stream.add_callback(f)` (`cudaStreamAddCallback`); more in lesson 8.
 //!
@@ -19,11 +19,11 @@
 //! [`EventFlags::BLOCKING_SYNC`] (`cudaEventBlockingSync`) lets the waiting thread sleep until
 //! the GPU signals. A callback runs on a thread of the CUDA runtime, which must not call CUDA:
 //! here it only sends a message. In `async` code the same waits are futures
-//! (`event.occurred().await`, `stream.drained().await`, `pending.await`; see the `future`
+//! (`event.completion().await`, `stream.completion().await`, `pending.await`; see the `future`
 //! module and the `async_pipeline` example).
 //!
 //! The result comes back by an owned copy: [`DeviceMemory::copy_to_pinned_async`] takes the
-//! pinned buffer *by value* and returns a [`Pending`], whose `wait` hands the buffer back once
+//! pinned buffer *by value* and returns a [`Pending`], whose `synchronize` hands the buffer back once
 //! the copy has finished, so the CPU cannot read it too early.
 //!
 //! [`DeviceMemory::copy_to_pinned_async`]: cuda_rt::DeviceMemory::copy_to_pinned_async
@@ -60,7 +60,7 @@ fn run() -> common::Result {
     let expected = reference(&input, 1); // useful CPU work while the GPU runs
     let cpu = queued.elapsed();
     let mut polls = 0u64;
-    while !done.has_occurred()? {
+    while !done.is_complete()? {
         polls += 1; // a real program would do more of its own work here
     }
     report(
@@ -69,7 +69,7 @@ fn run() -> common::Result {
         queued.elapsed(),
         &format!("{polls} queries after the CPU's work"),
     );
-    staging = download.wait()?; // done already (the event came after it): returns at once
+    staging = download.synchronize()?; // done already (the event came after it): returns at once
     compare("poll", &staging, &expected)?;
 
     // 2. Block: sleep in cudaEventSynchronize until the GPU signals the event.
@@ -86,7 +86,7 @@ fn run() -> common::Result {
         queued.elapsed(),
         "the thread slept in the wait",
     );
-    staging = download.wait()?;
+    staging = download.synchronize()?;
     compare("block", &staging, &expected)?;
 
     // 3. Callback: the stream runs a host function when it reaches it.
@@ -106,7 +106,7 @@ fn run() -> common::Result {
         ms(called.duration_since(queued))
     );
     report("callback", cpu, queued.elapsed(), &detail);
-    staging = download.wait()?;
+    staging = download.synchronize()?;
     compare("callback", &staging, &expected)
 }
 

@@ -80,7 +80,7 @@ fn run() -> common::Result {
     blocking_done.record(blocking)?;
     legacy_mark.record(StreamRef::legacy())?;
     legacy_mark.synchronize()?;
-    if !blocking_done.has_occurred()? {
+    if !blocking_done.is_complete()? {
         return Err("the legacy default stream did not wait for a blocking stream".into());
     }
     println!("legacy default stream: waited for the blocking stream's kernel");
@@ -92,7 +92,7 @@ fn run() -> common::Result {
     non_blocking_done.record(&non_blocking)?;
     legacy_mark.record(StreamRef::legacy())?;
     legacy_mark.synchronize()?;
-    let overtaken = !non_blocking_done.has_occurred()?;
+    let overtaken = !non_blocking_done.is_complete()?;
     println!(
         "legacy default stream: done while the non-blocking stream's kernel still ran: {overtaken}"
     );

@@ -79,10 +79,10 @@ fn run() -> common::Result {
                     .zip(output.chunks_mut(chunk));
                 for (k, ((mut on_device, from), to)) in chunks.enumerate() {
                     let stream = &streams[k % n];
-                    s.copy_to_device(stream, from, &mut on_device)?;
+                    s.copy_to_device_async(stream, from, &mut on_device)?;
                     let config = LaunchConfig::for_items(on_device.len() as u32, THREADS_PER_BLOCK);
                     increment.launch(stream, config, (&mut on_device, VALUE, REPEAT))?;
-                    s.copy_to_host(stream, &on_device, to)?;
+                    s.copy_to_host_async(stream, &on_device, to)?;
                 }
                 queuing = started.elapsed(); // from here the CPU is free until the scope waits
                 Ok(())

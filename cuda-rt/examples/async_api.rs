@@ -10,14 +10,14 @@
 //! blocking in `cudaDeviceSynchronize`. The port maps each step:
 //! - `cudaMallocHost` and `cudaMemcpyAsync` from it: a [`PinnedBuffer`] *moved into* the copy
 //!   ([`DeviceMemoryMut::copy_from_pinned_async`]); the CPU gets it back through
-//!   [`Pending::wait`] once the copy is done, so it cannot touch the buffer while the GPU reads
+//!   [`Pending::synchronize`] once the copy is done, so it cannot touch the buffer while the GPU reads
 //!   it. The sample uploads from and downloads into one buffer; here the upload's buffer is
 //!   still in flight when the download is queued, so the download goes into a second one;
 //! - `cudaEventRecord` / `cudaEventQuery` / `cudaEventElapsedTime`: [`Event::record`],
-//!   [`Event::has_occurred`] and [`Event::elapsed_time_between`].
+//!   [`Event::is_complete`] and [`Event::elapsed_time_between`].
 //!
 //! [`DeviceMemoryMut::copy_from_pinned_async`]: cuda_rt::DeviceMemoryMut::copy_from_pinned_async
-//! [`Pending::wait`]: cuda_rt::Pending::wait
+//! [`Pending::synchronize`]: cuda_rt::Pending::synchronize
 
 mod common;
 
@@ -56,7 +56,7 @@ fn run() -> common::Result {
 
     // The CPU is free while the GPU works: count until the last event has occurred.
     let mut counter = 0u64;
-    while !stop.has_occurred()? {
+    while !stop.is_complete()? {
         counter += 1;
     }
     let gpu_time = Event::elapsed_time_between(&start, &stop)?;
@@ -71,8 +71,8 @@ fn run() -> common::Result {
     println!("CPU executed {counter} iterations while waiting for the GPU to finish");
 
     // Both copies are done (they came before `stop`), so these return at once.
-    upload.wait()?;
-    let output = download.wait()?;
+    upload.synchronize()?;
+    let output = download.synchronize()?;
     if let Some(i) = output.iter().position(|&x| x != VALUE) {
         return Err(format!("element {i} is {}, expected {VALUE}", output[i]).into());
     }

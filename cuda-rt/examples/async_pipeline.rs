@@ -22,7 +22,7 @@
 //!    checks;
 //! 4. checks every element against the same map on the CPU.
 //!
-//! No thread blocks on the GPU: the copies' futures and [`Event::occurred`] are woken by CUDA
+//! No thread blocks on the GPU: the copies' futures and [`Event::completion`] are woken by CUDA
 //! when the work is done, and tokio runs file I/O on its blocking pool, so the one runtime
 //! thread only decodes, queues and checks. The example prints how busy the CPU (that thread,
 //! and the file reads) and the GPU (the union of the event-timed spans, and their sum over the
@@ -193,7 +193,7 @@ async fn run_lane(mut lane: Lane, shared: Arc<Shared>) -> Result<LaneReport, Tas
         let (input, output, next_bytes) = tokio::join!(upload, download, read_next);
         let (input, output) = (input?, output?);
         report.reading += reading;
-        stop.occurred().await?;
+        stop.completion().await?;
         report.gpu_spans.push((
             Event::elapsed_time_between(&shared.origin, &start)?,
             Event::elapsed_time_between(&shared.origin, &stop)?,

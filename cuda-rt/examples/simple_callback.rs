@@ -16,7 +16,7 @@
 //! What the sample leaves to discipline, cuda-rt enforces:
 //! - the page-locked buffers are *moved into* the copies
 //!   ([`DeviceMemoryMut::copy_from_pinned_async`] and [`DeviceMemory::copy_to_pinned_async`]),
-//!   and come back through [`Pending::wait`]: nobody can read the output before the download has
+//!   and come back through [`Pending::synchronize`]: nobody can read the output before the download has
 //!   written it, even without waiting for the callback;
 //! - the device buffer is stream-ordered ([`DeviceBuffer::new_async`]): the worker drops it
 //!   right after queuing, and its free is queued behind the kernel instead of waiting for it;
@@ -25,7 +25,7 @@
 //!
 //! [`DeviceMemoryMut::copy_from_pinned_async`]: cuda_rt::DeviceMemoryMut::copy_from_pinned_async
 //! [`DeviceMemory::copy_to_pinned_async`]: cuda_rt::DeviceMemory::copy_to_pinned_async
-//! [`Pending::wait`]: cuda_rt::Pending::wait
+//! [`Pending::synchronize`]: cuda_rt::Pending::synchronize
 
 mod common;
 
@@ -87,8 +87,8 @@ fn run() -> common::Result {
     for worker in workers {
         let workload = worker.join().map_err(|_| "a worker thread panicked")??;
         // The callback ran after the download, so the wait returns at once.
-        let output = workload.output.wait()?;
-        workload.input.wait()?;
+        let output = workload.output.synchronize()?;
+        workload.input.synchronize()?;
         let (id, repeat) = (workload.id, repeat_of(workload.id));
         let expected = input_of(id)
             .into_iter()

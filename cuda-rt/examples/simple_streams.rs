@@ -76,9 +76,9 @@ fn run() -> common::Result {
     let one_stream = best_of(|| {
         let stream = &streams[0];
         cuda_rt::scope(|s| {
-            s.copy_to_device(stream, &input, &mut data)?;
+            s.copy_to_device_async(stream, &input, &mut data)?;
             increment.launch(stream, config(ELEMENTS), (&mut data, VALUE, REPEAT))?;
-            s.copy_to_host(stream, &data, &mut output)
+            s.copy_to_host_async(stream, &data, &mut output)
         })
     })?;
     check(&output, "one stream")?;
@@ -94,10 +94,10 @@ fn run() -> common::Result {
                 .zip(output.chunks_mut(chunk))
                 .zip(&streams);
             for (((mut device_chunk, from), to), stream) in chunks {
-                s.copy_to_device(stream, from, &mut device_chunk)?;
+                s.copy_to_device_async(stream, from, &mut device_chunk)?;
                 let n = device_chunk.len();
                 increment.launch(stream, config(n), (&mut device_chunk, VALUE, REPEAT))?;
-                s.copy_to_host(stream, &device_chunk, to)?;
+                s.copy_to_host_async(stream, &device_chunk, to)?;
             }
             Ok(())
         })

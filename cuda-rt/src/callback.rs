@@ -187,69 +187,60 @@ pub(crate) fn add_callback<F: FnOnce(Result<()>) + Send + 'static>(
     result.map_err(|e| e.context("Stream::add_callback"))
 }
 
-impl StreamRef<'_> {
-    /// `cudaLaunchHostFunc`: queues `f` to run on a runtime thread once all work queued so far
-    /// has finished; later work waits for `f` to return. See the [module rules](self): `f` must
-    /// not call CUDA; a panic is caught and reported by the next synchronize.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`; `f` is dropped (not run) on error.
-    pub fn launch_host_fn(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {
-        launch_host_fn(*self, f)
-    }
+// `Stream` and `StreamRef` share these, written once.
+macro_rules! host_fn_methods {
+    () => {
+        /// `cudaLaunchHostFunc`: queues `f` to run on a runtime thread once all work queued so
+        /// far has finished; later work waits for `f` to return. See the
+        /// [module rules](crate::callback): `f` must not call CUDA; a panic is caught and
+        /// reported by the next synchronize.
+        ///
+        /// # Errors
+        /// `cudaErrorInvalidResourceHandle`; `f` is dropped (not run) on error.
+        ///
+        /// # Examples
+        /// ```no_run
+        /// use std::sync::mpsc;
+        /// let stream = cuda_rt::Stream::new()?;
+        /// let (tx, rx) = mpsc::channel();
+        /// stream.launch_host_fn(move || tx.send("reached").unwrap())?;
+        /// stream.synchronize()?;
+        /// assert_eq!(rx.recv().unwrap(), "reached");
+        /// # Ok::<(), cuda_rt::Error>(())
+        /// ```
+        pub fn launch_host_fn(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {
+            launch_host_fn(StreamRef::from(self), f)
+        }
 
-    /// `cudaStreamAddCallback`: like [`launch_host_fn`](Self::launch_host_fn), and `f` receives
-    /// the stream's status: `Err` if earlier work of the stream failed.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`; `f` is dropped (not run) on error.
-    pub fn add_callback(&self, f: impl FnOnce(Result<()>) + Send + 'static) -> Result<()> {
-        add_callback(*self, f)
-    }
+        /// `cudaStreamAddCallback`: like [`launch_host_fn`](Self::launch_host_fn), and `f`
+        /// receives the stream's status: `Err` if earlier work of the stream failed.
+        ///
+        /// # Errors
+        /// `cudaErrorInvalidResourceHandle`; `f` is dropped (not run) on error.
+        ///
+        /// # Examples
+        /// ```no_run
+        /// let stream = cuda_rt::Stream::new()?;
+        /// stream.add_callback(|status| {
+        ///     if let Err(e) = status {
+        ///         eprintln!("stream failed before the callback: {e}");
+        ///     }
+        /// })?;
+        /// stream.synchronize()?;
+        /// # Ok::<(), cuda_rt::Error>(())
+        /// ```
+        pub fn add_callback(&self, f: impl FnOnce(Result<()>) + Send + 'static) -> Result<()> {
+            add_callback(StreamRef::from(self), f)
+        }
+    };
 }
 
 impl Stream {
-    /// `cudaLaunchHostFunc`: queues `f` to run on a runtime thread once all work queued so far
-    /// has finished; later work waits for `f` to return. See the [module rules](self): `f` must
-    /// not call CUDA; a panic is caught and reported by the next synchronize.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`; `f` is dropped (not run) on error.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// use std::sync::mpsc;
-    /// let stream = cuda_rt::Stream::new()?;
-    /// let (tx, rx) = mpsc::channel();
-    /// stream.launch_host_fn(move || tx.send("reached").unwrap())?;
-    /// stream.synchronize()?;
-    /// assert_eq!(rx.recv().unwrap(), "reached");
-    /// # Ok::<(), cuda_rt::Error>(())
-    /// ```
-    pub fn launch_host_fn(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {
-        self.as_stream_ref().launch_host_fn(f)
-    }
+    host_fn_methods!();
+}
 
-    /// `cudaStreamAddCallback`: like [`launch_host_fn`](Self::launch_host_fn), and `f` receives
-    /// the stream's status: `Err` if earlier work of the stream failed.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`; `f` is dropped (not run) on error.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// let stream = cuda_rt::Stream::new()?;
-    /// stream.add_callback(|status| {
-    ///     if let Err(e) = status {
-    ///         eprintln!("stream failed before the callback: {e}");
-    ///     }
-    /// })?;
-    /// stream.synchronize()?;
-    /// # Ok::<(), cuda_rt::Error>(())
-    /// ```
-    pub fn add_callback(&self, f: impl FnOnce(Result<()>) + Send + 'static) -> Result<()> {
-        self.as_stream_ref().add_callback(f)
-    }
+impl StreamRef<'_> {
+    host_fn_methods!();
 }
 
 #[cfg(test)]

@@ -141,7 +141,7 @@ impl Error {
         }
     }
 
-    /// Builds an error from a raw status, for code that calls CUDA itself (through [`raw`] or
+    /// Builds an error from a raw status, for code that calls CUDA itself (through [`raw`](crate::raw) or
     /// `cuda_rt_sys`) and wants this crate's error type. Returns `None` for `cudaSuccess`.
     pub fn from_status(status: RawStatus, call: &'static str) -> Option<Self> {
         (status != codes::SUCCESS).then(|| Self::cuda(status, call))
@@ -380,7 +380,7 @@ pub(crate) fn defer_for(owner: ThreadTag, error: Error) {
 /// # Examples
 /// ```
 /// use cuda_rt::{defer_error, raw, take_deferred_error, Error};
-/// let error = Error::from_status(codes::INVALID_VALUE, "cudaFree").unwrap();
+/// let error = Error::from_status(raw::status::INVALID_VALUE, "cudaFree").unwrap();
 /// defer_error(error.context("MyBuffer::drop"));
 /// let taken = take_deferred_error().unwrap().context("my_sync");
 /// assert!(taken.is_deferred());

@@ -129,34 +129,6 @@ impl Event {
         EventRef::from(self)
     }
 
-    /// `cudaEventRecord`: marks the current end of `stream`'s queue. The event "occurs" when the
-    /// work queued before this point has finished. Exactly one CUDA call, no allocation.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle` (for instance a stream of another device than the
-    /// event's).
-    pub fn record<'s>(&self, stream: impl Into<StreamRef<'s>>) -> Result<()> {
-        self.as_event_ref().record(stream)
-    }
-
-    /// `cudaEventQuery`: whether the work before the most recent record has finished (true for
-    /// an event never recorded). Does not block.
-    ///
-    /// # Errors
-    /// An error of the work it waits for.
-    pub fn has_occurred(&self) -> Result<bool> {
-        self.as_event_ref().has_occurred()
-    }
-
-    /// `cudaEventSynchronize`: waits until the event has occurred; also returns a deferred
-    /// error (see [`take_deferred_error`](crate::take_deferred_error)).
-    ///
-    /// # Errors
-    /// An error of the work it waits for, or a deferred error.
-    pub fn synchronize(&self) -> Result<()> {
-        self.as_event_ref().synchronize()
-    }
-
     /// `cudaEventElapsedTime`: the device time between two recorded timing events (resolution
     /// about half a microsecond).
     ///
@@ -262,66 +234,85 @@ impl<'a> EventRef<'a> {
     pub fn as_raw(&self) -> RawEvent {
         self.raw
     }
+}
 
-    /// `cudaEventRecord` (see [`Event::record`]).
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn record<'s>(&self, stream: impl Into<StreamRef<'s>>) -> Result<()> {
-        let stream = stream.into();
-        // SAFETY: both handles are live for their lifetimes, which include this call.
-        unsafe { raw::event_record(self.raw, stream.as_raw()) }
-            .map_err(|e| e.context("Event::record"))
-    }
+// The methods that `Event` and `EventRef` share, written once: each handle reaches the event
+// through `as_raw`, which is live while the handle is (owned, or borrowed for its lifetime).
+macro_rules! event_methods {
+    () => {
+        /// `cudaEventRecord`: marks the current end of `stream`'s queue. The event "occurs" when
+        /// the work queued before this point has finished. Exactly one CUDA call, no allocation.
+        ///
+        /// # Errors
+        /// `cudaErrorInvalidResourceHandle` (for instance a stream of another device than the
+        /// event's).
+        pub fn record<'s>(&self, stream: impl Into<StreamRef<'s>>) -> Result<()> {
+            let stream = stream.into();
+            // SAFETY: both handles are live for their lifetimes, which include this call.
+            unsafe { raw::event_record(self.as_raw(), stream.as_raw()) }
+                .map_err(|e| e.context("Event::record"))
+        }
 
-    /// `cudaEventQuery` (see [`Event::has_occurred`]).
-    ///
-    /// # Errors
-    /// An error of the work it waits for.
-    pub fn has_occurred(&self) -> Result<bool> {
-        // SAFETY: the handle is live for 'a.
-        unsafe { raw::event_query(self.raw) }.map_err(|e| e.context("Event::has_occurred"))
-    }
+        /// `cudaEventQuery`: whether the work before the most recent record has finished (true
+        /// for an event never recorded). Does not block.
+        ///
+        /// # Errors
+        /// An error of the work it waits for.
+        pub fn is_complete(&self) -> Result<bool> {
+            // SAFETY: the handle is live while `self` is (owned, or borrowed for its lifetime).
+            unsafe { raw::event_query(self.as_raw()) }.map_err(|e| e.context("Event::is_complete"))
+        }
 
-    /// `cudaEventSynchronize` (see [`Event::synchronize`]).
-    ///
-    /// # Errors
-    /// An error of the work it waits for, or a deferred error.
-    pub fn synchronize(&self) -> Result<()> {
-        // SAFETY: the handle is live for 'a.
-        with_deferred(unsafe { raw::event_synchronize(self.raw) })
-            .map_err(|e| e.context("Event::synchronize"))
-    }
+        /// `cudaEventSynchronize`: waits until the event has occurred; also returns a deferred
+        /// error (see [`take_deferred_error`](crate::take_deferred_error)).
+        ///
+        /// # Errors
+        /// An error of the work it waits for, or a deferred error.
+        pub fn synchronize(&self) -> Result<()> {
+            // SAFETY: the handle is live while `self` is (owned, or borrowed for its lifetime).
+            with_deferred(unsafe { raw::event_synchronize(self.as_raw()) })
+                .map_err(|e| e.context("Event::synchronize"))
+        }
+    };
+}
+
+impl Event {
+    event_methods!();
+}
+
+impl EventRef<'_> {
+    event_methods!();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Streams ordered by events
 
-/// A stream waits for an event: the operation that orders one stream after another (or after
-/// a point of its own queue). It belongs to events, which streams themselves never need.
+// A stream waits for an event: the operation that orders one stream after another (or after
+// a point of its own queue). It belongs to events, which streams themselves never need; written
+// once for `Stream` and `StreamRef`.
+macro_rules! stream_wait {
+    () => {
+        /// `cudaStreamWaitEvent`: work queued on this stream after this call waits until the
+        /// work before `event`'s most recent [`record`](crate::Event::record) has finished.
+        /// Does not block the host.
+        ///
+        /// # Errors
+        /// `cudaErrorInvalidResourceHandle`.
+        pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
+            let event = event.into();
+            // SAFETY: both handles are live for their lifetimes, which include this call.
+            unsafe { raw::stream_wait_event(self.as_raw(), event.as_raw()) }
+                .map_err(|e| e.context("Stream::wait"))
+        }
+    };
+}
+
 impl Stream {
-    /// `cudaStreamWaitEvent`: work queued on this stream after this call waits until the work
-    /// before `event`'s most recent [`record`](crate::Event::record) has finished. Does not
-    /// block the host.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
-        self.as_stream_ref().wait(event)
-    }
+    stream_wait!();
 }
 
 impl StreamRef<'_> {
-    /// `cudaStreamWaitEvent` (see [`Stream::wait`]).
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn wait<'e>(&self, event: impl Into<EventRef<'e>>) -> Result<()> {
-        let event = event.into();
-        // SAFETY: both handles are live for their lifetimes, which include this call.
-        unsafe { raw::stream_wait_event(self.as_raw(), event.as_raw()) }
-            .map_err(|e| e.context("Stream::wait"))
-    }
+    stream_wait!();
 }
 
 #[cfg(test)]

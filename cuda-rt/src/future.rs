@@ -1,5 +1,5 @@
-//! Futures for `async` code: an event having occurred ([`Event::occurred`]), a stream having
-//! finished the work queued so far ([`Stream::drained`]), and an owned asynchronous copy
+//! Futures for `async` code: an event having occurred ([`Event::completion`]), a stream having
+//! finished the work queued so far ([`Stream::completion`]), and an owned asynchronous copy
 //! handing its buffer back ([`Pending`] implements [`IntoFuture`]).
 //!
 //! They work with any executor (this crate depends on none): a future is woken by a thread of
@@ -14,21 +14,21 @@
 //!     let staging = device.copy_to_pinned_async(stream, staging)?.await?;
 //!     let done = Event::new()?;
 //!     done.record(stream)?;
-//!     done.occurred().await?;
-//!     stream.drained().await?;
+//!     done.completion().await?;
+//!     stream.completion().await?;
 //!     Ok(staging.to_vec())
 //! }
 //! ```
 //!
 //! # In short
-//! - A future is armed when it is made: [`Stream::drained`] waits for the work queued before
-//!   the call, [`Event::occurred`] for the event's most recent record.
+//! - A future is armed when it is made: [`Stream::completion`] waits for the work queued before
+//!   the call, [`Event::completion`] for the event's most recent record.
 //! - A process-wide thread (the *spinner*) watches a new future's event for the spin window
 //!   ([`set_spin_window`], 1 ms by default) and wakes it at once; longer work is woken by a host
 //!   function queued on a waiter stream, which calls no CUDA. Polls also ask CUDA directly, and
 //!   a poller thread re-polls pending futures, so work that failed with a sticky error still
 //!   ends its future with that error.
-//! - Dropping or leaking a future is safe: [`EventFuture`] and [`DrainedFuture`] give the GPU
+//! - Dropping or leaking a future is safe: [`EventFuture`] and [`StreamFuture`] give the GPU
 //!   nothing to touch, and [`PendingFuture`] owns the copy's host buffer (dropping it unfinished
 //!   blocks until the copy has finished, as dropping the [`Pending`] does).
 //!
@@ -207,7 +207,7 @@ impl Drop for Wait {
 // ---------------------------------------------------------------------------------------------
 // Events
 
-/// A future that is ready when an event has occurred: made by [`Event::occurred`].
+/// A future that is ready when an event has occurred: made by [`Event::completion`].
 ///
 /// Output: `Ok(())`, or the sticky error of the work (see the [module docs](self)).
 ///
@@ -225,8 +225,8 @@ impl<'a> EventFuture<'a> {
     /// `owned`: the event is an [`Event`]'s, whose drop makes the spinner forget it, so the
     /// spinner may query it directly.
     fn new(event: EventRef<'a>, owned: bool) -> EventFuture<'a> {
-        const WHAT: &str = "Event::occurred";
-        if let Some(wait) = Wait::settled_by(Wait::made_with(|| event.has_occurred()), WHAT) {
+        const WHAT: &str = "Event::completion";
+        if let Some(wait) = Wait::settled_by(Wait::made_with(|| event.is_complete()), WHAT) {
             return EventFuture { event, wait };
         }
         let wait = Wait::armed_by(WHAT, |signal| {
@@ -254,7 +254,7 @@ impl Future for EventFuture<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
         let event = this.event;
-        this.wait.poll(cx, || event.has_occurred())
+        this.wait.poll(cx, || event.is_complete())
     }
 }
 
@@ -277,21 +277,21 @@ impl Event {
     /// let stream = cuda_rt::Stream::new()?;
     /// let done = cuda_rt::Event::new()?;
     /// done.record(&stream)?;
-    /// done.occurred().await?;
-    /// assert!(done.has_occurred()?);
+    /// done.completion().await?;
+    /// assert!(done.is_complete()?);
     /// # Ok(()) }
     /// ```
-    pub fn occurred(&self) -> EventFuture<'_> {
+    pub fn completion(&self) -> EventFuture<'_> {
         EventFuture::new(self.as_event_ref(), true)
     }
 }
 
 impl<'a> EventRef<'a> {
-    /// A future that is ready once the event has occurred (see [`Event::occurred`]).
+    /// A future that is ready once the event has occurred (see [`Event::completion`]).
     ///
     /// # Errors
-    /// As for [`Event::occurred`].
-    pub fn occurred(&self) -> EventFuture<'a> {
+    /// As for [`Event::completion`].
+    pub fn completion(&self) -> EventFuture<'a> {
         EventFuture::new(*self, false)
     }
 }
@@ -300,7 +300,7 @@ impl<'a> EventRef<'a> {
 // Streams
 
 /// A future that is ready when the work queued on a stream before it was made has finished:
-/// made by [`Stream::drained`].
+/// made by [`Stream::completion`].
 ///
 /// Output: `Ok(())`, or the sticky error of the work (see the [module docs](self)).
 ///
@@ -310,17 +310,17 @@ impl<'a> EventRef<'a> {
 /// anything.
 #[derive(Debug)]
 #[must_use = "a future does nothing unless awaited; dropping it stops no work"]
-pub struct DrainedFuture {
+pub struct StreamFuture {
     /// Recorded on the stream when made; `None` when the future was complete when made.
     event: Option<Arc<CompletionEvent>>,
     wait: Wait,
 }
 
-impl DrainedFuture {
-    fn new(stream: StreamRef<'_>) -> DrainedFuture {
-        const WHAT: &str = "Stream::drained";
-        let unarmed = |wait| DrainedFuture { event: None, wait };
-        if let Some(wait) = Wait::settled_by(stream.query(), WHAT) {
+impl StreamFuture {
+    fn new(stream: StreamRef<'_>) -> StreamFuture {
+        const WHAT: &str = "Stream::completion";
+        let unarmed = |wait| StreamFuture { event: None, wait };
+        if let Some(wait) = Wait::settled_by(stream.is_complete(), WHAT) {
             return unarmed(wait);
         }
         let recorded = stream.device_ordinal().and_then(|device| {
@@ -338,14 +338,14 @@ impl DrainedFuture {
             // SAFETY: the event is live: the target holds a reference to it.
             unsafe { arm(Target::Pooled(Arc::clone(&event)), signal) }
         });
-        DrainedFuture {
+        StreamFuture {
             event: Some(event),
             wait,
         }
     }
 }
 
-impl Future for DrainedFuture {
+impl Future for StreamFuture {
     type Output = Result<()>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
@@ -359,7 +359,7 @@ impl Future for DrainedFuture {
     }
 }
 
-impl Drop for DrainedFuture {
+impl Drop for StreamFuture {
     fn drop(&mut self) {
         if let Some(event) = self.event.take() {
             // Recycled only when its record has occurred (and the spinner is done with it);
@@ -400,23 +400,23 @@ impl Stream {
     /// let stream = Stream::new()?;
     /// let mut buffer = DeviceBuffer::<u8>::new(1 << 20)?;
     /// buffer.set_bytes_async(&stream, 7)?;
-    /// stream.drained().await?;
-    /// assert!(stream.query()?);
+    /// stream.completion().await?;
+    /// assert!(stream.is_complete()?);
     /// # Ok(()) }
     /// ```
-    pub fn drained(&self) -> DrainedFuture {
-        DrainedFuture::new(self.as_stream_ref())
+    pub fn completion(&self) -> StreamFuture {
+        StreamFuture::new(self.as_stream_ref())
     }
 }
 
 impl StreamRef<'_> {
     /// A future that is ready once all work queued on the stream before this call has finished
-    /// (see [`Stream::drained`]). For [`StreamRef::per_thread`], the calling thread's stream.
+    /// (see [`Stream::completion`]). For [`StreamRef::per_thread`], the calling thread's stream.
     ///
     /// # Errors
-    /// As for [`Stream::drained`].
-    pub fn drained(&self) -> DrainedFuture {
-        DrainedFuture::new(*self)
+    /// As for [`Stream::completion`].
+    pub fn completion(&self) -> StreamFuture {
+        StreamFuture::new(*self)
     }
 }
 
@@ -424,7 +424,7 @@ impl StreamRef<'_> {
 // Pending
 
 /// The future of a [`Pending`] operation (`pending.await`, or `pending.into_future()`): ready
-/// with what [`Pending::wait`] returns, the buffer handed back once the operation has finished.
+/// with what [`Pending::synchronize`] returns, the buffer handed back once the operation has finished.
 ///
 /// # Drop
 /// Dropping it unfinished drops the [`Pending`], which **blocks** until the operation has
@@ -489,10 +489,10 @@ impl<B> Future for PendingFuture<B> {
                 Some(pending) => Poll::Ready(Ok(pending.finished())),
                 None => panic!("PendingFuture polled after it handed its buffer back"),
             },
-            // A sticky error (or one known when the future was made): `wait` returns at once,
-            // with the error (the buffer is then leaked, as by `Pending::wait`).
+            // A sticky error (or one known when the future was made): `synchronize` returns at once,
+            // with the error (the buffer is then leaked, as by `Pending::synchronize`).
             Poll::Ready(Err(_)) => match this.pending.take() {
-                Some(pending) => Poll::Ready(pending.wait()),
+                Some(pending) => Poll::Ready(pending.synchronize()),
                 None => panic!("PendingFuture polled after it handed its buffer back"),
             },
         }
@@ -505,7 +505,7 @@ mod thread_safety {
     use static_assertions::assert_impl_all;
 
     assert_impl_all!(EventFuture<'static>: Send, Sync, Unpin);
-    assert_impl_all!(DrainedFuture: Send, Sync, Unpin);
+    assert_impl_all!(StreamFuture: Send, Sync, Unpin);
     assert_impl_all!(PendingFuture<PinnedBuffer<f32>>: Send, Sync, Unpin);
 }
 

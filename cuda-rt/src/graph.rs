@@ -839,7 +839,7 @@ impl<'a> GraphExec<'a> {
     pub fn into_raw(self) -> Result<RawGraphExec> {
         let this = std::mem::ManuallyDrop::new(self);
         this.marker
-            .wait_host(LAUNCHES)
+            .synchronize(LAUNCHES)
             .map_err(|e| e.context("GraphExec::into_raw"))?;
         // SAFETY: `this` is never used or dropped again; the marker and the launch list (empty:
         // no scope borrows `self` any more) are moved out once. `owned` stays behind, leaked.
@@ -928,7 +928,9 @@ impl<'a> GraphExec<'a> {
             .map_err(|e| e.context(WHAT))?;
         }
         drop(launches);
-        self.marker.wait_host(LAUNCHES).map_err(|e| e.context(WHAT))
+        self.marker
+            .synchronize(LAUNCHES)
+            .map_err(|e| e.context(WHAT))
     }
 }
 
@@ -974,7 +976,7 @@ impl<'a> GraphExec<'a> {
             }
         };
         loop {
-            match self.marker.is_idle(LAUNCHES) {
+            match self.marker.is_complete(LAUNCHES) {
                 Ok(true) => {
                     defer_recoverable(recoverable);
                     drop(self);
@@ -1012,7 +1014,7 @@ impl Drop for GraphExec<'_> {
         }
         // No scope borrows the executable any more: its launches in scopes have finished (each
         // scope waited for them), so the marker covers the rest.
-        match self.marker.wait_host(LAUNCHES) {
+        match self.marker.synchronize(LAUNCHES) {
             Ok(()) => {
                 defer_result(
                     // SAFETY: our live executable graph, no launch pending; not used after

@@ -258,7 +258,7 @@ impl<T: DeviceCopy, D: DeviceMemoryMut<T>> KernelArg<SliceMut<T>, OnStream> for 
         f: impl FnOnce(RawSlice<*mut T>) -> Result<R>,
     ) -> Result<R> {
         let len = self.len();
-        self.enqueue_mut(stream, |ptr| f(RawSlice { ptr, len }))?
+        self.with_ptr_mut_on(stream, |ptr| f(RawSlice { ptr, len }))?
     }
 }
 
@@ -283,7 +283,7 @@ impl<T: DeviceCopy, D: DeviceMemory<T>> KernelArg<Slice<T>, OnStream> for &D {
         f: impl FnOnce(RawSlice<*const T>) -> Result<R>,
     ) -> Result<R> {
         let len = self.len();
-        self.enqueue(stream, |ptr| f(RawSlice { ptr, len }))?
+        self.with_ptr_on(stream, |ptr| f(RawSlice { ptr, len }))?
     }
 }
 
@@ -730,8 +730,8 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
                         graph,
                         dependencies,
                         kernel.func,
-                        config.grid.into(),
-                        config.block.into(),
+                        config.grid,
+                        config.block,
                         config.shared_memory_bytes,
                         ptrs.as_mut_ptr(),
                     )

@@ -11,7 +11,7 @@
 //! 1. **An `extern "C"` host launcher** written in CUDA C++ next to the kernel, taking a
 //!    `cudaStream_t`: `extern "C" cudaError_t launch_scale(float* data, size_t n, cudaStream_t s)`.
 //!    Declare it in Rust and call it with [`Stream::as_raw`](crate::Stream::as_raw) and the
-//!    buffer's device pointer, inside [`DeviceMemoryMut::enqueue_mut`](crate::DeviceMemoryMut::enqueue_mut)
+//!    buffer's device pointer, inside [`DeviceMemoryMut::with_ptr_mut_on`](crate::DeviceMemoryMut::with_ptr_mut_on)
 //!    so that the buffer orders and outlives the kernel. Turn its status into an error with
 //!    [`Error::from_status`](crate::Error::from_status).
 //! 2. **[`launch_kernel`]** (`cudaLaunchKernel`) with the kernel's address, a [`LaunchConfig`],
@@ -26,9 +26,9 @@
 //! let stream = Stream::new()?;
 //! let mut data = DeviceBuffer::from_slice(&[1.0f32, 2.0, 3.0])?;
 //! let n = data.len();
-//! let status = data.enqueue_mut(&stream, |ptr| {
+//! let status = data.with_ptr_mut_on(&stream, |ptr| {
 //!     // SAFETY: launch_scale touches exactly `n` floats at `ptr` and queues its kernel on
-//!     // `stream`, as enqueue_mut requires.
+//!     // `stream`, as with_ptr_mut_on requires.
 //!     unsafe { launch_scale(ptr, n, 2.0, stream.as_raw()) }
 //! })?;
 //! if let Some(e) = Error::from_status(status, "launch_scale") {
@@ -43,51 +43,7 @@ use crate::raw::{self, RawStream};
 use crate::stream::StreamRef;
 use std::ffi::c_void;
 
-/// Grid or block dimensions (`dim3`).
-///
-/// # Examples
-/// ```
-/// use cuda_rt::Dim3;
-/// assert_eq!(Dim3::from(256), Dim3 { x: 256, y: 1, z: 1 });
-/// assert_eq!(Dim3::from((16, 16)), Dim3 { x: 16, y: 16, z: 1 });
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Dim3 {
-    /// Extent in x.
-    pub x: u32,
-    /// Extent in y.
-    pub y: u32,
-    /// Extent in z.
-    pub z: u32,
-}
-
-impl From<u32> for Dim3 {
-    fn from(x: u32) -> Dim3 {
-        Dim3 { x, y: 1, z: 1 }
-    }
-}
-
-impl From<(u32, u32)> for Dim3 {
-    fn from((x, y): (u32, u32)) -> Dim3 {
-        Dim3 { x, y, z: 1 }
-    }
-}
-
-impl From<(u32, u32, u32)> for Dim3 {
-    fn from((x, y, z): (u32, u32, u32)) -> Dim3 {
-        Dim3 { x, y, z }
-    }
-}
-
-impl From<Dim3> for raw::Dim3 {
-    fn from(d: Dim3) -> raw::Dim3 {
-        raw::Dim3 {
-            x: d.x,
-            y: d.y,
-            z: d.z,
-        }
-    }
-}
+pub use crate::raw::Dim3;
 
 /// How to launch a kernel: grid, block, dynamic shared memory, and launch attributes.
 ///
@@ -235,11 +191,7 @@ impl LaunchAttributes {
             n += 1;
         };
         if let Some(d) = self.cluster_dims {
-            push(raw::LaunchAttribute::ClusterDimension(raw::Dim3Value {
-                x: d.x,
-                y: d.y,
-                z: d.z,
-            }));
+            push(raw::LaunchAttribute::ClusterDimension(d));
         }
         if self.cooperative {
             push(raw::LaunchAttribute::Cooperative(true));
@@ -271,8 +223,8 @@ pub(crate) unsafe fn launch_raw(
         return unsafe {
             raw::launch_kernel(
                 func,
-                config.grid.into(),
-                config.block.into(),
+                config.grid,
+                config.block,
                 args,
                 config.shared_memory_bytes,
                 stream,
@@ -284,8 +236,8 @@ pub(crate) unsafe fn launch_raw(
     unsafe {
         raw::launch_kernel_ex(
             func,
-            config.grid.into(),
-            config.block.into(),
+            config.grid,
+            config.block,
             config.shared_memory_bytes,
             stream,
             &attributes[..n],
@@ -309,8 +261,8 @@ pub(crate) unsafe fn launch_raw(
 ///   that parameter's type;
 /// - every memory the kernel accesses must be valid for those accesses and stay so until the
 ///   kernel has finished, and must not be accessed concurrently by the host or other streams:
-///   call it inside [`DeviceMemoryMut::enqueue_mut`](crate::DeviceMemoryMut::enqueue_mut) /
-///   [`enqueue`](crate::DeviceMemory::enqueue) of each buffer it uses (with the same stream).
+///   call it inside [`DeviceMemoryMut::with_ptr_mut_on`](crate::DeviceMemoryMut::with_ptr_mut_on) /
+///   [`with_ptr_on`](crate::DeviceMemory::with_ptr_on) of each buffer it uses (with the same stream).
 pub unsafe fn launch_kernel<'s>(
     kernel: *const c_void,
     config: LaunchConfig,

@@ -22,9 +22,9 @@
 //! let mut a = DeviceBuffer::<u32>::new(input.len())?;
 //! let mut b = DeviceBuffer::<u32>::new_async(input.len(), &stream)?;
 //! cuda_rt::scope(|s| {
-//!     s.copy_to_device(&stream, &input, &mut a)?;
+//!     s.copy_to_device_async(&stream, &input, &mut a)?;
 //!     b.copy_from_device_async(&stream, &a)?;
-//!     s.copy_to_host(&stream, &b, &mut output)
+//!     s.copy_to_host_async(&stream, &b, &mut output)
 //! })?;
 //! assert_eq!(input, output);
 //! # Ok::<(), cuda_rt::Error>(())
@@ -45,7 +45,7 @@
 //! events, drained streams, owned copies); [`raw`] holds the one-to-one `unsafe` wrappers
 //! of the `cuda*` calls that the safe layer is built on. Every handle type has `as_raw()`, and an
 //! owning form ([`Stream`], [`Event`], [`DeviceBuffer`]) distinct from a borrowing form
-//! ([`StreamRef`], [`EventRef`], [`DeviceSlice`]) whose `unsafe` `from_raw*` constructor borrows
+//! ([`StreamRef`], [`EventRef`], [`DeviceBufferRef`]) whose `unsafe` `from_raw*` constructor borrows
 //! a foreign handle (a C++ library's) without owning it. Views of part of device memory
 //! ([`DeviceView`], [`DeviceViewMut`]) borrow like slices and go wherever memory goes.
 //!
@@ -56,7 +56,7 @@
 //!    touch it.** Queued work can reach host memory in only two ways:
 //!    - *owned*: a [`PinnedBuffer`] moved into the copy
 //!      ([`DeviceMemoryMut::copy_from_pinned_async`], [`DeviceMemory::copy_to_pinned_async`]) comes
-//!      back through [`Pending::wait`] once the copy is done; a dropped `Pending` waits first; a
+//!      back through [`Pending::synchronize`] once the copy is done; a dropped `Pending` waits first; a
 //!      leaked one leaks the buffer;
 //!    - *borrowed*: inside [`scope()`], like `std::thread::scope`: copies, host callbacks and graph
 //!      launches borrow host data that outlives the scope, and `scope` itself (not a
@@ -84,7 +84,7 @@
 //!    returned by the next `synchronize()` of the thread that caused them
 //!    ([`Stream::synchronize`], [`Event::synchronize`], [`Device::synchronize`], [`scope()`]);
 //!    owning types also have a `close()` returning `Result`, and those whose drop waits a way to
-//!    stop waiting (`close_timeout`, `wait_timeout`). When a wait that protects memory fails,
+//!    stop waiting (`close_timeout`, `synchronize_timeout`). When a wait that protects memory fails,
 //!    the memory is leaked, never freed under running work.
 //! 5. **No CUDA call from a host callback** (CUDA forbids it): every entry point of this crate
 //!    refuses with [`ErrorKind::InHostCallback`] there, and values dropped there are leaked and
@@ -106,7 +106,7 @@
 //!
 //! # Libraries that queue their own kernels
 //! A library function like `sort(stream: &Stream, keys: &mut DeviceBuffer<K>)` queues its
-//! kernels inside [`DeviceMemoryMut::enqueue_mut`] (and [`DeviceMemory::enqueue`] for buffers it
+//! kernels inside [`DeviceMemoryMut::with_ptr_mut_on`] (and [`DeviceMemory::with_ptr_on`] for buffers it
 //! only reads), passing the `stream` it was given. That orders its kernels after earlier work on
 //! the buffers (on any stream) and marks the buffers after them, so that the caller may drop the
 //! buffers, read them back, or use them on another stream right after `sort` returns: each of
@@ -162,7 +162,7 @@ pub use error::{
     take_deferred_error, Error, ErrorKind, Result,
 };
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
-pub use future::{DrainedFuture, EventFuture, PendingFuture};
+pub use future::{EventFuture, PendingFuture, StreamFuture};
 pub use graph::{
     Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Graph, GraphBuilder, GraphExec,
     Node, Stage, UpdateError,
@@ -173,8 +173,8 @@ pub use kernel::{
 };
 pub use launch::{launch_kernel, Dim3, LaunchAttributes, LaunchConfig};
 pub use memory::{
-    Chunks, ChunksExactMut, ChunksMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut,
-    DeviceSlice, DeviceView, DeviceViewMut,
+    Chunks, ChunksExactMut, ChunksMut, DeviceBuffer, DeviceBufferRef, DeviceCopy, DeviceMemory,
+    DeviceMemoryMut, DeviceView, DeviceViewMut,
 };
 #[cfg(cudart_ge = "12.8")]
 pub use module::Library;
@@ -218,7 +218,7 @@ mod thread_safety {
     assert_impl_all!(Event: Send, Sync);
     assert_impl_all!(EventRef<'static>: Send, Sync, Copy);
     assert_impl_all!(DeviceBuffer<f32>: Send, Sync);
-    assert_impl_all!(DeviceSlice<'static, f32>: Send, Sync);
+    assert_impl_all!(DeviceBufferRef<'static, f32>: Send, Sync);
     assert_impl_all!(DeviceView<'static, f32>: Send, Sync, Copy);
     assert_impl_all!(DeviceViewMut<'static, f32>: Send, Sync);
     assert_not_impl_any!(DeviceViewMut<'static, f32>: Clone);

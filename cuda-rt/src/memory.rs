@@ -1,10 +1,10 @@
-//! Device memory: [`DeviceBuffer<T>`] (owned), [`DeviceSlice<'a, T>`] (borrowed foreign
+//! Device memory: [`DeviceBuffer<T>`] (owned), [`DeviceBufferRef<'a, T>`] (borrowed foreign
 //! memory), views of part of either ([`DeviceView`], [`DeviceViewMut`]), the [`DeviceCopy`]
 //! marker for element types, and the traits with the operations they share: [`DeviceMemory`]
 //! (reads) and [`DeviceMemoryMut`] (writes).
 //!
 //! # How device memory stays sound with work pending
-//! Every allocation (a [`DeviceBuffer`], or the memory of a [`DeviceSlice`]) has one
+//! Every allocation (a [`DeviceBuffer`], or the memory of a [`DeviceBufferRef`]) has one
 //! *tracker*, shared by all views of it. It keeps, per byte range, the stream of the range's
 //! last write and the streams that read it since, each through a *marker*: an event of that
 //! stream (timing off). The rules:
@@ -47,10 +47,10 @@
 //! there are many, which can only make later writes wait for more).
 //!
 //! A library that queues its own kernels on memory (a sort, say) uses
-//! [`DeviceMemoryMut::enqueue_mut`] / [`DeviceMemory::enqueue`]: the closure gets the device
+//! [`DeviceMemoryMut::with_ptr_mut_on`] / [`DeviceMemory::with_ptr_on`]: the closure gets the device
 //! pointer, queues kernels on the stream given, and the range is marked after it. That is all
 //! it takes to keep the guarantees above for its callers. Code that queues work through
-//! [`as_raw_ptr`](DeviceMemory::as_raw_ptr) without `enqueue` is responsible for the ordering
+//! [`as_raw_ptr`](DeviceMemory::as_raw_ptr) without `with_ptr_on` is responsible for the ordering
 //! itself (its `unsafe` launch must then synchronize before the memory is used again).
 //!
 //! Memory is used on streams of its own device: a stream of another device is refused with
@@ -71,7 +71,7 @@ mod view;
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawStream};
-use crate::stream::{wait_until_idle, StreamRef};
+use crate::stream::{synchronize_stream, StreamRef};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -167,7 +167,7 @@ fn track<T, R>(
 }
 
 /// Read operations of device memory: owned ([`DeviceBuffer`]), borrowed foreign
-/// ([`DeviceSlice`]) and views of part of either ([`DeviceView`], [`DeviceViewMut`]). Write
+/// ([`DeviceBufferRef`]) and views of part of either ([`DeviceView`], [`DeviceViewMut`]). Write
 /// operations are in [`DeviceMemoryMut`].
 ///
 /// Sealed: implemented by this crate's types only. Asynchronous operations take a stream and
@@ -198,7 +198,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
     }
 
     /// The device pointer, for kernels and foreign code. Reading through it is sound only for
-    /// work ordered after this memory's queued writes; use [`enqueue`](Self::enqueue) to get
+    /// work ordered after this memory's queued writes; use [`with_ptr_on`](Self::with_ptr_on) to get
     /// that ordering (and to keep the memory alive until the work has finished).
     fn as_raw_ptr(&self) -> *const T {
         self.parts().ptr.as_ptr()
@@ -244,17 +244,17 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
     /// let stream = Stream::new()?;
     /// let data = DeviceBuffer::from_slice(&[1.0f32, 2.0, 3.0])?;
     /// let mut sum = DeviceBuffer::<f32>::zeroed(1)?;
-    /// sum.enqueue_mut(&stream, |out| {
-    ///     data.enqueue(&stream, |input| {
+    /// sum.with_ptr_mut_on(&stream, |out| {
+    ///     data.with_ptr_on(&stream, |input| {
     ///         // SAFETY: launch_sum reads n floats at input and writes one at out, on stream;
-    ///         // both buffers are ordered and kept alive by enqueue/enqueue_mut.
+    ///         // both buffers are ordered and kept alive by enqueue/with_ptr_mut_on.
     ///         unsafe { launch_sum(input, data.len(), out, stream.as_raw()) }
     ///     })
     /// })??;
     /// assert_eq!(sum.to_vec()?, [6.0]);
     /// # Ok::<(), cuda_rt::Error>(())
     /// ```
-    fn enqueue<'s, R>(
+    fn with_ptr_on<'s, R>(
         &self,
         stream: impl Into<StreamRef<'s>>,
         f: impl FnOnce(*const T) -> R,
@@ -263,7 +263,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         track(parts, Access::Read, stream.into(), |_| {
             Ok(f(parts.ptr.as_ptr()))
         })
-        .map_err(|e| e.context("DeviceMemory::enqueue"))
+        .map_err(|e| e.context("DeviceMemory::with_ptr_on"))
     }
 
     /// Blocks until all work queued on these bytes has finished (`cudaEventSynchronize` on
@@ -275,7 +275,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
         let parts = self.parts();
         parts
             .tracker
-            .wait_host(parts.span())
+            .synchronize(parts.span())
             .map_err(|e| e.context("DeviceMemory::synchronize"))
     }
 
@@ -284,12 +284,12 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
     ///
     /// # Errors
     /// An error of that work; [`ErrorKind::InHostCallback`].
-    fn is_idle(&self) -> Result<bool> {
+    fn is_complete(&self) -> Result<bool> {
         let parts = self.parts();
         parts
             .tracker
-            .is_idle(parts.span())
-            .map_err(|e| e.context("DeviceMemory::is_idle"))
+            .is_complete(parts.span())
+            .map_err(|e| e.context("DeviceMemory::is_complete"))
     }
 
     /// Copies the memory into `dst` and waits (`cudaMemcpyAsync` on the per-thread default
@@ -348,7 +348,7 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
     }
 
     /// Queues a download into an owned page-locked buffer on `stream`, handed back by
-    /// [`Pending::wait`](crate::Pending::wait) once the copy has finished.
+    /// [`Pending::synchronize`](crate::Pending::synchronize) once the copy has finished.
     ///
     /// # Errors
     /// [`ErrorKind::LengthMismatch`]; CUDA errors of queuing. On error the pinned buffer is
@@ -389,12 +389,12 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
 }
 
 /// Write operations of device memory that is borrowed mutably: owned ([`DeviceBuffer`]),
-/// borrowed foreign ([`DeviceSlice`]) and mutable views ([`DeviceViewMut`]).
+/// borrowed foreign ([`DeviceBufferRef`]) and mutable views ([`DeviceViewMut`]).
 ///
 /// Sealed, like [`DeviceMemory`].
 pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
     /// The device pointer, for kernels that write. As for
-    /// [`as_raw_ptr`](DeviceMemory::as_raw_ptr); use [`enqueue_mut`](Self::enqueue_mut).
+    /// [`as_raw_ptr`](DeviceMemory::as_raw_ptr); use [`with_ptr_mut_on`](Self::with_ptr_mut_on).
     fn as_mut_raw_ptr(&mut self) -> *mut T {
         self.parts().ptr.as_ptr()
     }
@@ -446,20 +446,20 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
         ChunksExactMut::new(self.parts(), chunk_len)
     }
 
-    /// Queues work that writes the memory on `stream`, as [`enqueue`](DeviceMemory::enqueue)
+    /// Queues work that writes the memory on `stream`, as [`with_ptr_on`](DeviceMemory::with_ptr_on)
     /// does for reads: ordered after every earlier use of these bytes. For a buffer borrowed
     /// mutably as a whole, on the same owned [`Stream`](crate::Stream) as its previous use, this
     /// is a few compares: no lock, no CUDA call.
     ///
     /// # Errors
-    /// As for [`enqueue`](DeviceMemory::enqueue).
-    fn enqueue_mut<'s, R>(
+    /// As for [`with_ptr_on`](DeviceMemory::with_ptr_on).
+    fn with_ptr_mut_on<'s, R>(
         &mut self,
         stream: impl Into<StreamRef<'s>>,
         f: impl FnOnce(*mut T) -> R,
     ) -> Result<R> {
         track_mut(self, Access::Write, stream.into(), |ptr, _| Ok(f(ptr)))
-            .map_err(|e| e.context("DeviceMemoryMut::enqueue_mut"))
+            .map_err(|e| e.context("DeviceMemoryMut::with_ptr_mut_on"))
     }
 
     /// Copies `src` into the memory and waits (`cudaMemcpyAsync` on the per-thread default
@@ -563,7 +563,7 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
             track(src, read, stream, |s| {
                 // SAFETY: both are live memory of `bytes` bytes, kept alive until the copy has
                 // run by their markers; `&mut self` and `&src` do not overlap (a mutable borrow
-                // excludes overlapping views; a DeviceSlice's contract forbids aliasing).
+                // excludes overlapping views; a DeviceBufferRef's contract forbids aliasing).
                 unsafe {
                     if dst_device == src.device {
                         raw::memcpy_async(
@@ -590,7 +590,7 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
     }
 
     /// Queues an upload from an owned page-locked buffer on `stream`: the buffer is moved in and
-    /// handed back by [`Pending::wait`](crate::Pending::wait) once the copy has finished, so it
+    /// handed back by [`Pending::synchronize`](crate::Pending::synchronize) once the copy has finished, so it
     /// cannot be touched (or freed) while the copy reads it.
     ///
     /// # Errors
@@ -643,7 +643,7 @@ pub(crate) fn blocking_on_device(
         let queued = Cell::new(false);
         let result = f(stream, &queued);
         if queued.get() {
-            let waited = wait_until_idle(stream.as_raw());
+            let waited = synchronize_stream(stream.as_raw());
             result?;
             waited
         } else {
@@ -731,7 +731,7 @@ macro_rules! whole_tracked_memory {
         )*
     };
 }
-whole_tracked_memory!(DeviceBuffer<T>, DeviceSlice<'_, T>);
+whole_tracked_memory!(DeviceBuffer<T>, DeviceBufferRef<'_, T>);
 
 const fn assert_alignment<T>() {
     assert!(
@@ -965,7 +965,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     #[allow(clippy::result_large_err)]
     pub fn close_timeout(self, timeout: Duration) -> std::result::Result<Result<()>, Self> {
         if self.allocation == Allocation::Synchronous
-            && !wait_idle_until(&self, Instant::now() + timeout)
+            && !synchronize_until(&self, Instant::now() + timeout)
         {
             return Err(self);
         }
@@ -981,7 +981,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         };
         let result = match self.allocation {
             Allocation::Empty => Ok(()),
-            Allocation::Synchronous => match self.tracker.wait_host(span) {
+            Allocation::Synchronous => match self.tracker.synchronize(span) {
                 // SAFETY: our allocation; every queued use has finished; not used again.
                 Ok(()) => unsafe { raw::free(ptr) },
                 Err(e) => Err(e),
@@ -1022,7 +1022,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                     Err(e) => {
                         // Not queued: free after a host wait instead, or leak.
                         defer(e.context(WHAT));
-                        match tracker.wait_host(span) {
+                        match tracker.synchronize(span) {
                             // SAFETY: as for Synchronous; cudaFree accepts pool memory once
                             // its uses have finished.
                             Ok(()) => unsafe { raw::free(ptr) },
@@ -1050,7 +1050,7 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// DeviceSlice
+// DeviceBufferRef
 
 /// Borrowed device memory that this crate does not own: a foreign device pointer (from a C++
 /// library) viewed as `len` elements of `T` for `'a`.
@@ -1062,7 +1062,7 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
 /// # Thread safety
 /// As [`DeviceBuffer`].
 #[derive(Debug)]
-pub struct DeviceSlice<'a, T: DeviceCopy> {
+pub struct DeviceBufferRef<'a, T: DeviceCopy> {
     ptr: NonNull<T>,
     len: usize,
     device: i32,
@@ -1071,11 +1071,11 @@ pub struct DeviceSlice<'a, T: DeviceCopy> {
 }
 
 // SAFETY: as for DeviceBuffer.
-unsafe impl<T: DeviceCopy + Send> Send for DeviceSlice<'_, T> {}
+unsafe impl<T: DeviceCopy + Send> Send for DeviceBufferRef<'_, T> {}
 // SAFETY: as for DeviceBuffer.
-unsafe impl<T: DeviceCopy + Sync> Sync for DeviceSlice<'_, T> {}
+unsafe impl<T: DeviceCopy + Sync> Sync for DeviceBufferRef<'_, T> {}
 
-impl<'a, T: DeviceCopy> DeviceSlice<'a, T> {
+impl<'a, T: DeviceCopy> DeviceBufferRef<'a, T> {
     /// Borrows `len` elements of device memory at `ptr`, on the calling thread's current device.
     ///
     /// # Safety
@@ -1088,12 +1088,12 @@ impl<'a, T: DeviceCopy> DeviceSlice<'a, T> {
     ///
     /// # Errors
     /// Errors of `cudaGetDevice`; [`ErrorKind::SizeOverflow`].
-    pub unsafe fn from_raw_parts(ptr: *mut T, len: usize) -> Result<DeviceSlice<'a, T>> {
+    pub unsafe fn from_raw_parts(ptr: *mut T, len: usize) -> Result<DeviceBufferRef<'a, T>> {
         const { assert_alignment::<T>() };
-        bytes_of::<T>(len, "DeviceSlice::from_raw_parts")?;
+        bytes_of::<T>(len, "DeviceBufferRef::from_raw_parts")?;
         // SAFETY: no preconditions.
         let device = unsafe { raw::get_device() }?;
-        Ok(DeviceSlice {
+        Ok(DeviceBufferRef {
             ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()),
             len,
             device,
@@ -1103,7 +1103,7 @@ impl<'a, T: DeviceCopy> DeviceSlice<'a, T> {
     }
 }
 
-impl<T: DeviceCopy> DeviceSlice<'_, T> {
+impl<T: DeviceCopy> DeviceBufferRef<'_, T> {
     /// Waits for the work queued through this view (`cudaEventSynchronize` of its markers) and
     /// ends it, reporting errors (drop reports them to the next synchronize instead). The
     /// memory is not freed: it belongs to its owner.
@@ -1125,7 +1125,7 @@ impl<T: DeviceCopy> DeviceSlice<'_, T> {
     // under running work): returned by value, as large as it is.
     #[allow(clippy::result_large_err)]
     pub fn close_timeout(self, timeout: Duration) -> std::result::Result<Result<()>, Self> {
-        if !wait_idle_until(&self, Instant::now() + timeout) {
+        if !synchronize_until(&self, Instant::now() + timeout) {
             return Err(self);
         }
         Ok(self.close())
@@ -1138,20 +1138,20 @@ impl<T: DeviceCopy> DeviceSlice<'_, T> {
         };
         let result = self
             .tracker
-            .wait_host(span)
-            .map_err(|e| e.context("DeviceSlice::close"));
+            .synchronize(span)
+            .map_err(|e| e.context("DeviceBufferRef::close"));
         self.tracker.destroy();
         result
     }
 }
 
-/// Polls [`DeviceMemory::is_idle`] (sleeping 10 µs, doubling up to 1 ms) until the memory's
+/// Polls [`DeviceMemory::is_complete`] (sleeping 10 µs, doubling up to 1 ms) until the memory's
 /// work has finished (or failed: the caller's wait reports the error), or `deadline` passed.
 /// Whether it ended before the deadline.
-fn wait_idle_until<T: DeviceCopy>(memory: &impl DeviceMemory<T>, deadline: Instant) -> bool {
+fn synchronize_until<T: DeviceCopy>(memory: &impl DeviceMemory<T>, deadline: Instant) -> bool {
     let mut pause = Duration::from_micros(10);
     loop {
-        match memory.is_idle() {
+        match memory.is_complete() {
             Ok(false) if Instant::now() >= deadline => return false,
             Ok(false) => {}
             Ok(true) | Err(_) => return true,
@@ -1161,12 +1161,15 @@ fn wait_idle_until<T: DeviceCopy>(memory: &impl DeviceMemory<T>, deadline: Insta
     }
 }
 
-impl<T: DeviceCopy> Drop for DeviceSlice<'_, T> {
+impl<T: DeviceCopy> Drop for DeviceBufferRef<'_, T> {
     fn drop(&mut self) {
-        if crate::error::leak_if_in_callback("DeviceSlice::drop") {
+        if crate::error::leak_if_in_callback("DeviceBufferRef::drop") {
             return;
         }
-        defer_result(self.release().map_err(|e| e.context("DeviceSlice::drop")));
+        defer_result(
+            self.release()
+                .map_err(|e| e.context("DeviceBufferRef::drop")),
+        );
     }
 }
 

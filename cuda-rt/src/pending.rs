@@ -1,5 +1,5 @@
 //! [`Pending<B>`]: the owned form of an asynchronous copy, which holds a buffer moved into the
-//! copy and hands it back once the copy has finished ([`Pending::wait`]). A `Pending` that is
+//! copy and hands it back once the copy has finished ([`Pending::synchronize`]). A `Pending` that is
 //! dropped waits for the copy first; one that is leaked (`mem::forget`) leaks the buffer too,
 //! so memory is never freed under the copy. Device memory's owned copies
 //! ([`DeviceMemoryMut::copy_from_pinned_async`](crate::DeviceMemoryMut::copy_from_pinned_async),
@@ -8,7 +8,7 @@
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, Result};
 use crate::raw::{self, RawEvent};
-use crate::stream::{wait_until_idle, StreamRef};
+use crate::stream::{synchronize_stream, StreamRef};
 use std::cell::Cell;
 use std::mem::ManuallyDrop;
 use std::sync::Mutex;
@@ -68,7 +68,7 @@ impl DoneEvent {
     }
 
     /// `cudaEventSynchronize` (spinning), falling back to polling after a recoverable error.
-    fn wait(&self) -> Result<()> {
+    fn synchronize(&self) -> Result<()> {
         let event = self.raw;
         // SAFETY: the event is live for the call.
         match unsafe { raw::event_synchronize(event) } {
@@ -80,15 +80,15 @@ impl DoneEvent {
     }
 
     /// Polls `cudaEventQuery`, sleeping between polls (from 10 µs up to 1 ms).
-    fn wait_sleeping(&self) -> Result<()> {
+    fn synchronize_sleeping(&self) -> Result<()> {
         let mut pause = Duration::from_micros(10);
         loop {
             // SAFETY: the event is live for the call.
             match unsafe { raw::event_query(self.raw) } {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
-                // An error: settle it the way `wait` does.
-                Err(_) => return self.wait(),
+                // An error: settle it the way `synchronize` does.
+                Err(_) => return self.synchronize(),
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(1));
@@ -110,7 +110,7 @@ impl Drop for DoneEvent {
     }
 }
 
-/// An asynchronous operation in flight that owns a buffer it uses; [`wait`](Self::wait) hands
+/// An asynchronous operation in flight that owns a buffer it uses; [`synchronize`](Self::synchronize) hands
 /// the buffer back once the operation has finished.
 ///
 /// Dropping a `Pending` waits for the operation, then drops the buffer. Leaking it
@@ -120,7 +120,7 @@ impl Drop for DoneEvent {
 ///
 /// Its completion event is recorded after the operation on the operation's stream; events are
 /// reused from one `Pending` to the next, and waits spin like `cudaEventSynchronize` on an event
-/// without `cudaEventBlockingSync` ([`wait_sleeping`](Self::wait_sleeping) lets the CPU go
+/// without `cudaEventBlockingSync` ([`synchronize_sleeping`](Self::synchronize_sleeping) lets the CPU go
 /// instead). In async code, `.await` it (it is [`IntoFuture`](std::future::IntoFuture), see
 /// [`future`](crate::future)): the task sleeps until a host function queued behind the
 /// operation wakes it, and the buffer comes back.
@@ -129,7 +129,7 @@ impl Drop for DoneEvent {
 /// Dropping waits for the operation (`cudaEventSynchronize`) for as long as it takes: forever
 /// if the stream never gets there (a kernel that does not end, a host callback earlier on the
 /// stream that waits for something the dropping thread holds). To bound the wait, use
-/// [`wait_timeout`](Self::wait_timeout), which hands the `Pending` back when the time is up.
+/// [`synchronize_timeout`](Self::synchronize_timeout), which hands the `Pending` back when the time is up.
 /// Inside a host callback the drop does not wait: the buffer is leaked and
 /// [`ErrorKind::LeakedInCallback`](crate::ErrorKind::LeakedInCallback) reported.
 ///
@@ -143,7 +143,7 @@ pub struct Pending<B> {
 }
 
 impl<B> Pending<B> {
-    /// Queues work that uses `value` on `stream` through `enqueue`, then records the event that
+    /// Queues work that uses `value` on `stream` through `with_ptr_on`, then records the event that
     /// says when it has finished. On error, waits for whatever was queued before dropping
     /// `value`.
     pub(crate) fn start(
@@ -187,7 +187,7 @@ impl<B> Pending<B> {
                 if !touched.get() {
                     drop(value);
                 } else {
-                    match wait_until_idle(stream.as_raw()) {
+                    match synchronize_stream(stream.as_raw()) {
                         Ok(()) => drop(value),
                         Err(e) => {
                             defer(e.context("Pending::start"));
@@ -220,20 +220,20 @@ impl<B> Pending<B> {
     /// # Errors
     /// An error of the stream's work, or a deferred error; the buffer is then leaked (never freed
     /// while the operation might still use it).
-    pub fn wait(self) -> Result<B> {
-        self.finish(DoneEvent::wait)
-            .map_err(|e| e.context("Pending::wait"))
+    pub fn synchronize(self) -> Result<B> {
+        self.finish(DoneEvent::synchronize)
+            .map_err(|e| e.context("Pending::synchronize"))
     }
 
-    /// Waits for the operation like [`wait`](Self::wait), but polls (`cudaEventQuery`) with
+    /// Waits for the operation like [`synchronize`](Self::synchronize), but polls (`cudaEventQuery`) with
     /// sleeps between polls (10 µs, doubling up to 1 ms) instead of spinning: for long operations
-    /// while other threads need the CPU. It returns up to a sleep later than `wait`.
+    /// while other threads need the CPU. It returns up to a sleep later than `synchronize`.
     ///
     /// # Errors
-    /// As for [`wait`](Self::wait).
-    pub fn wait_sleeping(self) -> Result<B> {
-        self.finish(DoneEvent::wait_sleeping)
-            .map_err(|e| e.context("Pending::wait_sleeping"))
+    /// As for [`synchronize`](Self::synchronize).
+    pub fn synchronize_sleeping(self) -> Result<B> {
+        self.finish(DoneEvent::synchronize_sleeping)
+            .map_err(|e| e.context("Pending::synchronize_sleeping"))
     }
 
     /// Waits for the operation at most `timeout`, polling (`cudaEventQuery`) with sleeps between
@@ -248,7 +248,7 @@ impl<B> Pending<B> {
     ///
     /// # Errors
     /// A sticky error of the stream's work (the buffer is then leaked, as by
-    /// [`wait`](Self::wait)); [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback)
+    /// [`synchronize`](Self::synchronize)); [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback)
     /// inside a host callback (the buffer is leaked too: the operation's state is unknown).
     ///
     /// # Examples
@@ -259,7 +259,7 @@ impl<B> Pending<B> {
     /// let device = DeviceBuffer::<u8>::new(1 << 20)?;
     /// let mut pending = device.copy_to_pinned_async(&stream, PinnedBuffer::new(1 << 20)?)?;
     /// let staging = loop {
-    ///     match pending.wait_timeout(Duration::from_millis(100))? {
+    ///     match pending.synchronize_timeout(Duration::from_millis(100))? {
     ///         Ok(staging) => break staging,
     ///         Err(still_running) => pending = still_running, // e.g. check for cancellation here
     ///     }
@@ -267,7 +267,10 @@ impl<B> Pending<B> {
     /// assert_eq!(staging.len(), 1 << 20);
     /// # Ok::<(), cuda_rt::Error>(())
     /// ```
-    pub fn wait_timeout(self, timeout: Duration) -> Result<std::result::Result<B, Pending<B>>> {
+    pub fn synchronize_timeout(
+        self,
+        timeout: Duration,
+    ) -> Result<std::result::Result<B, Pending<B>>> {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_micros(10);
         let mut recoverable: Option<Error> = None;
@@ -276,22 +279,22 @@ impl<B> Pending<B> {
             match unsafe { raw::event_query(self.done.raw) } {
                 Ok(true) => {
                     if let Some(e) = recoverable {
-                        defer(e.context("Pending::wait_timeout"));
+                        defer(e.context("Pending::synchronize_timeout"));
                     }
                     return self
                         .finish(|_| Ok(()))
                         .map(Ok)
-                        .map_err(|e| e.context("Pending::wait_timeout"));
+                        .map_err(|e| e.context("Pending::synchronize_timeout"));
                 }
                 Ok(false) => {}
                 Err(e) if e.is_sticky() || e.kind() == crate::ErrorKind::InHostCallback => {
                     if let Some(first) = recoverable {
-                        defer(first.context("Pending::wait_timeout"));
+                        defer(first.context("Pending::synchronize_timeout"));
                     }
                     return self
                         .finish(|_| Err(e))
                         .map(Ok)
-                        .map_err(|e| e.context("Pending::wait_timeout"));
+                        .map_err(|e| e.context("Pending::synchronize_timeout"));
                 }
                 Err(e) => {
                     recoverable.get_or_insert(e);
@@ -300,7 +303,7 @@ impl<B> Pending<B> {
             let elapsed = started.elapsed();
             if elapsed >= timeout {
                 if let Some(e) = recoverable {
-                    defer(e.context("Pending::wait_timeout"));
+                    defer(e.context("Pending::synchronize_timeout"));
                 }
                 return Ok(Err(self));
             }
@@ -347,7 +350,7 @@ impl<B> Drop for Pending<B> {
         if crate::error::leak_if_in_callback("Pending::drop") {
             return;
         }
-        match self.done.wait() {
+        match self.done.synchronize() {
             Ok(()) => {
                 // SAFETY: each field is dropped exactly once, here, after the operation
                 // finished; not used again.

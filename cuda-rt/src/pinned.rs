@@ -6,7 +6,7 @@
 //! used by queued copies in two ways that keep it untouched until they finish:
 //! - **owned**: a [`PinnedBuffer`] is moved into the copy
 //!   ([`DeviceMemoryMut::copy_from_pinned_async`](crate::DeviceMemoryMut::copy_from_pinned_async)) and
-//!   handed back by [`Pending::wait`](crate::Pending::wait). A `Pending` that is dropped waits for the copy first; one
+//!   handed back by [`Pending::synchronize`](crate::Pending::synchronize). A `Pending` that is dropped waits for the copy first; one
 //!   that is leaked (`mem::forget`) leaks the buffer too, so the memory is never freed under the
 //!   copy;
 //! - **borrowed**: inside a [`scope`](crate::scope()), which waits for its copies before returning.
@@ -74,7 +74,7 @@ impl BitOr for HostAllocFlags {
 /// An owned array of `T` in page-locked ("pinned") host memory.
 ///
 /// It dereferences to `[T]`: a `PinnedBuffer` you hold never has a copy in flight, because
-/// asynchronous copies take it by value ([`Pending`]) or borrow it inside a
+/// asynchronous copies take it by value ([`Pending`](crate::Pending)) or borrow it inside a
 /// [`scope`](crate::scope()).
 ///
 /// One taken from a [`PinnedPool`](pool::PinnedPool) gives its memory back to the pool when
@@ -92,7 +92,7 @@ impl BitOr for HostAllocFlags {
 /// staging.iter_mut().enumerate().for_each(|(i, x)| *x = i as u32);
 /// let upload = device.copy_from_pinned_async(&stream, staging)?;
 /// // ... the host is free to do other work here ...
-/// let staging = upload.wait()?; // the buffer comes back once the copy is done
+/// let staging = upload.synchronize()?; // the buffer comes back once the copy is done
 /// assert_eq!(staging[5], 5);
 /// # Ok::<(), cuda_rt::Error>(())
 /// ```

@@ -29,7 +29,8 @@
 
 use crate::context::in_callback;
 use crate::error::{Error, ErrorKind, Result};
-/// Statuses: their codes, names and the thread's last error (the raw layer's leaf, [`crate::status`]).
+// Statuses: their codes, names and the thread's last error (defined in the raw layer's leaf,
+// `status`, which `error` builds on).
 pub use crate::status::{
     codes as status, error_name, error_string, get_last_error, peek_at_last_error, RawStatus,
 };
@@ -48,8 +49,6 @@ pub type RawGraphExec = sys::cudaGraphExec_t;
 pub type RawGraphNode = sys::cudaGraphNode_t;
 /// A raw memory pool handle (`cudaMemPool_t`).
 pub type RawMemPool = sys::cudaMemPool_t;
-/// Grid or block dimensions (`dim3`).
-pub type Dim3 = sys::dim3;
 /// The signature of a host function for `cudaLaunchHostFunc`.
 pub type HostFn = unsafe extern "C" fn(user_data: *mut c_void);
 /// The signature of a stream callback for `cudaStreamAddCallback`.
@@ -258,7 +257,16 @@ pub unsafe fn launch_kernel(
     not_in_callback("cudaLaunchKernel")?;
     check(
         // SAFETY: the caller's contract.
-        unsafe { sys::cudaLaunchKernel(func, grid, block, args, shared_memory_bytes, stream) },
+        unsafe {
+            sys::cudaLaunchKernel(
+                func,
+                grid.to_sys(),
+                block.to_sys(),
+                args,
+                shared_memory_bytes,
+                stream,
+            )
+        },
         "cudaLaunchKernel",
     )
 }

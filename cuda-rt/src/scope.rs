@@ -37,8 +37,8 @@
 //! let mut output = vec![0.0f32; 1000];
 //! let mut device = DeviceBuffer::<f32>::new(1000)?;
 //! cuda_rt::scope(|s| {
-//!     s.copy_to_device(&stream, &input, &mut device)?;
-//!     s.copy_to_host(&stream, &device, &mut output)?;
+//!     s.copy_to_device_async(&stream, &input, &mut device)?;
+//!     s.copy_to_host_async(&stream, &device, &mut output)?;
 //!     Ok(())
 //! })?;
 //! assert_eq!(input, output); // both usable again after the scope
@@ -52,7 +52,7 @@
 //! # let mut device = DeviceBuffer::<u32>::new(4).unwrap();
 //! let mut host = vec![1u32; 4];
 //! cuda_rt::scope(|s| {
-//!     s.copy_to_device(&stream, &host, &mut device)?;
+//!     s.copy_to_device_async(&stream, &host, &mut device)?;
 //!     host[0] = 2; // error: `host` is borrowed by the pending copy
 //!     Ok(())
 //! }).unwrap();
@@ -83,7 +83,7 @@ use crate::error::{defer, defer_result, take_deferred_error, Error, ErrorKind, R
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::pinned::HostRegisterFlags;
 use crate::raw::{self, RawStatus, RawStream};
-use crate::stream::{wait_until_idle_on, StreamRef};
+use crate::stream::{synchronize_stream_on, StreamRef};
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -128,7 +128,7 @@ where
         _one_thread: PhantomData,
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| f(&scope)));
-    let waited = scope.wait_all();
+    let waited = scope.synchronize_all();
     // After the final wait: host memory registered for the scope is unregistered before its
     // borrow ends.
     let unregistered = scope.unregister_all();
@@ -257,7 +257,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
     }
 
-    fn wait_all(&self) -> Result<()> {
+    fn synchronize_all(&self) -> Result<()> {
         let mut first = Ok(());
         self.last_graph_launch.set(GraphLaunchKey::NONE);
         let (streams, callbacks, graphs) = {
@@ -272,7 +272,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         };
         for &(stream, device) in streams.iter() {
             // Every enlisted stream is a StreamRef<'env>, live until after this call.
-            if let Err(e) = wait_until_idle_on(device, stream) {
+            if let Err(e) = synchronize_stream_on(device, stream) {
                 if first.is_ok() {
                     first = Err(e.context("scope: waiting for queued work"));
                 }
@@ -305,13 +305,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Errors
     /// [`ErrorKind::LengthMismatch`] unless the lengths are
     /// equal; CUDA errors of queuing.
-    pub fn copy_to_device<T: DeviceCopy>(
+    pub fn copy_to_device_async<T: DeviceCopy>(
         &self,
         stream: impl Into<StreamRef<'env>>,
         src: &'scope [T],
         dst: &mut impl DeviceMemoryMut<T>,
     ) -> Result<()> {
-        const WHAT: &str = "Scope::copy_to_device";
+        const WHAT: &str = "Scope::copy_to_device_async";
         check_len(dst.len(), src.len(), WHAT)?;
         let bytes = bytes_of::<T>(src.len(), WHAT)?;
         if bytes == 0 {
@@ -319,9 +319,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let stream = stream.into();
         self.enlist_stream(stream)?;
-        dst.enqueue_mut(stream, |dst_ptr| {
+        dst.with_ptr_mut_on(stream, |dst_ptr| {
             // SAFETY: `src` is borrowed for 'env, which lasts until the scope has waited for
-            // this stream; `dst` is ordered and kept alive by its marker (enqueue_mut).
+            // this stream; `dst` is ordered and kept alive by its marker (with_ptr_mut_on).
             unsafe {
                 raw::memcpy_async(
                     dst_ptr.cast(),
@@ -343,14 +343,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// to page-locked memory it is asynchronous.
     ///
     /// # Errors
-    /// As for [`copy_to_device`](Self::copy_to_device).
-    pub fn copy_to_host<T: DeviceCopy>(
+    /// As for [`copy_to_device_async`](Self::copy_to_device_async).
+    pub fn copy_to_host_async<T: DeviceCopy>(
         &self,
         stream: impl Into<StreamRef<'env>>,
         src: &impl DeviceMemory<T>,
         dst: &'scope mut [T],
     ) -> Result<()> {
-        const WHAT: &str = "Scope::copy_to_host";
+        const WHAT: &str = "Scope::copy_to_host_async";
         check_len(src.len(), dst.len(), WHAT)?;
         let bytes = bytes_of::<T>(dst.len(), WHAT)?;
         if bytes == 0 {
@@ -358,7 +358,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let stream = stream.into();
         self.enlist_stream(stream)?;
-        src.enqueue(stream, |src_ptr| {
+        src.with_ptr_on(stream, |src_ptr| {
             // SAFETY: `dst` is exclusively borrowed for 'env, which lasts until the scope has
             // waited for this stream; every bit pattern written is a valid T (DeviceCopy);
             // `src` is ordered and kept alive by its marker (enqueue).
@@ -416,7 +416,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let user_data = slot.as_ptr().cast::<c_void>();
         // SAFETY: the stream is live for 'env; the trampoline for F is given a `Slot<F>` and
         // uses CUDA's share of it exactly once; the closure is Send, and runs only after taking
-        // it from the slot, before `scope` returns (wait_all waits for a running closure), so
+        // it from the slot, before `scope` returns (synchronize_all waits for a running closure), so
         // within 'env.
         let result = unsafe {
             if with_status {

@@ -50,8 +50,8 @@ pub mod codes {
     pub const NOT_PERMITTED: RawStatus = sys::cudaErrorNotPermitted;
     /// `cudaErrorStreamCaptureInvalidated`.
     pub const STREAM_CAPTURE_INVALIDATED: RawStatus = sys::cudaErrorStreamCaptureInvalidated;
-    /// `cudaErrorGraphExecUpdateFailure`: [`graph_exec_update`](super::graph_exec_update) did
-    /// not update the executable graph (see [`GraphExecUpdateInfo`](super::GraphExecUpdateInfo)).
+    /// `cudaErrorGraphExecUpdateFailure`: [`graph_exec_update`](crate::raw::graph_exec_update) did
+    /// not update the executable graph (see [`GraphExecUpdateInfo`](crate::raw::GraphExecUpdateInfo)).
     pub const GRAPH_EXEC_UPDATE_FAILURE: RawStatus = sys::cudaErrorGraphExecUpdateFailure;
 
     /// The statuses after which the CUDA context is unusable ("sticky" errors): every later
@@ -112,7 +112,7 @@ fn static_c_str(ptr: *const std::ffi::c_char) -> Option<&'static str> {
 
 /// `cudaGetLastError`: the last error of an API call on this host thread, resetting it to
 /// `cudaSuccess` (sticky errors are not reset). Inside a host callback of this crate it returns
-/// `cudaErrorNotPermitted` without calling CUDA (see the [module docs](self)).
+/// `cudaErrorNotPermitted` without calling CUDA (see [`crate::raw`]).
 pub fn get_last_error() -> RawStatus {
     if in_callback() {
         return sys::cudaErrorNotPermitted;

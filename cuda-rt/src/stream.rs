@@ -22,12 +22,16 @@
 //!   is the same on every thread but *means the calling thread's stream*: a `StreamRef::per_thread()`
 //!   used on another thread names that thread's stream.
 
+mod hold;
+
+pub(crate) use hold::{HoldState, StreamHold};
+
 use crate::error::{with_deferred, ErrorKind, Result};
 use crate::raw::{self, RawStream};
 use std::io::Write;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// Flags of a new stream (`cudaStreamCreateWithFlags`).
 ///
@@ -85,7 +89,7 @@ static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
 /// let done = Event::new()?;
 /// done.record(&stream)?;
 /// stream.synchronize()?;
-/// assert!(done.has_occurred()?);
+/// assert!(done.is_complete()?);
 /// # Ok::<(), cuda_rt::Error>(())
 /// ```
 #[derive(Debug)]
@@ -211,39 +215,6 @@ impl Stream {
     /// The device the stream belongs to.
     pub fn device(&self) -> crate::Device {
         crate::Device::from_ordinal(self.device)
-    }
-
-    /// `cudaStreamQuery`: whether all work queued so far has finished. Does not block.
-    ///
-    /// # Errors
-    /// An error of the queued work (sticky errors are returned by every later call).
-    pub fn query(&self) -> Result<bool> {
-        self.as_stream_ref().query()
-    }
-
-    /// `cudaStreamSynchronize`: waits until all work queued so far has finished. Also returns a
-    /// deferred error (see [`take_deferred_error`](crate::take_deferred_error)).
-    ///
-    /// # Errors
-    /// The first error of the queued work, or a deferred error.
-    pub fn synchronize(&self) -> Result<()> {
-        self.as_stream_ref().synchronize()
-    }
-
-    /// `cudaStreamGetFlags`.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn flags(&self) -> Result<StreamFlags> {
-        self.as_stream_ref().flags()
-    }
-
-    /// `cudaStreamGetPriority`.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn priority(&self) -> Result<i32> {
-        self.as_stream_ref().priority()
     }
 
     /// `cudaStreamDestroy`, reporting its error (drop reports it to the next synchronize).
@@ -410,167 +381,62 @@ impl<'a> StreamRef<'a> {
         // SAFETY: the handle is live for 'a (from_raw's contract, or a special handle).
         unsafe { raw::stream_get_device(self.raw) }.map_err(|e| e.context("StreamRef::device"))
     }
-
-    /// `cudaStreamQuery` (see [`Stream::query`]).
-    ///
-    /// # Errors
-    /// An error of the queued work.
-    pub fn query(&self) -> Result<bool> {
-        // SAFETY: the handle is live for 'a.
-        unsafe { raw::stream_query(self.raw) }.map_err(|e| e.context("Stream::query"))
-    }
-
-    /// `cudaStreamSynchronize` (see [`Stream::synchronize`]).
-    ///
-    /// # Errors
-    /// The first error of the queued work, or a deferred error.
-    pub fn synchronize(&self) -> Result<()> {
-        // SAFETY: the handle is live for 'a.
-        with_deferred(unsafe { raw::stream_synchronize(self.raw) })
-            .map_err(|e| e.context("Stream::synchronize"))
-    }
-
-    /// `cudaStreamGetFlags`.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn flags(&self) -> Result<StreamFlags> {
-        // SAFETY: the handle is live for 'a.
-        let bits =
-            unsafe { raw::stream_get_flags(self.raw) }.map_err(|e| e.context("Stream::flags"))?;
-        Ok(StreamFlags::from_bits(bits).unwrap_or(StreamFlags(bits)))
-    }
-
-    /// `cudaStreamGetPriority`.
-    ///
-    /// # Errors
-    /// `cudaErrorInvalidResourceHandle`.
-    pub fn priority(&self) -> Result<i32> {
-        // SAFETY: the handle is live for 'a.
-        unsafe { raw::stream_get_priority(self.raw) }.map_err(|e| e.context("Stream::priority"))
-    }
 }
 
-/// What the last-use markers of device memory keep of an owned [`Stream`] they record on
-/// lazily (see [`memory`](crate::memory)): the handle, and whether it may still be recorded on.
-///
-/// A marker records on the stream only when another stream, a host wait or a free needs the
-/// memory, possibly long after the use, so the stream may have been dropped (or be capturing a
-/// graph) by then. The hold tells: while it is [`HoldState::Open`] the marker records on the
-/// handle, under the hold's lock, so that the owner cannot destroy the stream meanwhile; once
-/// the owner has let go ([`HoldState::Closed`]) or is capturing ([`HoldState::Capturing`]), the
-/// marker waits on the hold's own event instead, recorded by the owner at that moment after all
-/// the work queued before it (null when the owner waited for that work instead).
-#[derive(Debug)]
-pub(crate) struct StreamHold {
-    raw: RawStream,
-    device: i32,
-    state: Mutex<Hold>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Hold {
-    pub(crate) state: HoldState,
-    /// Recorded by the owner when the stream was set aside (null: waited for instead).
-    pub(crate) event: raw::RawEvent,
-}
-
-/// See [`StreamHold`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HoldState {
-    /// Markers record on the handle.
-    Open,
-    /// The owner is capturing a graph on the stream: markers wait on the hold's event.
-    Capturing,
-    /// The owner destroyed the stream or gave up its handle: markers wait on the hold's event.
-    Closed,
-}
-
-// SAFETY: stream and event handles may be used from any thread; the state is behind a mutex.
-unsafe impl Send for StreamHold {}
-// SAFETY: as above.
-unsafe impl Sync for StreamHold {}
-
-impl StreamHold {
-    fn new(raw: RawStream, device: i32) -> StreamHold {
-        StreamHold {
-            raw,
-            device,
-            state: Mutex::new(Hold {
-                state: HoldState::Open,
-                event: std::ptr::null_mut(),
-            }),
+// The methods that `Stream` and `StreamRef` share, written once: each handle reaches the stream
+// through `as_raw`, which is live while the handle is (owned, or borrowed for its lifetime).
+macro_rules! stream_methods {
+    () => {
+        /// `cudaStreamQuery`: whether all work queued so far has finished. Does not block.
+        ///
+        /// # Errors
+        /// An error of the queued work (sticky errors are returned by every later call).
+        pub fn is_complete(&self) -> Result<bool> {
+            // SAFETY: the handle is live while `self` is (owned, or borrowed for its lifetime).
+            unsafe { raw::stream_query(self.as_raw()) }
+                .map_err(|e| e.context("Stream::is_complete"))
         }
-    }
 
-    /// The stream's handle (valid while the state is `Open`, under the lock).
-    pub(crate) fn raw(&self) -> RawStream {
-        self.raw
-    }
-
-    /// The stream's device.
-    pub(crate) fn device(&self) -> i32 {
-        self.device
-    }
-
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Hold> {
-        // Nothing panics while holding the lock.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The owner lets go of the handle: markers wait on an event recorded now from then on.
-    fn close(&self) {
-        self.set_aside(HoldState::Closed);
-    }
-
-    /// Records the hold's event after the work queued so far (or, if that fails, waits for
-    /// that work) and puts the hold in `state`.
-    fn set_aside(&self, state: HoldState) {
-        let mut hold = self.lock();
-        if hold.event.is_null() {
-            // SAFETY: no preconditions; the event is owned by the hold.
-            match crate::device::with_current(self.device, || unsafe {
-                raw::event_create_with_flags(raw::flags::EVENT_DISABLE_TIMING)
-            }) {
-                Ok(event) => hold.event = event,
-                Err(e) => crate::error::defer(e.context("Stream: marker event")),
-            }
+        /// `cudaStreamSynchronize`: waits until all work queued so far has finished. Also
+        /// returns a deferred error (see [`take_deferred_error`](crate::take_deferred_error)).
+        ///
+        /// # Errors
+        /// The first error of the queued work, or a deferred error.
+        pub fn synchronize(&self) -> Result<()> {
+            // SAFETY: the handle is live while `self` is (owned, or borrowed for its lifetime).
+            with_deferred(unsafe { raw::stream_synchronize(self.as_raw()) })
+                .map_err(|e| e.context("Stream::synchronize"))
         }
-        let recorded = if hold.event.is_null() {
-            Err(crate::Error::cuda(
-                raw::status::INVALID_VALUE,
-                "cudaEventRecord",
-            ))
-        } else {
-            // SAFETY: the event and the stream are live and of one device.
-            unsafe { raw::event_record(hold.event, self.raw) }
-        };
-        if recorded.is_err() {
-            // The event says nothing: wait for the stream, so that the markers need not.
-            if let Err(e) = wait_until_idle(self.raw) {
-                crate::error::defer(e.context("Stream: waiting for work on device memory"));
-            }
-            if !hold.event.is_null() {
-                let event = std::mem::replace(&mut hold.event, std::ptr::null_mut());
-                // SAFETY: ours, not recorded by anyone else (we hold the lock); not used again.
-                crate::error::defer_result(unsafe { raw::event_destroy(event) });
-            }
+
+        /// `cudaStreamGetFlags`.
+        ///
+        /// # Errors
+        /// `cudaErrorInvalidResourceHandle`.
+        pub fn flags(&self) -> Result<StreamFlags> {
+            // SAFETY: the handle is live while `self` is (owned, or borrowed for its lifetime).
+            let bits = unsafe { raw::stream_get_flags(self.as_raw()) }
+                .map_err(|e| e.context("Stream::flags"))?;
+            Ok(StreamFlags::from_bits(bits).unwrap_or(StreamFlags(bits)))
         }
-        hold.state = state;
-    }
+
+        /// `cudaStreamGetPriority`.
+        ///
+        /// # Errors
+        /// `cudaErrorInvalidResourceHandle`.
+        pub fn priority(&self) -> Result<i32> {
+            // SAFETY: the handle is live while `self` is (owned, or borrowed for its lifetime).
+            unsafe { raw::stream_get_priority(self.as_raw()) }
+                .map_err(|e| e.context("Stream::priority"))
+        }
+    };
 }
 
-impl Drop for StreamHold {
-    fn drop(&mut self) {
-        let event = self
-            .state
-            .get_mut()
-            .map_or(std::ptr::null_mut(), |h| h.event);
-        if !event.is_null() && !crate::context::in_callback() {
-            // SAFETY: ours and live; nobody waits on it any more (the last marker let go).
-            crate::error::defer_result(unsafe { raw::event_destroy(event) });
-        }
-    }
+impl Stream {
+    stream_methods!();
+}
+
+impl StreamRef<'_> {
+    stream_methods!();
 }
 
 /// Waits until everything queued on `stream` so far has finished, or the context is dead.
@@ -583,7 +449,7 @@ impl Drop for StreamHold {
 /// could let the device write into freed memory.
 ///
 /// Returns the first error met (the work is finished or will never run, either way).
-pub(crate) fn wait_until_idle(stream: RawStream) -> Result<()> {
+pub(crate) fn synchronize_stream(stream: RawStream) -> Result<()> {
     // SAFETY: callers pass handles that are live until this returns.
     let first = match unsafe { raw::stream_synchronize(stream) } {
         Ok(()) => return Ok(()),
@@ -600,7 +466,7 @@ pub(crate) fn is_default_stream(stream: RawStream) -> bool {
     stream.is_null() || stream == raw::STREAM_LEGACY || stream == raw::STREAM_PER_THREAD
 }
 
-/// [`wait_until_idle`] for a stream of `device`, never returning before the stream is idle (or
+/// [`synchronize_stream`] for a stream of `device`, never returning before the stream is idle (or
 /// its context dead) because a device could not be made current.
 ///
 /// An explicit stream handle names one stream of one device, and `cudaStreamSynchronize` /
@@ -613,21 +479,21 @@ pub(crate) fn is_default_stream(stream: RawStream) -> bool {
 /// Inside a host callback it returns [`ErrorKind::InHostCallback`] at once: CUDA must not be
 /// called there, and nothing that borrows memory can be queued there (every function of this
 /// crate that queues work refuses inside callbacks), so there is nothing to wait for.
-pub(crate) fn wait_until_idle_on(device: i32, stream: RawStream) -> Result<()> {
+pub(crate) fn synchronize_stream_on(device: i32, stream: RawStream) -> Result<()> {
     if !is_default_stream(stream) {
-        return wait_until_idle(stream);
+        return synchronize_stream(stream);
     }
-    wait_with_device_current(
+    synchronize_with_device_current(
         device,
         |ordinal, wait| crate::device::with_current(ordinal, wait),
-        || wait_until_idle(stream),
+        || synchronize_stream(stream),
     )
 }
 
 /// Runs `wait` once with `device` made current through `with_device` (which runs its closure
 /// with the device current, or fails without running it), retrying a failed switch until it
-/// succeeds; see [`wait_until_idle_on`]. Returns what `with_device` returned when `wait` ran.
-fn wait_with_device_current(
+/// succeeds; see [`synchronize_stream_on`]. Returns what `with_device` returned when `wait` ran.
+fn synchronize_with_device_current(
     device: i32,
     mut with_device: impl FnMut(i32, &mut dyn FnMut() -> Result<()>) -> Result<()>,
     mut wait: impl FnMut() -> Result<()>,
@@ -668,7 +534,7 @@ fn wait_with_device_current(
     }
 }
 
-/// The polling half of [`wait_until_idle`], for any handle with a query.
+/// The polling half of [`synchronize_stream`], for any handle with a query.
 pub(crate) fn poll_until_idle(first: crate::Error, query: impl Fn() -> Result<bool>) -> Result<()> {
     let started = std::time::Instant::now();
     let mut pause = std::time::Duration::from_micros(10);
@@ -716,7 +582,7 @@ mod tests {
         use crate::Error;
         let mut switches = 0;
         let mut waits = 0;
-        let result = wait_with_device_current(
+        let result = synchronize_with_device_current(
             3,
             |device, wait| {
                 assert_eq!(device, 3);
@@ -738,7 +604,7 @@ mod tests {
         assert_eq!((switches, waits), (3, 1));
 
         // The wait's own error is returned, once it ran.
-        let failed = wait_with_device_current(
+        let failed = synchronize_with_device_current(
             0,
             |_, wait| wait(),
             || {
@@ -755,8 +621,8 @@ mod tests {
     fn waits_inside_a_callback_return_at_once() {
         let mut results = Vec::new();
         crate::callback::run_guarded(crate::context::thread_tag(), || {
-            results.push(wait_until_idle_on(0, raw::STREAM_LEGACY));
-            results.push(wait_until_idle(raw::STREAM_PER_THREAD));
+            results.push(synchronize_stream_on(0, raw::STREAM_LEGACY));
+            results.push(synchronize_stream(raw::STREAM_PER_THREAD));
         });
         for result in results {
             assert_eq!(result.unwrap_err().kind(), ErrorKind::InHostCallback);

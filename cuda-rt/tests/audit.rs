@@ -104,7 +104,7 @@ fn a_failed_query_does_not_leave_its_error_as_the_last_error() {
     // this thread.
     unsafe { raw::stream_begin_capture(stream.as_raw(), raw::flags::CAPTURE_MODE_THREAD_LOCAL) }
         .unwrap();
-    let queried = stream.query();
+    let queried = stream.is_complete();
     let last = raw::peek_at_last_error();
     // SAFETY: the stream is capturing (or its capture was invalidated): ending it is required.
     let ended = unsafe { raw::stream_end_capture(stream.as_raw()) };
@@ -125,7 +125,7 @@ fn a_failed_query_does_not_leave_its_error_as_the_last_error() {
     // The invalidated capture's error was returned by `stream_end_capture`, and consumed too.
     assert_eq!(raw::get_last_error(), raw::status::SUCCESS);
     stream.synchronize().unwrap();
-    assert!(stream.query().unwrap());
+    assert!(stream.is_complete().unwrap());
 }
 
 #[test]
@@ -142,7 +142,7 @@ fn deferred_errors_go_to_the_thread_that_caused_them() {
     // Wait for it without taking deferred errors on this thread.
     let done = Event::new().unwrap();
     done.record(&stream).unwrap();
-    while !done.has_occurred().unwrap() {
+    while !done.is_complete().unwrap() {
         std::thread::sleep(Duration::from_millis(1));
     }
     // Another thread's synchronizes do not see it.
@@ -196,20 +196,23 @@ fn a_pending_copy_can_be_waited_for_with_a_timeout_and_comes_back() {
     let pending = device.copy_to_pinned_async(&stream, staging).unwrap();
     if queuing.elapsed() >= Duration::from_secs(1) {
         println!("a_pending_copy_can_be_waited_for_with_a_timeout_and_comes_back: queuing the copy waited for the stream here (a sanitizer?); the timeout is not observable");
-        let staging = pending.wait().unwrap();
+        let staging = pending.synchronize().unwrap();
         assert!(staging.iter().all(|&x| x == 0));
         watchdog.join().unwrap();
         return;
     }
     let started = std::time::Instant::now();
-    let pending = match pending.wait_timeout(Duration::from_millis(50)).unwrap() {
+    let pending = match pending
+        .synchronize_timeout(Duration::from_millis(50))
+        .unwrap()
+    {
         Ok(_) => panic!("the copy cannot have run: the stream is held"),
         Err(pending) => pending,
     };
     assert!(started.elapsed() >= Duration::from_millis(50));
     assert!(!pending.is_complete().unwrap());
     release.send(()).unwrap();
-    let staging = match pending.wait_timeout(CALLBACK_TIMEOUT).unwrap() {
+    let staging = match pending.synchronize_timeout(CALLBACK_TIMEOUT).unwrap() {
         Ok(staging) => staging,
         Err(_) => panic!("the copy did not finish once the stream was released"),
     };

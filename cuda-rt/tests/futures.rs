@@ -7,7 +7,7 @@
 //! a GPU.
 
 use cuda_rt::prelude::*;
-use cuda_rt::{DrainedFuture, Pending};
+use cuda_rt::{Pending, StreamFuture};
 use cuda_rt_test_kernels::affine::{affine_u32, affine_u32_cpu};
 use proptest::prelude::*;
 use std::future::{Future, IntoFuture};
@@ -136,8 +136,8 @@ fn an_upload_a_kernel_and_a_download_awaited_give_the_cpu_result() {
         affine_u32(&mut device, &stream, 3, 11)?;
         let done = Event::new()?;
         done.record(&stream)?;
-        done.occurred().await?;
-        stream.drained().await?;
+        done.completion().await?;
+        stream.completion().await?;
         let staging = device.copy_to_pinned_async(&stream, staging)?.await?;
         Ok::<_, cuda_rt::Error>(staging.to_vec())
     })
@@ -163,8 +163,8 @@ fn futures_are_pending_behind_a_long_kernel_and_ready_after_it() {
     }
     let done = Event::new().unwrap();
     done.record(&stream).unwrap();
-    let mut occurred = done.occurred();
-    let mut drained = stream.drained();
+    let mut occurred = done.completion();
+    let mut drained = stream.completion();
     let mut download = device
         .copy_to_pinned_async(&stream, PinnedBuffer::new(len).unwrap())
         .unwrap()
@@ -199,8 +199,8 @@ fn futures_wake_their_task_from_the_host_function() {
     let release = stall(&stream);
     let done = Event::new().unwrap();
     done.record(&stream).unwrap();
-    let mut occurred = done.occurred();
-    let mut drained = stream.drained();
+    let mut occurred = done.completion();
+    let mut drained = stream.completion();
     let (poll, occurred_wakes) = poll_once(&mut occurred);
     assert!(poll.is_pending());
     let (poll, drained_wakes) = poll_once(&mut drained);
@@ -243,12 +243,14 @@ fn futures_of_finished_or_never_recorded_work_are_ready_at_once() {
     let _serial = serial();
     let stream = Stream::new().unwrap();
     let never = Event::new().unwrap();
-    assert!(poll_once(&mut never.occurred()).0.is_ready());
-    assert!(poll_once(&mut stream.drained()).0.is_ready());
-    assert!(poll_once(&mut StreamRef::per_thread().drained())
+    assert!(poll_once(&mut never.completion()).0.is_ready());
+    assert!(poll_once(&mut stream.completion()).0.is_ready());
+    assert!(poll_once(&mut StreamRef::per_thread().completion())
         .0
         .is_ready());
-    assert!(poll_once(&mut StreamRef::legacy().drained()).0.is_ready());
+    assert!(poll_once(&mut StreamRef::legacy().completion())
+        .0
+        .is_ready());
     let device = DeviceBuffer::<u8>::zeroed(64).unwrap();
     let pending = device
         .copy_to_pinned_async(&stream, PinnedBuffer::new(64).unwrap())
@@ -281,14 +283,14 @@ fn futures_dropped_or_leaked_before_completion_leave_the_work_running_and_the_da
     assert!(poll_once(&mut upload).0.is_pending());
     let done = Event::new().unwrap();
     done.record(&stream).unwrap();
-    let mut occurred = done.occurred();
+    let mut occurred = done.completion();
     assert!(poll_once(&mut occurred).0.is_pending());
-    let mut drained = stream.drained();
+    let mut drained = stream.completion();
     assert!(poll_once(&mut drained).0.is_pending());
     // Event and stream futures: dropped and leaked without waiting.
     drop(occurred);
     std::mem::forget(drained);
-    drop(stream.drained());
+    drop(stream.completion());
     let releaser = {
         let release = Arc::clone(&release);
         std::thread::spawn(move || {
@@ -340,12 +342,12 @@ fn many_futures_from_many_threads_all_complete() {
                     for event in &events {
                         event.record(stream).unwrap();
                     }
-                    let mut waits: Vec<_> = events.iter().map(Event::occurred).collect();
-                    waits.extend(events.iter().map(|e| e.as_event_ref().occurred()));
+                    let mut waits: Vec<_> = events.iter().map(Event::completion).collect();
+                    waits.extend(events.iter().map(|e| e.as_event_ref().completion()));
                     for result in join_all(waits) {
                         result.unwrap();
                     }
-                    let drains: Vec<DrainedFuture> = (0..3).map(|_| stream.drained()).collect();
+                    let drains: Vec<StreamFuture> = (0..3).map(|_| stream.completion()).collect();
                     for result in join_all(drains) {
                         result.unwrap();
                     }
@@ -364,11 +366,11 @@ fn many_futures_from_many_threads_all_complete() {
     // Futures polled on another thread than the one that made them.
     let stream = &streams[0];
     let release = stall(stream);
-    let drained = stream.drained();
+    let drained = stream.completion();
     let event = Event::new().unwrap();
     event.record(stream).unwrap();
     let waiter = std::thread::scope(|s| {
-        let handle = s.spawn(|| block_on(async { event.occurred().await.and(drained.await) }));
+        let handle = s.spawn(|| block_on(async { event.completion().await.and(drained.await) }));
         std::thread::sleep(Duration::from_millis(20));
         release.store(true, Ordering::Release);
         handle.join().unwrap()
@@ -542,7 +544,7 @@ fn run_sequence(lens: &[usize], ops: &[Op]) {
             }
             Op::Drained { lane, end } => {
                 let lane = &lanes[lane % count];
-                let drained = lane.stream.drained();
+                let drained = lane.stream.completion();
                 match end {
                     End::Await => block_on(drained).unwrap(),
                     End::Drop => drop(drained),
@@ -553,11 +555,11 @@ fn run_sequence(lens: &[usize], ops: &[Op]) {
                 let lane = &lanes[lane % count];
                 let done = Event::new().unwrap();
                 done.record(&lane.stream).unwrap();
-                let mut occurred = done.occurred();
+                let mut occurred = done.completion();
                 match end {
                     End::Await => {
                         block_on(occurred).unwrap();
-                        assert!(done.has_occurred().unwrap());
+                        assert!(done.is_complete().unwrap());
                     }
                     End::Drop => drop(occurred),
                     End::Leak => {
@@ -578,7 +580,7 @@ fn run_sequence(lens: &[usize], ops: &[Op]) {
         if let Some((future, expected)) = lane.download.take() {
             assert!(*block_on(future).unwrap() == expected[..]);
         }
-        block_on(lane.stream.drained()).unwrap();
+        block_on(lane.stream.completion()).unwrap();
         assert!(lane.device.to_vec().unwrap() == lane.model);
     }
 }
@@ -630,7 +632,7 @@ fn events_destroyed_under_leaked_or_dropped_futures_are_never_queried_after() {
     for _ in 0..200 {
         let event = Event::new().unwrap();
         event.record(&stream).unwrap();
-        let mut occurred = event.occurred();
+        let mut occurred = event.completion();
         assert!(poll_once(&mut occurred).0.is_pending());
         std::mem::forget(occurred);
         drop(event);
@@ -638,7 +640,7 @@ fn events_destroyed_under_leaked_or_dropped_futures_are_never_queried_after() {
     // A raw handle given away under a leaked future, then destroyed by its new owner.
     let event = Event::new().unwrap();
     event.record(&stream).unwrap();
-    std::mem::forget(event.occurred());
+    std::mem::forget(event.completion());
     let raw = event.into_raw();
     // SAFETY: the handle is live and owned by nobody else (given up just above).
     drop(unsafe { Event::from_raw(raw) });
@@ -692,8 +694,8 @@ fn futures_complete_whatever_the_spin_window() {
             .into_future();
         let done = Event::new().unwrap();
         done.record(&stream).unwrap();
-        let occurred = done.occurred();
-        let drained = stream.drained();
+        let occurred = done.completion();
+        let drained = stream.completion();
         // Released well after any short window has passed.
         let releaser = {
             let release = Arc::clone(&release);
@@ -782,7 +784,7 @@ fn futures_behind_a_sticky_error_return_it_instead_of_hanging() {
     }
     // The parent's context is unaffected.
     let stream = Stream::new().unwrap();
-    block_on(stream.drained()).unwrap();
+    block_on(stream.completion()).unwrap();
 }
 
 fn futures_behind_a_sticky_error_child() {
@@ -795,7 +797,7 @@ fn futures_behind_a_sticky_error_child() {
     let release = stall(&stream);
     let n = buffer.len();
     let status = buffer
-        .enqueue_mut(&stream, |ptr| {
+        .with_ptr_mut_on(&stream, |ptr| {
             // SAFETY: the store lands 256 GiB past the buffer, in unmapped device memory: the
             // device faults; no host memory is touched. This process is a child that expects it.
             unsafe {
@@ -811,8 +813,8 @@ fn futures_behind_a_sticky_error_child() {
     cuda_rt::raw::check(status, "cuda_rt_faults_write_out_of_bounds").unwrap();
     let done = Event::new().unwrap();
     done.record(&stream).unwrap();
-    let mut occurred = done.occurred();
-    let mut drained = stream.drained();
+    let mut occurred = done.completion();
+    let mut drained = stream.completion();
     let mut download = buffer
         .copy_to_pinned_async(&stream, PinnedBuffer::new(n).unwrap())
         .unwrap()

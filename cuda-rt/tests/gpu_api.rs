@@ -3,7 +3,7 @@
 //! Each test skips loudly without a GPU.
 
 use cuda_rt::prelude::*;
-use cuda_rt::{CaptureMode, Device, DeviceSlice, ErrorKind, HostAllocFlags, Limit, StreamRef};
+use cuda_rt::{CaptureMode, Device, DeviceBufferRef, ErrorKind, HostAllocFlags, Limit, StreamRef};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -66,14 +66,14 @@ fn streams_flags_priorities_and_default_streams() {
     assert_eq!(urgent.flags().unwrap(), StreamFlags::NON_BLOCKING);
     let blocking = Stream::new().unwrap();
     assert_eq!(blocking.flags().unwrap(), StreamFlags::BLOCKING);
-    assert!(urgent.query().unwrap());
+    assert!(urgent.is_complete().unwrap());
 
     // Both default streams are usable handles.
     let mut buffer = DeviceBuffer::<u32>::new(1 << 20).unwrap();
     for stream in [StreamRef::legacy(), StreamRef::per_thread()] {
         buffer.set_bytes_async(stream, 7).unwrap();
         stream.synchronize().unwrap();
-        assert!(stream.query().unwrap());
+        assert!(stream.is_complete().unwrap());
         assert_eq!(buffer.to_vec().unwrap()[12345], 0x0707_0707);
     }
 
@@ -96,14 +96,14 @@ fn events_occur_in_order_and_time_work() {
     let stream = Stream::new().unwrap();
     let (start, end) = (Event::new().unwrap(), Event::new().unwrap());
     let mut buffer = DeviceBuffer::<u8>::new(64 << 20).unwrap();
-    assert!(end.has_occurred().unwrap(), "never recorded: occurred");
+    assert!(end.is_complete().unwrap(), "never recorded: occurred");
     start.record(&stream).unwrap();
     for i in 0..8 {
         buffer.set_bytes_async(&stream, i).unwrap();
     }
     end.record(&stream).unwrap();
     end.synchronize().unwrap();
-    assert!(start.has_occurred().unwrap() && end.has_occurred().unwrap());
+    assert!(start.is_complete().unwrap() && end.is_complete().unwrap());
     let elapsed = Event::elapsed_time_between(&start, &end).unwrap();
     assert!(elapsed.as_nanos() > 0, "{elapsed:?}");
     // End before start is an error, not a negative Duration.
@@ -216,7 +216,7 @@ fn pending_copies_hand_buffers_back_or_keep_them() {
     staging.copy_from_slice(&input);
     let upload = device.copy_from_pinned_async(&stream, staging).unwrap();
     let _ = upload.is_complete().unwrap();
-    let staging = upload.wait().unwrap();
+    let staging = upload.synchronize().unwrap();
     assert_eq!(
         staging.flags(),
         HostAllocFlags::PORTABLE | HostAllocFlags::WRITE_COMBINED
@@ -248,8 +248,8 @@ fn scope_waits_for_its_work_when_the_closure_panics() {
     let callback_ran = AtomicBool::new(false);
     let panicked: std::thread::Result<cuda_rt::Result<()>> = catch_unwind(AssertUnwindSafe(|| {
         cuda_rt::scope(|s| {
-            s.copy_to_device(&stream, &input, &mut device)?;
-            s.copy_to_host(&stream, &device, &mut output)?;
+            s.copy_to_device_async(&stream, &input, &mut device)?;
+            s.copy_to_host_async(&stream, &device, &mut output)?;
             s.launch_host_fn(&stream, || callback_ran.store(true, Ordering::SeqCst))?;
             panic!("inside the scope");
         })
@@ -328,7 +328,7 @@ fn borrowed_device_memory_is_waited_for_on_drop() {
     {
         // SAFETY: `raw` is n u32 of device memory of the current device, used by nothing else
         // until freed below, after this view has been dropped (which waits for its work).
-        let mut view = unsafe { DeviceSlice::<u32>::from_raw_parts(raw.cast(), n) }.unwrap();
+        let mut view = unsafe { DeviceBufferRef::<u32>::from_raw_parts(raw.cast(), n) }.unwrap();
         view.set_bytes_async(&stream, 0x11).unwrap();
         assert_eq!(view.to_vec().unwrap()[n - 1], 0x1111_1111);
         view.set_bytes_async(&stream, 0x22).unwrap();
@@ -439,9 +439,9 @@ fn enqueue_orders_foreign_work_and_reports_idleness() {
     for round in 0..4u8 {
         // "Foreign" work through the raw pointer, as a kernel launcher would queue it.
         buffer
-            .enqueue_mut(&first, |ptr| {
+            .with_ptr_mut_on(&first, |ptr| {
                 // SAFETY: `ptr` is n bytes of device memory; the memset is queued on `first`,
-                // the stream given to enqueue_mut.
+                // the stream given to with_ptr_mut_on.
                 unsafe { cuda_rt::raw::memset_async(ptr.cast(), round, n, first.as_raw()) }
             })
             .unwrap()
@@ -451,7 +451,7 @@ fn enqueue_orders_foreign_work_and_reports_idleness() {
         assert_eq!(other.to_vec().unwrap(), vec![round; n]);
     }
     buffer.synchronize().unwrap();
-    assert!(buffer.is_idle().unwrap());
+    assert!(buffer.is_complete().unwrap());
 }
 
 #[test]
@@ -741,15 +741,15 @@ fn pending_copies_reuse_their_events_and_wait_either_way() {
         }
         for (i, upload) in pending.into_iter().enumerate() {
             staging[i] = Some(if round % 2 == 0 {
-                upload.wait().unwrap()
+                upload.synchronize().unwrap()
             } else {
-                upload.wait_sleeping().unwrap()
+                upload.synchronize_sleeping().unwrap()
             });
         }
         for (i, (dev, stream)) in device.iter().zip(&streams).enumerate() {
             let buffer = staging[i].take().unwrap();
             let download = dev.copy_to_pinned_async(stream, buffer).unwrap();
-            let buffer = download.wait().unwrap();
+            let buffer = download.synchronize().unwrap();
             assert!(buffer.iter().all(|&x| x == round * 2 + i as u32));
             staging[i] = Some(buffer);
         }

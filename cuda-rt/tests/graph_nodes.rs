@@ -317,9 +317,9 @@ fn a_built_graph_equals_the_eager_work_it_describes() {
         let mut b = DeviceBuffer::<f32>::new(N).unwrap();
         b.set_bytes_async(&stream, 0).unwrap();
         cuda_rt::scope(|s| {
-            s.copy_to_device(&stream, &input, &mut a)?;
+            s.copy_to_device_async(&stream, &input, &mut a)?;
             b.copy_from_device_async(&stream, &a)?;
-            s.copy_to_host(&stream, &b, &mut eager)
+            s.copy_to_host_async(&stream, &b, &mut eager)
         })
         .unwrap();
     }

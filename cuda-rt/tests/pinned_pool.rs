@@ -146,8 +146,8 @@ fn round_trips_through_pooled_buffers_on_several_streams_and_threads() {
                     let down = device
                         .copy_to_pinned_async(&stream, pool.take::<u32>(len).unwrap())
                         .unwrap();
-                    let up = up.wait().unwrap();
-                    let down = down.wait().unwrap();
+                    let up = up.synchronize().unwrap();
+                    let down = down.synchronize().unwrap();
                     assert_eq!(&up[..], &down[..], "thread {t}, round trip {i}");
                 }
                 stream.synchronize().unwrap();
@@ -236,7 +236,7 @@ fn a_pool_dropped_under_a_copy_in_flight() {
         .copy_to_pinned_async(&stream, pool.take::<u8>(4 << 20).unwrap())
         .unwrap();
     drop(pool);
-    let buffer = pending.wait().unwrap();
+    let buffer = pending.synchronize().unwrap();
     assert!(buffer.iter().all(|&b| b == 0x5A));
     drop(buffer); // freed: the pool is gone
     no_deferred_errors();

@@ -63,10 +63,10 @@ fn h2d_d2d_d2h_round_trips_equal_the_input() {
             let mut b = DeviceBuffer::<u32>::new_async(input.len(), &second)?;
             let mut output = vec![0u32; input.len()];
             cuda_rt::scope(|s| {
-                s.copy_to_device(&first, input, &mut a)?;
+                s.copy_to_device_async(&first, input, &mut a)?;
                 // Another stream: ordered after the upload by a's last-use marker.
                 b.copy_from_device_async(&second, &a)?;
-                s.copy_to_host(&first, &b, &mut output)
+                s.copy_to_host_async(&first, &b, &mut output)
             })?;
             Exact.check(&output, input)?;
             // The synchronous forms agree.
@@ -111,11 +111,11 @@ fn pinned_registered_and_pageable_paths_agree() {
             let registered = RegisteredHost::new(input.to_vec(), HostRegisterFlags::DEFAULT)
                 .map_err(cuda_rt::Error::from)?;
             cuda_rt::scope(|s| {
-                s.copy_to_device(&stream, input, &mut via_pageable)?;
-                s.copy_to_device(&stream, &registered, &mut via_registered)
+                s.copy_to_device_async(&stream, input, &mut via_pageable)?;
+                s.copy_to_device_async(&stream, &registered, &mut via_registered)
             })?;
             Exact.check(&registered.into_inner()?, input)?;
-            let pinned = upload.wait()?;
+            let pinned = upload.synchronize()?;
             Exact.check(&pinned[..], input)?;
 
             // Download each buffer a different way than it was uploaded.
@@ -124,11 +124,11 @@ fn pinned_registered_and_pageable_paths_agree() {
                 .map_err(cuda_rt::Error::from)?;
             let download = via_pageable.copy_to_pinned_async(&stream, pinned)?;
             cuda_rt::scope(|s| {
-                s.copy_to_host(&stream, &via_pinned, &mut pageable_out)?;
-                s.copy_to_host(&stream, &via_registered, &mut registered)
+                s.copy_to_host_async(&stream, &via_pinned, &mut pageable_out)?;
+                s.copy_to_host_async(&stream, &via_registered, &mut registered)
             })?;
             let registered_out = registered.into_inner()?;
-            let pinned_out = download.wait()?;
+            let pinned_out = download.synchronize()?;
             Exact.check(&pinned_out[..], input)?;
             Exact.check(&pageable_out, input)?;
             Exact.check(&registered_out, input)
@@ -152,12 +152,12 @@ fn producer_and_consumer_streams_ordered_by_an_event() {
                 for _ in 0..4 {
                     result.set_bytes_async(&producer, *fill)?;
                 }
-                s.copy_to_device(&producer, input, &mut stage)?;
+                s.copy_to_device_async(&producer, input, &mut stage)?;
                 result.copy_from_device_async(&producer, &stage)?;
                 produced.record(&producer)?;
                 // Consumer: waits for the producer's event, then reads the result.
                 consumer.wait(&produced)?;
-                s.copy_to_host(&consumer, &result, &mut output)
+                s.copy_to_host_async(&consumer, &result, &mut output)
             })?;
             Exact.check(&output, input)
         })
@@ -245,7 +245,7 @@ fn event_times_are_monotone() {
             events[work.len()].synchronize()?;
             let mut previous = Duration::ZERO;
             for (i, event) in events.iter().enumerate() {
-                ensure!(event.has_occurred()?);
+                ensure!(event.is_complete()?);
                 let since_start = Event::elapsed_time_between(&events[0], event)?;
                 ensure!(
                     since_start >= previous,

@@ -47,8 +47,8 @@ fn round_trip(
 ) -> cuda_rt::Result<()> {
     let mut device = DeviceBuffer::<u32>::new(source.len())?;
     cuda_rt::scope(|s| {
-        s.copy_to_device(stream, source, &mut device)?;
-        s.copy_to_host(stream, &device, destination)
+        s.copy_to_device_async(stream, source, &mut device)?;
+        s.copy_to_host_async(stream, &device, destination)
     })
 }
 
@@ -230,7 +230,7 @@ fn a_read_only_registration_is_an_upload_source() {
         sys::cudaMemoryTypeHost
     );
     let mut device = DeviceBuffer::<u32>::new(BIG).unwrap();
-    cuda_rt::scope(|s| s.copy_to_device(&stream, &registered, &mut device)).unwrap();
+    cuda_rt::scope(|s| s.copy_to_device_async(&stream, &registered, &mut device)).unwrap();
     assert!(device.to_vec().unwrap() == expected);
     assert!(registered.into_inner().unwrap() == expected);
 
@@ -240,8 +240,8 @@ fn a_read_only_registration_is_an_upload_source() {
     cuda_rt::scope(|s| {
         let source = s.register_host_read_only(&expected, HostRegisterFlags::PORTABLE)?;
         let destination = s.register_host(&mut downloaded, HostRegisterFlags::DEFAULT)?;
-        s.copy_to_device(&stream, source, &mut second)?;
-        s.copy_to_host(&stream, &second, destination)
+        s.copy_to_device_async(&stream, source, &mut second)?;
+        s.copy_to_host_async(&stream, &second, destination)
     })
     .unwrap();
     assert!(downloaded == expected);
@@ -286,10 +286,10 @@ fn scoped_registrations_copy_on_two_streams_and_are_unregistered_at_the_end() {
         let input_high = s.register_host(input_high, HostRegisterFlags::PORTABLE)?;
         let output = s.register_host(&mut output, HostRegisterFlags::DEFAULT)?;
         let (output_low, output_high) = output.split_at_mut(half);
-        s.copy_to_device(&a, input_low, &mut low)?;
-        s.copy_to_device(&b, input_high, &mut high)?;
-        s.copy_to_host(&a, &low, output_low)?;
-        s.copy_to_host(&b, &high, output_high)
+        s.copy_to_device_async(&a, input_low, &mut low)?;
+        s.copy_to_device_async(&b, input_high, &mut high)?;
+        s.copy_to_host_async(&a, &low, output_low)?;
+        s.copy_to_host_async(&b, &high, output_high)
     })
     .unwrap();
     assert!(
@@ -311,7 +311,7 @@ fn scoped_registrations_copy_on_two_streams_and_are_unregistered_at_the_end() {
     let panicked = catch_unwind(AssertUnwindSafe(|| {
         cuda_rt::scope(|s| -> cuda_rt::Result<()> {
             let registered = s.register_host(&mut memory, HostRegisterFlags::DEFAULT)?;
-            s.copy_to_device(&a, registered, &mut small)?;
+            s.copy_to_device_async(&a, registered, &mut small)?;
             panic!("after registering")
         })
     }));
@@ -340,7 +340,7 @@ fn a_scope_registering_registered_memory_fails_and_still_unregisters_the_others(
     let mut device = DeviceBuffer::<u32>::new(1 << 20).unwrap();
     let e = cuda_rt::scope(|s| -> cuda_rt::Result<()> {
         let first = s.register_host(&mut first, HostRegisterFlags::DEFAULT)?;
-        s.copy_to_device(&stream, first, &mut device)?;
+        s.copy_to_device_async(&stream, first, &mut device)?;
         // Registered already (owned by `owned`): refused with CUDA's error.
         s.register_host(&mut owned[..], HostRegisterFlags::DEFAULT)?;
         unreachable!("registering registered memory succeeded")
@@ -358,7 +358,7 @@ fn a_scope_registering_registered_memory_fails_and_still_unregisters_the_others(
     );
     assert_eq!(host_memory_type(owned.as_ptr()), sys::cudaMemoryTypeHost);
     assert!(device.to_vec().unwrap() == first);
-    cuda_rt::scope(|s| s.copy_to_host(&stream, &device, &mut owned)).unwrap();
+    cuda_rt::scope(|s| s.copy_to_host_async(&stream, &device, &mut owned)).unwrap();
     assert!(owned.into_inner().unwrap() == first);
     RegisteredHost::new(first, HostRegisterFlags::DEFAULT)
         .unwrap()

@@ -71,9 +71,9 @@ fn simple_streams(n: usize, streams: usize) {
             .zip(output.chunks_mut(chunk))
             .zip(device.chunks_mut(chunk)?);
         for (stream, ((src, dst), mut d)) in queues.iter().zip(chunks) {
-            s.copy_to_device(stream, src, &mut d)?;
+            s.copy_to_device_async(stream, src, &mut d)?;
             affine_u32(&mut d, stream, a, b)?;
-            s.copy_to_host(stream, &d, dst)?;
+            s.copy_to_host_async(stream, &d, dst)?;
         }
         Ok(())
     })
@@ -110,8 +110,8 @@ fn disjoint_views_on_two_streams_are_not_ordered() {
     let done = Event::new().unwrap();
     done.record(&s1).unwrap();
     // The second memset must not wait for the first.
-    let ran = becomes_true(Duration::from_secs(5), || done.has_occurred().unwrap());
-    assert!(!low.is_idle().unwrap(), "the stalled stream ran");
+    let ran = becomes_true(Duration::from_secs(5), || done.is_complete().unwrap());
+    assert!(!low.is_complete().unwrap(), "the stalled stream ran");
     release.store(true, Ordering::Release);
     assert!(
         ran,
@@ -144,7 +144,7 @@ fn overlapping_uses_stay_ordered() {
         .unwrap();
     let done = Event::new().unwrap();
     done.record(&s1).unwrap();
-    let ran_early = becomes_true(Duration::from_millis(300), || done.has_occurred().unwrap());
+    let ran_early = becomes_true(Duration::from_millis(300), || done.is_complete().unwrap());
     release.store(true, Ordering::Release);
     assert!(
         !ran_early,
@@ -156,7 +156,8 @@ fn overlapping_uses_stay_ordered() {
     // A read view ordered after both writes, on a third stream.
     let s2 = Stream::new().unwrap();
     let mut out = vec![0u8; 1000];
-    cuda_rt::scope(|s| s.copy_to_host(&s2, &buffer.slice(399_500..400_500)?, &mut out)).unwrap();
+    cuda_rt::scope(|s| s.copy_to_host_async(&s2, &buffer.slice(399_500..400_500)?, &mut out))
+        .unwrap();
     assert!(out[..500].iter().all(|&x| x == 1) && out[500..].iter().all(|&x| x == 2));
 }
 
@@ -181,14 +182,14 @@ fn views_everywhere_a_buffer_is_used() {
     let pinned = view
         .copy_from_pinned_async(&stream, pinned)
         .unwrap()
-        .wait()
+        .synchronize()
         .unwrap();
     let back = buffer
         .slice(50..150)
         .unwrap()
         .copy_to_pinned_async(&stream, pinned)
         .unwrap()
-        .wait()
+        .synchronize()
         .unwrap();
     assert_eq!(back[..50], [5; 50]);
     assert_eq!(back[50..], data[100..150]);
@@ -281,7 +282,7 @@ fn out_of_range_is_an_error() {
     ));
 }
 
-/// The closure of `enqueue` runs without any lock: two threads nesting uses of two buffers in
+/// The closure of `with_ptr_on` runs without any lock: two threads nesting uses of two buffers in
 /// opposite orders finish (they deadlocked when the closure ran under the buffer's lock).
 #[test]
 fn nested_enqueues_in_opposite_orders_do_not_deadlock() {
@@ -299,7 +300,7 @@ fn nested_enqueues_in_opposite_orders_do_not_deadlock() {
             t.spawn(move || {
                 for _ in 0..2000 {
                     first
-                        .enqueue(stream, |_| second.enqueue(stream, |_| ()))
+                        .with_ptr_on(stream, |_| second.with_ptr_on(stream, |_| ()))
                         .unwrap()
                         .unwrap();
                 }
@@ -313,7 +314,9 @@ fn nested_enqueues_in_opposite_orders_do_not_deadlock() {
         }
     });
     // The same buffer inside its own closure, too.
-    a.enqueue(&sa, |_| a.enqueue(&sb, |_| ())).unwrap().unwrap();
+    a.with_ptr_on(&sa, |_| a.with_ptr_on(&sb, |_| ()))
+        .unwrap()
+        .unwrap();
     a.synchronize().unwrap();
 }
 
@@ -356,7 +359,7 @@ fn lazy_markers_outlive_their_stream() {
             println!("lazy_markers_outlive_their_stream: letting go of the stream waited for its work here (a sanitizer?); ordering not observable");
         } else {
             let ran_early =
-                becomes_true(Duration::from_millis(300), || done.has_occurred().unwrap());
+                becomes_true(Duration::from_millis(300), || done.is_complete().unwrap());
             assert!(
                 !ran_early,
                 "a use after the stream was let go did not wait for it"
@@ -551,9 +554,9 @@ proptest! {
                 .zip(view.chunks_mut(chunk)?);
             for (i, ((src, dst), mut d)) in chunks.enumerate() {
                 let stream = &queues[i % streams];
-                s.copy_to_device(stream, src, &mut d)?;
+                s.copy_to_device_async(stream, src, &mut d)?;
                 affine_u32(&mut d, stream, a, b)?;
-                s.copy_to_host(stream, &d, dst)?;
+                s.copy_to_host_async(stream, &d, dst)?;
             }
             Ok(())
         }).unwrap();

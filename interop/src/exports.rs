@@ -78,7 +78,7 @@ thread_local! {
 }
 
 /// Checks `request` and sorts it on `stream` with this thread's workspace for the current
-/// device, waiting for the result (`RawWorkspace::enqueue`, then `finish`: the status word is
+/// device, waiting for the result (`RawWorkspace::with_ptr_on`, then `finish`: the status word is
 /// copied back and the stream synchronized).
 ///
 /// # Safety
@@ -108,7 +108,7 @@ unsafe fn sort_blocking(request: &SortRequest, stream: StreamRef<'_>) -> Result<
         // sort before returning, or failed before queuing anything (enqueue waits for the
         // stream after a failure that follows queued work).
         unsafe {
-            workspace.enqueue(&buffers, order, Strategy::default(), stream.as_raw())?;
+            workspace.with_ptr_on(&buffers, order, Strategy::default(), stream.as_raw())?;
             workspace.finish(stream.as_raw())?;
         }
         Ok(())

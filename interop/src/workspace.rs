@@ -91,7 +91,7 @@ impl Inner {
         let finished = if wait {
             self.done.synchronize().map(|()| true)
         } else {
-            self.done.has_occurred()
+            self.done.is_complete()
         };
         match finished {
             Ok(false) => Ok(None),
@@ -377,7 +377,7 @@ pub unsafe extern "C" fn cuda_rt_sort_async(
         unsafe {
             inner
                 .raw
-                .enqueue(&buffers, order, Strategy::default(), stream.as_raw())
+                .with_ptr_on(&buffers, order, Strategy::default(), stream.as_raw())
         }?;
         // SAFETY: the sort was just enqueued on this live stream. A failed copy has waited for
         // the stream, so the sort has finished (its outcome is that failure).

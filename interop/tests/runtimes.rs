@@ -19,7 +19,8 @@ mod common;
 use common::child::{child_arg, is_child, run_child_with};
 use common::mylib::{object_of, rust_link_mode, status_name, CppHandles, Mylib, Variant};
 use cuda_rt::{
-    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceSlice, Error, Event, LaunchConfig, Stream,
+    DeviceBuffer, DeviceBufferRef, DeviceMemory, DeviceMemoryMut, Error, Event, LaunchConfig,
+    Stream,
 };
 use cuda_rt::{Dim3, EventRef, StreamFlags, StreamRef};
 use cuda_rt_sys::{self as sys, cudaError_t};
@@ -116,8 +117,8 @@ fn streams_events_and_pointers_cross_runtimes() {
         let x = DeviceBuffer::from_slice(&vec![2.0f32; n]).unwrap();
         let mut y = DeviceBuffer::from_slice(&vec![1.0f32; n]).unwrap();
         let status = y
-            .enqueue_mut(&stream, |y| {
-                x.enqueue(&stream, |x| {
+            .with_ptr_mut_on(&stream, |y| {
+                x.with_ptr_on(&stream, |x| {
                     // SAFETY: n floats each, on `stream`; ordered and kept alive by enqueue.
                     unsafe { (lib.saxpy)(3.0, x, y, n, stream.as_raw()) }
                 })
@@ -141,7 +142,7 @@ fn streams_events_and_pointers_cross_runtimes() {
                 (
                     StreamRef::from_raw(raw_stream),
                     EventRef::from_raw(raw_event),
-                    DeviceSlice::<f32>::from_raw_parts(raw_ptr.cast(), n).unwrap(),
+                    DeviceBufferRef::<f32>::from_raw_parts(raw_ptr.cast(), n).unwrap(),
                 )
             };
             slice.copy_from_device_async(their_stream, &y).unwrap();
@@ -454,8 +455,8 @@ fn iota_roundtrip() -> Result<bool, Error> {
     let stream = Stream::new()?;
     let n = 1000usize;
     let mut out = DeviceBuffer::<u32>::zeroed(n)?;
-    let status = out.enqueue_mut(&stream, |p| {
-        // SAFETY: n values at p, on `stream`; ordered and kept alive by enqueue_mut.
+    let status = out.with_ptr_mut_on(&stream, |p| {
+        // SAFETY: n values at p, on `stream`; ordered and kept alive by with_ptr_mut_on.
         unsafe { cuda_rt_interop::exports::cuda_rt_iota_u32(p, n, 5, stream.as_raw()) }
     })?;
     check(status, "cuda_rt_iota_u32")?;

@@ -1,6 +1,6 @@
 //! Rust calls C++: the C++ CUDA library `cpp/mylib` (saxpy, byte histogram, prefix sum; its own
 //! kernels behind host functions that take a `cudaStream_t` and device pointers) driven with
-//! cuda-rt's streams, events and buffers passed through `as_raw()` / `enqueue`, and checked
+//! cuda-rt's streams, events and buffers passed through `as_raw()` / `with_ptr_on`, and checked
 //! against the CPU.
 //!
 //! Also: handles the C++ side creates (a stream, an allocation, an event recorded by C++ into a
@@ -15,7 +15,7 @@ use common::mylib::{
     CppHandles, Mylib,
 };
 use cuda_rt::{
-    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceSlice, Error, Event, Stream, StreamFlags,
+    DeviceBuffer, DeviceBufferRef, DeviceMemory, DeviceMemoryMut, Error, Event, Stream, StreamFlags,
 };
 use cuda_rt::{EventRef, StreamRef};
 use cuda_rt_sys::{self as sys, cudaError_t};
@@ -46,10 +46,10 @@ fn gpu_saxpy(stream: &Stream, a: f32, x: &[f32], y: &[f32]) -> Result<Vec<f32>, 
     let x_dev = DeviceBuffer::from_slice(x)?;
     let mut y_dev = DeviceBuffer::from_slice(y)?;
     let n = x.len();
-    let status = y_dev.enqueue_mut(stream, |y_ptr| {
-        x_dev.enqueue(stream, |x_ptr| {
+    let status = y_dev.with_ptr_mut_on(stream, |y_ptr| {
+        x_dev.with_ptr_on(stream, |x_ptr| {
             // SAFETY: mylib_saxpy reads n floats at x_ptr and updates n floats at y_ptr, on
-            // `stream` only; enqueue/enqueue_mut order both buffers around it and keep them
+            // `stream` only; enqueue/with_ptr_mut_on order both buffers around it and keep them
             // alive until it has run.
             unsafe { mylib_saxpy(a, x_ptr, y_ptr, n, stream.as_raw()) }
         })
@@ -98,10 +98,10 @@ fn histogram_matches_the_cpu() {
             let mut bins = bins.borrow_mut();
             let data_dev = DeviceBuffer::from_slice(&data).unwrap();
             let status = bins
-                .enqueue_mut(&stream, |bins_ptr| {
-                    data_dev.enqueue(&stream, |data_ptr| {
+                .with_ptr_mut_on(&stream, |bins_ptr| {
+                    data_dev.with_ptr_on(&stream, |data_ptr| {
                         // SAFETY: reads data.len() bytes, writes 256 counters, on `stream`;
-                        // both buffers are ordered and kept alive by enqueue/enqueue_mut.
+                        // both buffers are ordered and kept alive by enqueue/with_ptr_mut_on.
                         unsafe {
                             mylib_histogram_u8(data_ptr, data.len(), bins_ptr, stream.as_raw())
                         }
@@ -125,17 +125,17 @@ fn gpu_scan(stream: &Stream, input: &[u32], in_place: bool) -> Result<Vec<u32>, 
     let mut data = DeviceBuffer::from_slice(input)?;
     let n = input.len();
     if in_place {
-        let status = data.enqueue_mut(stream, |p| {
+        let status = data.with_ptr_mut_on(stream, |p| {
             // SAFETY: n values read and written at p on `stream` (in place is allowed);
-            // ordered and kept alive by enqueue_mut.
+            // ordered and kept alive by with_ptr_mut_on.
             unsafe { mylib_inclusive_scan_u32(p, p, n, stream.as_raw()) }
         })?;
         check(status, "mylib_inclusive_scan_u32")?;
         return data.to_vec();
     }
     let mut out = DeviceBuffer::<u32>::new(n)?;
-    let status = out.enqueue_mut(stream, |o| {
-        data.enqueue(stream, |i| {
+    let status = out.with_ptr_mut_on(stream, |o| {
+        data.with_ptr_on(stream, |i| {
             // SAFETY: reads n values at i, writes n at o, on `stream`; ordered and kept alive.
             unsafe { mylib_inclusive_scan_u32(i, o, n, stream.as_raw()) }
         })
@@ -250,7 +250,7 @@ fn cuda_rt_events_order_cpp_work_across_streams() {
 }
 
 /// Handles created by the C++ side, borrowed by cuda-rt: a stream (`StreamRef::from_raw`), a
-/// device allocation (`DeviceSlice::from_raw_parts`), and a cuda-rt event recorded by C++
+/// device allocation (`DeviceBufferRef::from_raw_parts`), and a cuda-rt event recorded by C++
 /// (`Event::as_raw`). cuda-rt uses them and destroys none; C++ frees them afterwards.
 #[test]
 fn cuda_rt_borrows_handles_that_cpp_owns() {
@@ -268,14 +268,14 @@ fn cuda_rt_borrows_handles_that_cpp_owns() {
             (
                 StreamRef::from_raw(raw_stream),
                 EventRef::from_raw(raw_event),
-                DeviceSlice::<f32>::from_raw_parts(raw_ptr.cast(), n).unwrap(),
+                DeviceBufferRef::<f32>::from_raw_parts(raw_ptr.cast(), n).unwrap(),
             )
         };
         slice.copy_from_host(&vec![1.0; n]).unwrap();
         let status = slice
-            .enqueue_mut(stream, |y| {
+            .with_ptr_mut_on(stream, |y| {
                 // SAFETY: n floats at y (as x and y: x == y is read before written per
-                // element), on the borrowed stream; ordered and kept alive by enqueue_mut.
+                // element), on the borrowed stream; ordered and kept alive by with_ptr_mut_on.
                 unsafe { mylib_saxpy(2.0, y, y, n, stream.as_raw()) }
             })
             .unwrap();
@@ -292,7 +292,7 @@ fn cuda_rt_borrows_handles_that_cpp_owns() {
         waiter.wait(&ours).unwrap();
         event.record(&waiter).unwrap();
         event.synchronize().unwrap();
-        assert!(ours.has_occurred().unwrap());
+        assert!(ours.is_complete().unwrap());
         assert_eq!(slice.to_vec().unwrap(), vec![3.0; n]);
         stream.synchronize().unwrap();
     } // the borrowed views end here: nothing is destroyed or freed

@@ -204,7 +204,7 @@ impl DeviceScratch {
 /// the largest sort it has served, so repeated sorts of a size allocate nothing.
 ///
 /// # Drop
-/// Dropping a workspace whose last [`enqueue`](Self::enqueue) was not followed by a
+/// Dropping a workspace whose last [`with_ptr_on`](Self::with_ptr_on) was not followed by a
 /// [`finish`](Self::finish) first waits for the whole current device
 /// (`cudaDeviceSynchronize`: the workspace does not know whether that stream still exists),
 /// then frees. Failures are deferred to cuda-rt's next synchronize ([`cuda_rt::defer_error`]);
@@ -219,7 +219,7 @@ pub struct RawWorkspace {
     cuts: DeviceScratch,
     status: DeviceScratch,
     status_host: *mut u32,
-    /// Work that uses the workspace may still be queued: set by `enqueue`, cleared by a
+    /// Work that uses the workspace may still be queued: set by `with_ptr_on`, cleared by a
     /// successful wait for its stream.
     in_flight: bool,
     /// The most shared memory per block its sorts may use (`None`: the device's limit).
@@ -331,14 +331,14 @@ impl RawWorkspace {
     ///   the sort's work on `stream` has completed;
     /// - `stream` is a live stream of the current device;
     /// - no queued work still uses this workspace, except earlier sorts on the same `stream`.
-    pub unsafe fn enqueue(
+    pub unsafe fn with_ptr_on(
         &mut self,
         buffers: &RawSortBuffers,
         order: Order,
         strategy: Strategy,
         stream: RawStream,
     ) -> Result<SortLayout, SortError> {
-        refuse_in_host_callback("RawWorkspace::enqueue")?;
+        refuse_in_host_callback("RawWorkspace::with_ptr_on")?;
         let n = buffers.n;
         let value_bytes = buffers.value_bytes;
         let layout = self.plan(buffers, strategy)?;
@@ -443,10 +443,10 @@ impl RawWorkspace {
     /// in milliseconds: the tile sort first, then the merge passes' kernels in order.
     ///
     /// # Errors
-    /// As [`enqueue`](Self::enqueue) and [`finish`](Self::finish).
+    /// As [`with_ptr_on`](Self::with_ptr_on) and [`finish`](Self::finish).
     ///
     /// # Safety
-    /// As [`enqueue`](Self::enqueue).
+    /// As [`with_ptr_on`](Self::with_ptr_on).
     #[doc(hidden)]
     pub unsafe fn stage_times(
         &mut self,
@@ -769,14 +769,14 @@ impl RawSortBuffers {
 }
 
 /// Sorts `n` keys at `keys` in place on `stream` and waits for the result:
-/// [`RawWorkspace::enqueue`] then [`RawWorkspace::finish`] with a workspace of its own
+/// [`RawWorkspace::with_ptr_on`] then [`RawWorkspace::finish`] with a workspace of its own
 /// (allocated and freed here).
 ///
 /// # Errors
-/// As [`RawWorkspace::enqueue`] and [`RawWorkspace::finish`].
+/// As [`RawWorkspace::with_ptr_on`] and [`RawWorkspace::finish`].
 ///
 /// # Safety
-/// As [`RawWorkspace::enqueue`], for [`RawSortBuffers::keys`]`(keys, n)`.
+/// As [`RawWorkspace::with_ptr_on`], for [`RawSortBuffers::keys`]`(keys, n)`.
 pub unsafe fn sort_keys<K: SortKey>(
     keys: *mut K,
     n: usize,
@@ -787,7 +787,7 @@ pub unsafe fn sort_keys<K: SortKey>(
     let buffers = RawSortBuffers::keys(keys, n);
     // SAFETY: forwarded from the caller; the workspace is new, so nothing else uses it.
     unsafe {
-        workspace.enqueue(&buffers, order, Strategy::default(), stream)?;
+        workspace.with_ptr_on(&buffers, order, Strategy::default(), stream)?;
         workspace.finish(stream)?;
         workspace.close()
     }

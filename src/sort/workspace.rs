@@ -197,8 +197,8 @@ impl SortWorkspace {
     /// waits for the result.
     ///
     /// The stages are queued from the host, or, device-driven ([`Driver`](super::Driver)), the
-    /// tile sort's grid launches the merge passes from the device. Ordered after earlier work on `keys` (on any stream) through
-    /// [`DeviceMemoryMut::enqueue_mut`]; then the status word is copied back
+    /// tile sort's grid launches the merge passes from the device. Ordered after earlier work on `keys` (on any stream)
+    /// through [`DeviceMemoryMut::with_ptr_mut_on`]; then the status word is copied back
     /// (`cudaMemcpyAsync`) and `stream` synchronized (`cudaStreamSynchronize`). `stream` is
     /// anything cuda-rt's copies take: `&Stream`, [`StreamRef::legacy`],
     /// [`StreamRef::per_thread`], or a borrowed foreign stream ([`StreamRef::from_raw`]).
@@ -226,7 +226,7 @@ impl SortWorkspace {
     }
 
     /// [`sort`](Self::sort) as a future: queues the sort, then lets the task sleep until the
-    /// stream has drained ([`StreamRef::drained`]) instead of blocking the thread, then reads
+    /// stream has drained ([`StreamRef::completion`]) instead of blocking the thread, then reads
     /// the sort's outcome.
     ///
     /// The future borrows the workspace and the keys. Dropped or forgotten before it finishes,
@@ -260,7 +260,7 @@ impl SortWorkspace {
                 }
             }
             if drained.is_ok() {
-                drained = stream.drained().await.map_err(SortError::Runtime);
+                drained = stream.completion().await.map_err(SortError::Runtime);
             }
             self.async_pending = false;
         }
@@ -270,7 +270,7 @@ impl SortWorkspace {
 
     /// The first half of a sort of device memory, for [`sort`](Self::sort) and
     /// [`sort_async`](Self::sort_async): the checks, then the sort queued on `stream` inside
-    /// `enqueue_mut` of the keys. Returns whether it was queued, and the outcome for
+    /// `with_ptr_mut_on` of the keys. Returns whether it was queued, and the outcome for
     /// [`complete`](Self::complete).
     #[allow(clippy::type_complexity)]
     fn queue_keys<K: SortKey + DeviceCopy>(
@@ -293,13 +293,13 @@ impl SortWorkspace {
         let strategy = self.strategy;
         let raw = &mut self.raw;
         let mut queued = false;
-        let outcome = keys.enqueue_mut(stream, |k| {
-            // SAFETY: `k` points to n keys, ordered and kept alive by enqueue_mut, and written
+        let outcome = keys.with_ptr_mut_on(stream, |k| {
+            // SAFETY: `k` points to n keys, ordered and kept alive by with_ptr_mut_on, and written
             // only by the sort's work on `stream`; the workspace is idle (every method waits
             // for its sort before returning, and a sort whose future was dropped was waited
             // for by `settle_async` above).
             let enqueued = unsafe {
-                raw.enqueue(
+                raw.with_ptr_on(
                     &RawSortBuffers::keys(k, n),
                     order,
                     strategy,
@@ -314,8 +314,8 @@ impl SortWorkspace {
 
     /// The end of every sort of device memory: when the sort was queued, waits for it and
     /// reads its outcome ([`RawWorkspace::finish`]) also if ordering the memory failed after
-    /// it (the marker that `enqueue_mut` records), so that no queued work outlives the call.
-    /// A failed `enqueue` has waited for its stream itself.
+    /// it (the marker that `with_ptr_mut_on` records), so that no queued work outlives the call.
+    /// A failed `with_ptr_on` has waited for its stream itself.
     fn complete(
         &mut self,
         stream: StreamRef<'_>,
@@ -351,7 +351,7 @@ impl SortWorkspace {
     /// # Errors
     /// As for [`sort`](Self::sort); [`SortError::LengthMismatch`] unless
     /// `values.len() == keys.len()`; [`SortError::UnsupportedValue`] when `values` is not
-    /// aligned to the value size (a [`cuda_rt::DeviceSlice`] at an odd offset).
+    /// aligned to the value size (a [`cuda_rt::DeviceBufferRef`] at an odd offset).
     pub fn sort_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
         &mut self,
         stream: impl Into<StreamRef<'s>>,
@@ -375,13 +375,13 @@ impl SortWorkspace {
         let strategy = self.strategy;
         let raw = &mut self.raw;
         let mut queued = false;
-        let outcome = keys.enqueue_mut(stream, |k| {
-            values.enqueue_mut(stream, |v| {
+        let outcome = keys.with_ptr_mut_on(stream, |k| {
+            values.with_ptr_mut_on(stream, |v| {
                 // SAFETY: `k` and `v` point to n keys and n values, ordered and kept alive by
-                // enqueue_mut, written only by the sort's work on `stream`; the workspace is
+                // with_ptr_mut_on, written only by the sort's work on `stream`; the workspace is
                 // idle (every method waits for its sort before returning).
                 let enqueued = unsafe {
-                    raw.enqueue(
+                    raw.with_ptr_on(
                         &RawSortBuffers::pairs(k, v, n),
                         order,
                         strategy,
@@ -435,7 +435,7 @@ impl SortWorkspace {
             let host = self.staging.host;
             let buffers = RawSortBuffers::keys(device.cast::<K>(), keys.len());
             let queued = staged_copy_in(keys.as_ptr().cast(), host, device, bytes, s)
-                .and_then(|()| self.raw.enqueue(&buffers, order, self.strategy, s));
+                .and_then(|()| self.raw.with_ptr_on(&buffers, order, self.strategy, s));
             if let Err(e) = queued {
                 // Copies of pinned staging may still be queued (a failed enqueue has waited
                 // for its stream itself; a copy that failed part-way has not). A failed wait

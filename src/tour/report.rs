@@ -334,7 +334,7 @@ impl OverlapReport {
              \x20  with events around every operation (the picture): {pictured}\n\
              \x20  pageable host memory through pinned staging, {streams} streams: {staged}\n\
              \x20  host thread meanwhile: {units} units of CPU work, {busy:.0}% of its {waited} wait, \
-             polling has_occurred() {polls} times\n\
+             polling is_complete() {polls} times\n\
              \x20  completion: stream callback ran {callback} after the first copy was issued\n\
              \x20  output {verified}\n",
             size = gib(self.bytes),

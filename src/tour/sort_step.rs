@@ -70,13 +70,13 @@ pub fn run(keys: u64, repeat: u32, progress_allowed: bool) -> Result<SortReport,
     for round in 0..=repeat {
         device.copy_from_host(&unsorted)?;
         start.record(&stream)?;
-        device.enqueue_mut(&stream, |keys| {
+        device.with_ptr_mut_on(&stream, |keys| {
             // SAFETY: `keys` points to the buffer's n u32 on the current device, ordered on
             // `stream` after the upload and exclusively borrowed (`&mut device`) until
             // `finish` below has waited for the stream; the workspace is used by this stream
             // only, and its earlier sorts were finished before.
             unsafe {
-                workspace.enqueue(
+                workspace.with_ptr_on(
                     &RawSortBuffers::keys(keys, n),
                     Order::Ascending,
                     // The tour shows the dynamic-parallelism chain, at any size (the default

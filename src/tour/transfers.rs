@@ -42,14 +42,14 @@ fn time_both_ways(
     let up = median_of(repeat, progress, |start, end| {
         cuda_rt::scope(|s| {
             start.record(stream)?;
-            s.copy_to_device(stream, &*host, &mut *device)?;
+            s.copy_to_device_async(stream, &*host, &mut *device)?;
             end.record(stream)
         })
     })?;
     let down = median_of(repeat, progress, |start, end| {
         cuda_rt::scope(|s| {
             start.record(stream)?;
-            s.copy_to_host(stream, &*device, &mut *host)?;
+            s.copy_to_host_async(stream, &*device, &mut *host)?;
             end.record(stream)
         })
     })?;
@@ -81,8 +81,8 @@ pub fn bidirectional(
         cuda_rt::scope(|s| {
             start.record(&a)?;
             b.wait(start)?;
-            s.copy_to_device(&a, upload, &mut *up)?;
-            s.copy_to_host(&b, down, &mut *download)?;
+            s.copy_to_device_async(&a, upload, &mut *up)?;
+            s.copy_to_host_async(&b, down, &mut *download)?;
             b_done.record(&b)?;
             a.wait(&b_done)?;
             end.record(&a)

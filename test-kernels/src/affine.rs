@@ -4,13 +4,13 @@
 use cuda_rt::{DeviceMemoryMut, Error, Result, StreamRef};
 
 /// Queues `data[i] = data[i] * a + b` (wrapping, `u32`) on `stream` through the buffer's
-/// [`DeviceMemoryMut::enqueue_mut`], so that the kernel is ordered after earlier work on the buffer
+/// [`DeviceMemoryMut::with_ptr_mut_on`], so that the kernel is ordered after earlier work on the buffer
 /// and later users of the buffer wait for it. Wraps `cuda_rt_affine_u32`
 /// (`cudaLaunchKernel`); nothing is queued for an empty buffer.
 ///
 /// # Errors
 /// The launch status (e.g. `cudaErrorInvalidResourceHandle` for a dead stream) and the errors
-/// of `enqueue_mut` (ordering the buffer on `stream`).
+/// of `with_ptr_mut_on` (ordering the buffer on `stream`).
 pub fn affine_u32<'s, D: DeviceMemoryMut<u32> + ?Sized>(
     data: &mut D,
     stream: impl Into<StreamRef<'s>>,
@@ -19,9 +19,9 @@ pub fn affine_u32<'s, D: DeviceMemoryMut<u32> + ?Sized>(
 ) -> Result<()> {
     let stream = stream.into();
     let n = data.len();
-    let status = data.enqueue_mut(stream, |ptr| {
+    let status = data.with_ptr_mut_on(stream, |ptr| {
         // SAFETY: the kernel touches exactly `n` words at `ptr` and is queued on `stream`, as
-        // enqueue_mut requires; the buffer outlives it (its drop waits for its marker).
+        // with_ptr_mut_on requires; the buffer outlives it (its drop waits for its marker).
         unsafe { crate::ffi::cuda_rt_affine_u32(ptr, n, a, b, stream.as_raw()) }
     })?;
     match Error::from_status(status, "cuda_rt_affine_u32") {

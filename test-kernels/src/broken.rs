@@ -62,8 +62,8 @@ pub fn block_sums_config(len: usize) -> LaunchConfig {
 }
 
 /// Deliberately wrong: queues the scale `out[i] = input[i] * k` for `i <= out.len()` on
-/// `stream`: one element past the end of `out` (`cudaLaunchKernel` inside `enqueue_mut` of
-/// `out` and `enqueue` of `input`, so that it is ordered like any use of them).
+/// `stream`: one element past the end of `out` (`cudaLaunchKernel` inside `with_ptr_mut_on` of
+/// `out` and `with_ptr_on` of `input`, so that it is ordered like any use of them).
 ///
 /// # Errors
 /// The launch status, and the errors of ordering the buffers on `stream`.
@@ -82,8 +82,8 @@ pub unsafe fn scale_u32_off_by_one<'s>(
     let (mut n, mut in_n, mut k) = (out.len(), input.len(), k);
     let config = scale_config(n + 1);
     let kernel = gpu_test_scale_u32_off_by_one as unsafe extern "C" fn() as *const c_void;
-    out.enqueue_mut(stream, |out_ptr| {
-        input.enqueue(stream, |in_ptr| {
+    out.with_ptr_mut_on(stream, |out_ptr| {
+        input.with_ptr_on(stream, |in_ptr| {
             let (mut out_ptr, mut in_ptr) = (out_ptr, in_ptr);
             let mut args = [
                 std::ptr::from_mut(&mut out_ptr).cast::<c_void>(),
@@ -96,7 +96,7 @@ pub unsafe fn scale_u32_off_by_one<'s>(
             // this program, whose parameters are (uint32_t*, size_t, const uint32_t*, size_t,
             // uint32_t): `args` points to values of exactly those types, alive for the call.
             // It reads `in_n` elements at `in_ptr` and writes `n + 1` at `out_ptr`: both
-            // buffers are ordered and kept alive by enqueue/enqueue_mut on `stream`, and the
+            // buffers are ordered and kept alive by enqueue/with_ptr_mut_on on `stream`, and the
             // element after `out` is the caller's, unused by others (this function's contract).
             unsafe { cuda_rt::launch_kernel(kernel, config, stream, &mut args) }
         })

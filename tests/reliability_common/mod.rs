@@ -100,7 +100,9 @@ pub fn warm_up() {
             end.synchronize()?;
             cuda_rt::elapsed_time_between(&start, &end)?;
             let pinned = PinnedBuffer::<u32>::new(1 << 20)?;
-            let pinned = pooled.copy_to_pinned_async(&stream, pinned)?.wait()?;
+            let pinned = pooled
+                .copy_to_pinned_async(&stream, pinned)?
+                .synchronize()?;
             if pinned[12345] != 1 {
                 return Err("the warm-up kernel computed a wrong value".into());
             }
@@ -181,7 +183,7 @@ pub fn sort_strategy() -> cuda_rt_kernels::sort::Strategy {
 }
 
 /// Queues the ascending in-place sort of `keys` on `stream` with `workspace`
-/// (`RawWorkspace::enqueue` inside the buffer's `enqueue_mut`, as `SortWorkspace::sort` does,
+/// (`RawWorkspace::with_ptr_on` inside the buffer's `with_ptr_mut_on`, as `SortWorkspace::sort` does,
 /// plus the raw layer's fault-injection flags); [`RawWorkspace::finish`] on `stream` completes
 /// it. The outer `Result` is cuda-rt's (ordering the buffer), the inner one the sort's.
 ///
@@ -195,15 +197,15 @@ pub fn enqueue_sort_u32(
 ) -> cuda_rt::Result<Result<(), cuda_rt_kernels::sort::SortError>> {
     use cuda_rt_kernels::sort::{raw::RawSortBuffers, Order};
     let n = keys.len();
-    keys.enqueue_mut(stream, |ptr| {
+    keys.with_ptr_mut_on(stream, |ptr| {
         let buffers = RawSortBuffers {
             test_flags,
             ..RawSortBuffers::keys(ptr, n)
         };
-        // SAFETY: `ptr` holds `n` keys, ordered and kept alive by enqueue_mut; the stream is
+        // SAFETY: `ptr` holds `n` keys, ordered and kept alive by with_ptr_mut_on; the stream is
         // live; each workspace of these tests serves one stream, and every sort is finished
         // (waited for) before the next is enqueued with the same workspace.
-        unsafe { workspace.enqueue(&buffers, Order::Ascending, strategy, stream.as_raw()) }
+        unsafe { workspace.with_ptr_on(&buffers, Order::Ascending, strategy, stream.as_raw()) }
             .map(drop)
     })
 }
@@ -264,8 +266,8 @@ pub fn sort_without_scratch(
     let mut keys = DeviceBuffer::from_slice(&input).expect("keys");
     let mut status_word = DeviceBuffer::<u32>::from_slice(&[0xffff_ffff]).expect("status");
     let host_status = keys
-        .enqueue_mut(stream, |keys_ptr| {
-            status_word.enqueue_mut(stream, |status_ptr| {
+        .with_ptr_mut_on(stream, |keys_ptr| {
+            status_word.with_ptr_mut_on(stream, |status_ptr| {
                 let args = SortArgs {
                     keys_in: keys_ptr.cast_const().cast(),
                     values_in: std::ptr::null(),
@@ -282,7 +284,7 @@ pub fn sort_without_scratch(
                     flags: plan.flags,
                 };
                 // SAFETY: the keys and the status word are live device buffers of `n` and 1
-                // elements, ordered and kept alive by enqueue_mut on `stream`; the scratch is
+                // elements, ordered and kept alive by with_ptr_mut_on on `stream`; the scratch is
                 // null on purpose: the library is meant to check it before writing any.
                 unsafe { cuda_rt_kernels_sort(&args, stream.as_raw()) }
             })

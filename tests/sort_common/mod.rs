@@ -264,7 +264,8 @@ impl Sorter {
         self.prepare(buffers, strategy, stream);
         // SAFETY: the caller's contract; finish waits for the work.
         unsafe {
-            self.workspace.enqueue(buffers, order, strategy, stream)?;
+            self.workspace
+                .with_ptr_on(buffers, order, strategy, stream)?;
             self.workspace.finish(stream)
         }
     }

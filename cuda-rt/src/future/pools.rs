@@ -1,6 +1,6 @@
 //! Process-wide pools of the CUDA handles futures use: *waiter streams*, on which a future
 //! queues "wait for this event, then run the host function that wakes me", and *completion
-//! events*, which a [`DrainedFuture`](super::DrainedFuture) records on the stream it waits for
+//! events*, which a [`StreamFuture`](super::StreamFuture) records on the stream it waits for
 //! and the spinner queries.
 //!
 //! A waiter stream is lent to one future at a time, from the moment its wait is queued until
@@ -196,7 +196,7 @@ impl Target {
 // SAFETY: an event handle may be used from any thread.
 unsafe impl Send for Target {}
 
-/// A completion event of a [`DrainedFuture`](super::DrainedFuture): without timing, taken from
+/// A completion event of a [`StreamFuture`](super::StreamFuture): without timing, taken from
 /// a pool and put back once it has occurred.
 #[derive(Debug)]
 pub(crate) struct CompletionEvent {

@@ -127,7 +127,7 @@ impl<'a> Building<'a> {
     pub(super) fn finish(&self, raw: RawGraph, what: &'static str) -> Result<Graph<'a>> {
         let graph = self.take_graph(raw);
         for (tracker, span) in self.markers.borrow().iter() {
-            tracker.wait_host(*span).map_err(|e| e.context(what))?;
+            tracker.synchronize(*span).map_err(|e| e.context(what))?;
         }
         Ok(graph)
     }

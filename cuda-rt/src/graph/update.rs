@@ -134,7 +134,7 @@ impl<'a> GraphExec<'a> {
         const WHAT: &str = "GraphExec::update";
         // Held by value: no scope borrows the executable (each waited for its launches before
         // returning), so the marker covers every launch that may still run.
-        if let Err(e) = self.marker.wait_host(LAUNCHES) {
+        if let Err(e) = self.marker.synchronize(LAUNCHES) {
             return Err(UpdateError::new(e.context(WHAT), self, graph));
         }
         // SAFETY: our live executable graph, with no launch running or queued (waited for

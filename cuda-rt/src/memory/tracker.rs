@@ -199,9 +199,9 @@ impl Tracker {
     }
 
     /// Queues a use of `span` (memory of `memory_device`) on `stream` from a shared borrow:
-    /// orders it after the earlier uses it must follow, runs `enqueue` (which queues the work on
+    /// orders it after the earlier uses it must follow, runs `with_ptr_on` (which queues the work on
     /// the raw stream it is given) without holding any lock, and marks the span after it, also
-    /// if `enqueue` fails or panics.
+    /// if `with_ptr_on` fails or panics.
     pub(crate) fn use_on<R>(
         &self,
         span: Span,
@@ -214,7 +214,7 @@ impl Tracker {
             let mut state = self.lock_unsettled();
             if state.fast(span, access, memory_device, &stream) {
                 drop(state);
-                // Raised once the work is queued, also if `enqueue` panics.
+                // Raised once the work is queued, also if `with_ptr_on` panics.
                 let _raise = RaiseQueued(&self.queued);
                 return enqueue(stream.as_raw());
             }
@@ -247,7 +247,7 @@ impl Tracker {
     }
 
     /// Blocks the host until every use of `span` queued so far has finished.
-    pub(crate) fn wait_host(&self, span: Span) -> Result<()> {
+    pub(crate) fn synchronize(&self, span: Span) -> Result<()> {
         refuse_in_callback("DeviceMemory::synchronize")?;
         let mut state = self.lock();
         state.settle_poison(&self.queued)?;
@@ -255,7 +255,7 @@ impl Tracker {
         for index in state.markers_touching(span, true) {
             match state.flush(index, &self.queued) {
                 Ok(Some(event)) => {
-                    if let Err(e) = wait_event(event) {
+                    if let Err(e) = synchronize_event(event) {
                         if first.is_ok() {
                             first = Err(e);
                         }
@@ -273,8 +273,8 @@ impl Tracker {
     }
 
     /// Whether every use of `span` queued so far has finished, without blocking.
-    pub(crate) fn is_idle(&self, span: Span) -> Result<bool> {
-        refuse_in_callback("DeviceMemory::is_idle")?;
+    pub(crate) fn is_complete(&self, span: Span) -> Result<bool> {
+        refuse_in_callback("DeviceMemory::is_complete")?;
         let mut state = self.lock();
         if state.poisoned {
             return Ok(false);
@@ -374,7 +374,7 @@ fn keep_first<R>(result: Result<R>, finished: Result<()>) -> Result<R> {
 }
 
 /// `cudaEventSynchronize`, polling after a recoverable error.
-fn wait_event(event: RawEvent) -> Result<()> {
+fn synchronize_event(event: RawEvent) -> Result<()> {
     // SAFETY: callers pass live events.
     match unsafe { raw::event_synchronize(event) } {
         Ok(()) => Ok(()),
@@ -401,8 +401,8 @@ enum Owner<'t> {
     Exclusive(&'t mut State),
 }
 
-/// The second half of every slow-path use: runs `enqueue`, then finishes the begun use (also
-/// when `enqueue` panics); the first error wins, a second one is deferred.
+/// The second half of every slow-path use: runs `with_ptr_on`, then finishes the begun use (also
+/// when `with_ptr_on` panics); the first error wins, a second one is deferred.
 fn queue_then_finish<R>(
     owner: Owner<'_>,
     begun: Begun,

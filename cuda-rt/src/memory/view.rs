@@ -46,7 +46,7 @@ pub(crate) fn sub_parts<T>(parts: Parts<'_, T>, start: usize, end: usize) -> Par
 
 /// A read-only view of part of device memory ([`DeviceMemory::slice`],
 /// [`DeviceMemory::chunks`]): usable wherever device memory is read (copies to the host, the
-/// source of device copies, [`enqueue`](DeviceMemory::enqueue), graph capture).
+/// source of device copies, [`with_ptr_on`](DeviceMemory::with_ptr_on), graph capture).
 ///
 /// Like `&'a [T]`: `Copy`, and the memory it views cannot be written or freed while it lives.
 /// Work on it is ordered after earlier writes of the same bytes; later writes of those bytes
@@ -108,7 +108,7 @@ impl<T: DeviceCopy> DeviceMemory<T> for DeviceView<'_, T> {}
 
 /// A mutable view of part of device memory ([`DeviceMemoryMut::slice_mut`],
 /// [`split_at_mut`](DeviceMemoryMut::split_at_mut), [`chunks_mut`](DeviceMemoryMut::chunks_mut)):
-/// usable wherever device memory is (copies, memsets, [`enqueue_mut`](DeviceMemoryMut::enqueue_mut),
+/// usable wherever device memory is (copies, memsets, [`with_ptr_mut_on`](DeviceMemoryMut::with_ptr_mut_on),
 /// the sort, graph capture).
 ///
 /// Like `&'a mut [T]`: views borrowed mutably at the same time never overlap, so work on

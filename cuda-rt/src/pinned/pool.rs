@@ -4,7 +4,7 @@
 //!
 //! [`PinnedPool::take`] returns an ordinary [`PinnedBuffer<T>`]: it goes wherever a
 //! `PinnedBuffer` goes ([`copy_from_pinned_async`](crate::DeviceMemoryMut::copy_from_pinned_async),
-//! [`Pending::wait`](crate::Pending::wait), graph stages), and dropping it gives its memory back
+//! [`Pending::synchronize`](crate::Pending::synchronize), graph stages), and dropping it gives its memory back
 //! to the pool. Memory goes back only where the buffer would otherwise have been freed, so the
 //! rule that keeps page-locked memory from being freed under a copy keeps it from being lent
 //! again under a copy: a buffer moved into a copy is dropped only after the copy has finished
@@ -33,7 +33,7 @@
 //! for step in 0..100 {
 //!     let mut staging = pool.take::<f32>(1 << 20)?; // cudaHostAlloc the first time only
 //!     staging.fill(step as f32);
-//!     let staging = device.copy_from_pinned_async(&stream, staging)?.wait()?;
+//!     let staging = device.copy_from_pinned_async(&stream, staging)?.synchronize()?;
 //!     drop(staging); // back to the pool, page-locked, for the next step
 //! }
 //! assert_eq!(pool.usage().cached_buffers, 1);
@@ -101,7 +101,7 @@ const ALLOCATION_ALIGN: usize = 256;
 /// let stream = Stream::new()?;
 /// let pool = PinnedPool::new();
 /// let device = DeviceBuffer::<u8>::new(4 << 20)?;
-/// let first = device.copy_to_pinned_async(&stream, pool.take(4 << 20)?)?.wait()?;
+/// let first = device.copy_to_pinned_async(&stream, pool.take(4 << 20)?)?.synchronize()?;
 /// let address = first.as_ptr();
 /// drop(first); // back to the pool
 /// let second = pool.take::<u8>(3 << 20)?; // the same 4 MiB class: the same memory

@@ -130,7 +130,7 @@ impl RegistrationAccess for ReadOnly {
 /// let mut device = DeviceBuffer::<u8>::new(1 << 20)?;
 /// let mut registered = RegisteredHost::new(vec![7u8; 1 << 20], HostRegisterFlags::DEFAULT)?;
 /// registered[1] = 8;
-/// cuda_rt::scope(|s| s.copy_to_device(&stream, &registered, &mut device))?;
+/// cuda_rt::scope(|s| s.copy_to_device_async(&stream, &registered, &mut device))?;
 /// let data = registered.into_inner()?; // unregistered; the Vec is ours again
 /// assert_eq!(data[..2], [7, 8]);
 /// # Ok::<(), cuda_rt::Error>(())

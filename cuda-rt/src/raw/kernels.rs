@@ -2,7 +2,7 @@
 //! occupancy, and libraries loaded at run time. Part of the [raw layer](super): one CUDA call
 //! each, every status turned into a `Result`.
 
-use super::{check, not_in_callback, Dim3, RawStream};
+use super::{check, not_in_callback, RawStream};
 use crate::error::Result;
 use cuda_rt_sys as sys;
 #[cfg(cudart_ge = "12.8")]
@@ -21,7 +21,7 @@ pub type RawKernel = sys::cudaKernel_t;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaunchAttribute {
     /// `cudaLaunchAttributeClusterDimension`: blocks per thread-block cluster.
-    ClusterDimension(Dim3Value),
+    ClusterDimension(Dim3),
     /// `cudaLaunchAttributeCooperative`: all blocks resident at once (grid-wide sync allowed).
     Cooperative(bool),
     /// `cudaLaunchAttributeProgrammaticStreamSerialization`: the kernel may start before the
@@ -31,15 +31,52 @@ pub enum LaunchAttribute {
     Priority(c_int),
 }
 
-/// Dimensions of a [`LaunchAttribute`] (x, y, z).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dim3Value {
+/// Grid or block dimensions (`dim3`): of a launch, and of a
+/// [`LaunchAttribute::ClusterDimension`]. The one `Dim3` of the crate (`cuda_rt::Dim3`).
+///
+/// # Examples
+/// ```
+/// use cuda_rt::Dim3;
+/// assert_eq!(Dim3::from(256), Dim3 { x: 256, y: 1, z: 1 });
+/// assert_eq!(Dim3::from((16, 16)), Dim3 { x: 16, y: 16, z: 1 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dim3 {
     /// Extent in x.
     pub x: u32,
     /// Extent in y.
     pub y: u32,
     /// Extent in z.
     pub z: u32,
+}
+
+impl From<u32> for Dim3 {
+    fn from(x: u32) -> Dim3 {
+        Dim3 { x, y: 1, z: 1 }
+    }
+}
+
+impl From<(u32, u32)> for Dim3 {
+    fn from((x, y): (u32, u32)) -> Dim3 {
+        Dim3 { x, y, z: 1 }
+    }
+}
+
+impl From<(u32, u32, u32)> for Dim3 {
+    fn from((x, y, z): (u32, u32, u32)) -> Dim3 {
+        Dim3 { x, y, z }
+    }
+}
+
+impl Dim3 {
+    /// The `dim3` that CUDA takes.
+    pub(crate) fn to_sys(self) -> sys::dim3 {
+        sys::dim3 {
+            x: self.x,
+            y: self.y,
+            z: self.z,
+        }
+    }
 }
 
 /// The most attributes one launch passes (one of each kind).
@@ -102,8 +139,8 @@ pub unsafe fn launch_kernel_ex(
         *slot = to_sys(*attribute);
     }
     let config = sys::cudaLaunchConfig_t {
-        gridDim: grid,
-        blockDim: block,
+        gridDim: grid.to_sys(),
+        blockDim: block.to_sys(),
         dynamicSmemBytes: shared_memory_bytes,
         stream,
         attrs: raw.as_mut_ptr(),
@@ -357,8 +394,8 @@ pub unsafe fn graph_add_kernel_node(
         .map_err(|_| crate::Error::new(crate::ErrorKind::SizeOverflow, "cudaGraphAddKernelNode"))?;
     let params = sys::cudaKernelNodeParams {
         func: func.cast_mut(),
-        gridDim: grid,
-        blockDim: block,
+        gridDim: grid.to_sys(),
+        blockDim: block.to_sys(),
         sharedMemBytes: shared,
         kernelParams: args,
         extra: std::ptr::null_mut(),

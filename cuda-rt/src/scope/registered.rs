@@ -47,8 +47,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// cuda_rt::scope(|s| {
     ///     let registered = s.register_host(&mut host, HostRegisterFlags::DEFAULT)?;
     ///     let (first, second) = registered.split_at_mut(1 << 19);
-    ///     s.copy_to_host(&a, &low, first)?;
-    ///     s.copy_to_host(&b, &high, second)
+    ///     s.copy_to_host_async(&a, &low, first)?;
+    ///     s.copy_to_host_async(&b, &high, second)
     /// })?; // waited for and unregistered
     /// assert_eq!(host[7], 0);
     /// # Ok::<(), cuda_rt::Error>(())
@@ -119,7 +119,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(())
     }
 
-    /// The end of the scope's registrations, run by `scope` after `wait_all`: unregisters each
+    /// The end of the scope's registrations, run by `scope` after `synchronize_all`: unregisters each
     /// (`cudaHostUnregister`, with its device current). No work uses them any more: they were
     /// handed out borrowed for `'scope` only, so only this scope's copies can have used them,
     /// and the scope has waited for those. Returns the first error and defers the others.

@@ -6,7 +6,7 @@ async fn wait() -> cuda_rt::Result<()> {
     let stream = Stream::new()?;
     let done = Event::new()?;
     done.record(&stream)?;
-    let occurred = done.occurred();
+    let occurred = done.completion();
     drop(done);
     occurred.await
 }

@@ -7,7 +7,7 @@ fn main() -> cuda_rt::Result<()> {
     let device = DeviceBuffer::<u32>::zeroed(4)?;
     let mut registered = RegisteredHost::new(vec![0u32; 4], HostRegisterFlags::DEFAULT)?;
     cuda_rt::scope(|s| {
-        s.copy_to_host(&stream, &device, &mut registered)?;
+        s.copy_to_host_async(&stream, &device, &mut registered)?;
         let data = registered.into_inner()?;
         drop(data);
         Ok(())

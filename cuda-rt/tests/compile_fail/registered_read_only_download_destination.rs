@@ -6,7 +6,7 @@ fn download(
     device: &DeviceBuffer<u32>,
     registered: &mut RegisteredHost<u32, ReadOnly>,
 ) -> cuda_rt::Result<()> {
-    cuda_rt::scope(|s| s.copy_to_host(stream, device, &mut registered[..]))
+    cuda_rt::scope(|s| s.copy_to_host_async(stream, device, &mut registered[..]))
 }
 
 fn main() {}

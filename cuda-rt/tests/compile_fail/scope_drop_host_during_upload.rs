@@ -6,7 +6,7 @@ fn main() -> cuda_rt::Result<()> {
     let mut device = DeviceBuffer::<u32>::new(4)?;
     let host = vec![1u32; 4];
     cuda_rt::scope(|s| {
-        s.copy_to_device(&stream, &host, &mut device)?;
+        s.copy_to_device_async(&stream, &host, &mut device)?;
         drop(host);
         Ok(())
     })

@@ -6,7 +6,7 @@ fn main() -> cuda_rt::Result<()> {
     let device = DeviceBuffer::<u32>::new(4)?;
     let mut host = vec![0u32; 4];
     cuda_rt::scope(|s| {
-        s.copy_to_host(&stream, &device, &mut host)?;
+        s.copy_to_host_async(&stream, &device, &mut host)?;
         println!("{}", host[0]);
         Ok(())
     })

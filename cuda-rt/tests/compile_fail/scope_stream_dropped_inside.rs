@@ -6,6 +6,6 @@ fn main() -> cuda_rt::Result<()> {
     let mut device = DeviceBuffer::<u32>::new(4)?;
     cuda_rt::scope(|s| {
         let stream = Stream::new()?;
-        s.copy_to_device(&stream, &host, &mut device)
+        s.copy_to_device_async(&stream, &host, &mut device)
     })
 }

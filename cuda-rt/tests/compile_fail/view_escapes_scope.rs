@@ -8,7 +8,7 @@ fn main() -> cuda_rt::Result<()> {
     cuda_rt::scope(|s| {
         let mut device = DeviceBuffer::<u32>::new(8)?;
         let mut view = device.slice_mut(0..4)?;
-        s.copy_to_device(&stream, &host, &mut view)?;
+        s.copy_to_device_async(&stream, &host, &mut view)?;
         escaped = Some(view);
         Ok(())
     })?;

@@ -588,19 +588,19 @@ fn dropping_the_last_handle_under_a_running_kernel_waits_for_it() {
         .unwrap();
         done.record(&stream).unwrap();
         assert!(
-            !done.has_occurred().unwrap(),
+            !done.is_complete().unwrap(),
             "{kind} image: the kernel runs"
         );
         drop(library);
         assert!(
-            !done.has_occurred().unwrap(),
+            !done.is_complete().unwrap(),
             "{kind} image: dropping the Library while a kernel holds it neither waits nor unloads"
         );
         let dropping = Instant::now();
         drop(spin);
         let waited = dropping.elapsed();
         assert!(
-            done.has_occurred().unwrap(),
+            done.is_complete().unwrap(),
             "{kind} image: the last drop returned before the kernel finished"
         );
         println!("{kind} image: the last drop waited {waited:?} for the kernel");

@@ -35,9 +35,9 @@ pub fn quicksort<'s>(
 ) -> cuda_rt::Result<()> {
     let stream = stream.into();
     let n = keys.len();
-    let status = keys.enqueue_mut(stream, |k| {
+    let status = keys.with_ptr_mut_on(stream, |k| {
         // SAFETY: `k` points to n keys of device memory, ordered and kept alive by
-        // enqueue_mut until the sort (the whole tree of child grids) has completed; only the
+        // with_ptr_mut_on until the sort (the whole tree of child grids) has completed; only the
         // sort's work on `stream` writes them.
         unsafe { ffi::dp_quicksort_u32(k, n, stream.as_raw()) }
     })?;
