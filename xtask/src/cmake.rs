@@ -9,11 +9,19 @@
 //! Architectures: `CMAKE_CUDA_ARCHITECTURES` (default 80;90, cuda-rt's own default). Cargo
 //! builds as it does by itself in this checkout (its own toolkit search, `CUDA_RT_ARCHS` of the
 //! environment) in the workspace's target folder, so that an earlier build of the same profile
-//! and features is reused as it is.
+//! and features is reused as it is: with the static runtime, the command line names the
+//! features that `cargo test` or `cargo build --workspace` turn on ([`WORKSPACE_DEFAULTS`]), so
+//! that the kernels `cargo test` compiled are not compiled again.
 
 use crate::process::{command, root, run, target_dir, Error, Result};
 use crate::toolkit::{first_executable, on_path, provisioned, root_of_nvcc};
 use std::path::{Path, PathBuf};
+
+/// The features that a build selecting every package turns on and a build of
+/// `-p cuda-rt-interop` alone does not: each package's `default` (which is a feature too).
+/// cuda-rt-kernels' build script reruns when its own features or cuda-rt-sys's differ.
+pub const WORKSPACE_DEFAULTS: &str =
+    "cuda-rt-kernels/default,cuda-rt-sys/default,cuda-rt/default,cuda-rt-test-kernels/default";
 
 /// The CUDA runtime that libcuda_rt_interop.a brings (`CUDA_RT_INTEROP_RUNTIME`).
 #[derive(Clone, Copy)]
@@ -64,7 +72,11 @@ pub fn build_cmake_example(args: &[&str]) -> Result {
     if args.len() > 3 {
         return Err(usage());
     }
-    build(runtime, &build_dir, profile, &[], &[])
+    let flags = match runtime {
+        Runtime::Static => vec![format!("--features={WORKSPACE_DEFAULTS}")],
+        Runtime::Shared => Vec::new(),
+    };
+    build(runtime, &build_dir, profile, &flags, &[])
 }
 
 /// Configures and builds the example in `build_dir`; `cargo_flags` are added to the cargo

@@ -36,7 +36,7 @@ Generated code:
   regen header              interop/include/cuda_rt.h from the C ABI's exports (cbindgen)
   regen sort-abi            src/sort/abi.rs from kernels/cuda_rt_sort.h (bindgen)
 
-Checks (CI runs each):
+Checks (CI runs all but count-unsafe):
   check-archs               the root package's kernels for every architecture of CUDA_RT_ARCHS=all
   check-cuda-versions       cuda-rt against the oldest and newest 12.x and the newest 13.x runtimes
   check-packages [--allow-dirty]
@@ -44,7 +44,7 @@ Checks (CI runs each):
   count-unsafe              a Markdown table of `unsafe` per crate and target (docs/reliability.md)
   build-cmake-example [static|shared] [BUILD_DIR] [release|debug]
                             the CMake example (interop/cpp) against cuda_rt::interop
-  shellcheck                shellcheck over every shell script of the workspace
+  shellcheck                shellcheck over scripts/*.sh and .ci/run
 
 Toolkits and programs:
   provision-cuda12          install CUDA 12.4.1 into .cuda-toolkit/cuda-12.4.1 and print its root

@@ -22,7 +22,8 @@
 //! - the `static` set: every package's default features plus `cuda-rt-kernels/cub-bench`
 //!   (the CUB benchmark's kernels, a few seconds of nvcc more, in the one build everything
 //!   else uses). `--workspace` selects every package with its default features; a build of
-//!   `-p cuda-rt-interop` alone (the CMake example's) names the same ones in [`STATIC_SINGLE`].
+//!   `-p cuda-rt-interop` alone (the CMake example's) names the same ones
+//!   ([`cmake::WORKSPACE_DEFAULTS`]).
 //! - the `dynamic` set, for the interop tests in that mode and the C++ programs linked with the
 //!   shared runtime: cuda-rt-interop's `--no-default-features --features dynamic`, plus
 //!   `cub-bench`, plus `static` of cuda-rt-sys and cuda-rt, which the tests' dev-dependency
@@ -42,10 +43,6 @@ use std::time::Instant;
 
 /// Features of the `static` set for an invocation that selects every package (`--workspace`).
 const STATIC_WORKSPACE: &str = "cuda-rt-kernels/cub-bench";
-/// The same set for an invocation that selects `cuda-rt-interop` alone: the default features
-/// that `--workspace` turns on because it selects those packages (`default` is a feature too).
-const STATIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-kernels/default,\
-cuda-rt-sys/default,cuda-rt/default,cuda-rt-test-kernels/default";
 /// The `dynamic` set's addition to `--no-default-features --features dynamic` of cuda-rt-interop.
 const DYNAMIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-sys/static,cuda-rt/static";
 
@@ -107,7 +104,8 @@ pub fn stage_gpu() -> Result {
 
     step(start, "the CMake example, static runtime");
     let mut cpp = Vec::new();
-    stage_cmake_programs(Runtime::Static, STATIC_SINGLE, &bin, &mut cpp)?;
+    let features = format!("{STATIC_WORKSPACE},{}", cmake::WORKSPACE_DEFAULTS);
+    stage_cmake_programs(Runtime::Static, &features, &bin, &mut cpp)?;
     // The C ABI's static library, as the CMake build (the last one of it) left it.
     copy(
         &target_dir().join("release/libcuda_rt_interop.a"),
@@ -246,7 +244,10 @@ impl Manifest {
     fn stage(&mut self, artifact: &Executable, bin: &Path, prefix: &str) -> Result {
         let name = if artifact.kind.iter().any(|k| k == "lib") {
             format!("{prefix}{}-lib", artifact.package)
-        } else if artifact.package == "cuda-rt-kernels" && artifact.target == "sort" {
+        } else if artifact.package == "cuda-rt-kernels"
+            && artifact.target == "sort"
+            && artifact.kind.iter().any(|k| k == "bench")
+        {
             // The merge-sort benchmark, which the `cub-bench` feature builds with CUB's sorts.
             format!("{prefix}sort-cub")
         } else {
