@@ -3,7 +3,7 @@
 # pinned clang-format from PyPI's `clang-format` wheel, installed into target/clang-format on
 # first use (python3 with pip). `--fix` formats the files in place; without it the script fails
 # when a file is not formatted. interop/include/cuda_rt.h is left out: cbindgen writes it
-# (interop/scripts/update-header.sh) and interop/tests/header.rs compares it byte for byte.
+# (`cargo xtask regen header`) and interop/tests/header.rs compares it byte for byte.
 # CLANG_FORMAT names another binary of the same version.
 set -euo pipefail
 cd "$(dirname "$0")/.."

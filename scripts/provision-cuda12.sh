@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs a CUDA 12.4.1 toolkit for this checkout into .cuda-toolkit/cuda-12.4.1 (once; later
-# runs reuse it) and prints its root, for builds against CUDA 12: CUDA_PATH=$(scripts/provision-cuda12.sh).
+# runs reuse it) and prints its root, for builds against CUDA 12:
+#   CUDA_PATH=$(cargo xtask provision-cuda12) cargo test
 #
 # NVIDIA's CUDA 12 wheels on PyPI carry headers, the runtime and ptxas, but not the nvcc driver,
 # cicc, cudafe++, nvlink or fatbinary, and only 12.9's runtime wheel has libcudart_static.a and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every staged test binary under the four compute-sanitizer tools (memcheck with leak
 # checking, racecheck, synccheck, initcheck) and prints one summary line per binary and tool.
-# On the GPU machine, from the checkout root, after scripts/stage-gpu.sh (or scripts/gpu-bundle.sh) staged .gpu/:
+# On the GPU machine, from the checkout root, after `cargo xtask stage-gpu` staged .gpu/ here:
 #
 #   bash scripts/sanitize-all.sh                      # every test binary of .gpu/manifest.txt
 #   bash scripts/sanitize-all.sh --bin-dir DIR        # every executable in DIR instead
@@ -44,7 +44,7 @@
 # - CUDA_RT_SORT_TEST_QUICK=1, CUDA_RT_STATEFUL_CASES=32: smaller inputs (the tools run kernels
 #   10-100x slower); override by setting them.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 bin_dir=""; only=""; bins=""; filter=""; jobs=4; summary_only=0
 tools="memcheck racecheck synccheck initcheck"
@@ -114,7 +114,7 @@ binaries=()
 if [[ -n "$bins" ]]; then
   for b in $bins; do binaries+=(".gpu/bin/$b"); done
 elif [[ -z "$bin_dir" ]]; then
-  [[ -f .gpu/manifest.txt ]] || { echo "no .gpu/manifest.txt: run scripts/gpu-bundle.sh, or pass --bin-dir"; exit 2; }
+  [[ -f .gpu/manifest.txt ]] || { echo "no .gpu/manifest.txt: stage with cargo xtask stage-gpu, or pass --bin-dir"; exit 2; }
   while read -r kind name; do
     [[ $kind == test ]] && binaries+=(".gpu/bin/$name")
   done < .gpu/manifest.txt
@@ -135,7 +135,9 @@ export sanitizer log_dir filter
 timeout_s="${CUDA_RT_SANITIZE_TIMEOUT:-1800}"
 export timeout_s
 
-# One binary under one tool; writes <log_dir>/<binary>.<tool>.log and .result.
+# One binary under one tool; writes <log_dir>/<binary>.<tool>.log and .rc. (xargs runs it
+# through `bash -c`, which shellcheck cannot follow.)
+# shellcheck disable=SC2317
 run_one() {
   local bin="$1" tool="$2" name extra=()
   name=$(basename "$bin")
@@ -158,6 +160,7 @@ echo "compute-sanitizer: $("$sanitizer" --version | tail -1)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
 echo "${#selected[@]} binaries x tools [$tools], $jobs at a time; logs in $log_dir"
 rm -f "$log_dir"/*.rc "$log_dir"/*.log
+# shellcheck disable=SC2016  # $0 and $1 belong to the `bash -c` that xargs starts
 for b in "${selected[@]}"; do for t in $tools; do printf '%s\0%s\0' "$b" "$t"; done; done \
   | xargs -0 -n 2 -P "$jobs" bash -c 'run_one "$0" "$1"'
 

@@ -2,7 +2,7 @@
 # The sort's GPU check under all four compute-sanitizer tools, on the host-queued build (the
 # kernels compiled without relocatable device code, which every tool instruments; the
 # device-driven build uses dynamic parallelism, which only memcheck instruments). On the GPU
-# machine, from the checkout root, after scripts/stage-gpu.sh (or scripts/gpu-bundle.sh):
+# machine, from the checkout root, after `cargo xtask stage-gpu` here:
 #
 #   bash scripts/sanitize-sort.sh          # about 4 minutes on an H100
 #
@@ -15,7 +15,7 @@
 #   (host-queued u32 sorts among other work).
 # Verdicts as in sanitize-all.sh; exit status 0 when every run is clean or explained.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 out="${OUT:-.gpu/logs}/sanitize-sort"
 export CUDA_RT_SANITIZE_TIMEOUT="${CUDA_RT_SANITIZE_TIMEOUT:-540}"
 run() { # log folder, then sanitize-all.sh arguments

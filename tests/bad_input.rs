@@ -3,7 +3,7 @@
 //! in use returns exactly to its starting value, pinned memory is released.
 //!
 //! Each test runs its scenario under [`LeakCheck`] and ends with [`assert_still_works`].
-//! `scripts/count-unsafe.sh` and docs/reliability.md summarize the figures.
+//! `cargo xtask count-unsafe` and docs/reliability.md summarize the figures.
 
 mod reliability_common;
 

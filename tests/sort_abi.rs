@@ -5,7 +5,7 @@
 //! `CUDA_RT_SYS_REQUIRE_LIBCLANG=1` is set, where it fails.
 //!
 //! `CUDA_RT_UPDATE_SORT_ABI=1` writes the fresh generation instead of comparing
-//! (`scripts/update-sort-abi.sh`).
+//! (`cargo xtask regen sort-abi`).
 //!
 //! The header also defines where the library's choices by size switch
 //! (`CUDA_RT_SORT_*_KEYS`) and its block widths; a second test checks that the kernels'
@@ -80,7 +80,7 @@ fn committed_sort_abi_equals_a_fresh_generation() {
         &fresh,
         &committed,
         "src/sort/abi.rs (from kernels/cuda_rt_sort.h)",
-        "scripts/update-sort-abi.sh",
+        "`cargo xtask regen sort-abi`",
     );
 }
 

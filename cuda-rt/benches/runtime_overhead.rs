@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench -p cuda-rt --bench runtime_overhead
 //! # or, for a GPU machine without cargo:
-//! bash scripts/gpu-bundle.sh         # then, there: .gpu/bin/bench-runtime_overhead --bench
+//! cargo xtask stage-gpu              # then, there: .gpu/bin/bench-runtime_overhead --bench
 //! ```
 //!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it makes a short smoke run with small

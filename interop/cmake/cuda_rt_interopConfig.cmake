@@ -27,6 +27,10 @@
 #                                CMAKE_CUDA_ARCHITECTURES: 90 -> 90, 90-real -> sm_90,
 #                                90-virtual -> compute_90; all, all-major, native -> cuda-rt's
 #                                default).
+#   CUDA_RT_INTEROP_CARGO_FLAGS  further arguments of the cargo build, a CMake list (default
+#                                none), e.g. --features=... so that the build shares the feature
+#                                set, and with it the compiled kernels, of other builds in the same
+#                                target folder.
 #
 # Relocatable device code: the library's device code is device-linked already, with a private
 # copy of the device runtime, inside one object whose symbols are local. It must therefore stay
@@ -80,6 +84,8 @@ endforeach()
 list(JOIN _cuda_rt_archs "," _cuda_rt_archs)
 set(CUDA_RT_INTEROP_ARCHS "${_cuda_rt_archs}" CACHE STRING
   "CUDA_RT_ARCHS for the Rust kernels (empty: cuda-rt's default)")
+set(CUDA_RT_INTEROP_CARGO_FLAGS "" CACHE STRING
+  "further arguments of the cargo build of libcuda_rt_interop.a (a CMake list)")
 
 if(CUDA_RT_INTEROP_RUNTIME STREQUAL "static")
   set(_cuda_rt_features "")
@@ -113,7 +119,7 @@ set(_cuda_rt_library
 add_custom_target(cuda_rt_interop_cargo
   COMMAND "${CMAKE_COMMAND}" -E env ${_cuda_rt_env}
           "${CUDA_RT_INTEROP_CARGO}" build -p cuda-rt-interop --lib ${_cuda_rt_profile_flag}
-          ${_cuda_rt_features}
+          ${_cuda_rt_features} ${CUDA_RT_INTEROP_CARGO_FLAGS}
   WORKING_DIRECTORY "${_cuda_rt_checkout}"
   BYPRODUCTS "${_cuda_rt_library}"
   COMMENT "cargo: building libcuda_rt_interop.a (${CUDA_RT_INTEROP_PROFILE}, "

@@ -2,7 +2,7 @@
 // through the C ABI of include/cuda_rt.h, then checks the results on the CPU.
 //
 // Built two ways:
-//   - standalone: nvcc links it with libcuda_rt_interop.a (interop/scripts/build-cpp-host.sh);
+//   - standalone: nvcc links it with libcuda_rt_interop.a (scripts/build-cpp-host.sh);
 //   - inside a Rust test: build.rs compiles it with
 //     -DCUDA_RT_INTEROP_HOST_MAIN=cuda_rt_interop_cpp_host_main into a static library that
 //     tests/cpp_calls_rust.rs links and calls (the same C ABI, in the test's process).

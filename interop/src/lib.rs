@@ -12,7 +12,7 @@
 //! - [`failure`]: what each failure returns, the per-thread message, the panic guard.
 //!
 //! `include/cuda_rt.h` is generated from these modules by cbindgen (`cbindgen.toml`;
-//! `scripts/update-header.sh` regenerates it, `tests/header.rs` checks it); C++ projects build
+//! `cargo xtask regen header` regenerates it, `tests/header.rs` checks it); C++ projects build
 //! and link the library with CMake through `cmake/` (docs/cpp.md at the repository root).
 //!
 //! # Ownership across the boundary

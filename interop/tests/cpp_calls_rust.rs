@@ -160,7 +160,7 @@ fn scratch_dir(name: &str) -> PathBuf {
 }
 
 /// The standalone program: `nvcc` links `cpp/host_program.cu` with `libcuda_rt_interop.a` (the
-/// commands of scripts/build-cpp-host.sh), and it runs when a GPU is present.
+/// commands of scripts/build-cpp-host.sh, `cargo xtask build-cpp-host`), and it runs when a GPU is present.
 #[test]
 fn standalone_cpp_program_links_the_static_library() {
     const TEST: &str = "standalone_cpp_program_links_the_static_library";

@@ -3,7 +3,7 @@
 //! C++17 and CUDA. None of it needs a GPU.
 //!
 //! `CUDA_RT_UPDATE_HEADER=1` rewrites the committed header instead of comparing
-//! (`scripts/update-header.sh`).
+//! (`cargo xtask regen header`).
 
 #[path = "common/tools.rs"]
 mod tools;
@@ -62,7 +62,7 @@ fn header_is_generated_from_the_exports() {
             .unwrap_or(committed.lines().count().min(fresh.lines().count()));
         panic!(
             "{} differs from cbindgen's output from src/ (first at line {}: committed {:?}, \
-             generated {:?}); run interop/scripts/update-header.sh",
+             generated {:?}); run `cargo xtask regen header`",
             path.display(),
             first + 1,
             committed.lines().nth(first).unwrap_or("<end>"),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 /// `CUDA_RT_TOUR_BIN` if set; else the binary cargo built for this test; else, for test
-/// binaries staged on another machine (`scripts/stage-gpu.sh` puts both in `.gpu/bin`), the
+/// binaries staged on another machine (`cargo xtask stage-gpu` puts both in `.gpu/bin`), the
 /// `cuda-rt-tour` beside this test's executable.
 pub fn tour_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("CUDA_RT_TOUR_BIN") {

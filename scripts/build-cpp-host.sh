@@ -2,7 +2,8 @@
 # Builds the standalone C++ program cpp/host_program.cu against the Rust static library
 # libcuda_rt_interop.a, the way a C++ CUDA project would link cuda-rt.
 #
-#   interop/scripts/build-cpp-host.sh [static|dynamic|static-nvcc-default] [OUTPUT]
+#   cargo xtask build-cpp-host [static|dynamic|static-nvcc-default] [OUTPUT]
+#   (or bash scripts/build-cpp-host.sh with the same arguments)
 #
 # static (default): libcuda_rt_interop.a carries the CUDA runtime (libcudart_static.a), so the
 #   program is linked with `-cudart none`: one runtime in the process.
@@ -18,7 +19,7 @@
 set -euo pipefail
 
 mode=${1:-static}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 out=${2:-$target/release/cuda_rt_cpp_host_$mode}
 
@@ -74,7 +75,8 @@ else
     if [ ! -e "$cuda_lib/libcudart.so" ]; then
         link_dir=$target/cudart-link
         mkdir -p "$link_dir"
-        ln -sf "$(ls "$cuda_lib"/libcudart.so.1[0-9] | head -n 1)" "$link_dir/libcudart.so"
+        versioned=("$cuda_lib"/libcudart.so.1[0-9])
+        ln -sf "${versioned[0]}" "$link_dir/libcudart.so"
     fi
     runtime=(-cudart none "-L$link_dir" -lcudart "-Xlinker" "-rpath=$cuda_lib")
 fi
