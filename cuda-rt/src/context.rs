@@ -23,9 +23,9 @@ static NEXT_THREAD_TAG: AtomicUsize = AtomicUsize::new(1);
 /// The tags of the threads that have one and have not exited.
 static LIVE: Mutex<BTreeSet<ThreadTag>> = Mutex::new(BTreeSet::new());
 
-/// Locks `mutex`; nothing panics while holding the locks of this module, so a poisoned lock
-/// still holds consistent data.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks one of the crate's process-wide mutexes. Nothing panics while the crate holds them, so
+/// a poisoned one still guards consistent data: the poison is ignored.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -58,11 +58,6 @@ thread_local! {
 /// The calling host thread's tag ([`ORPHANED`] while the thread exits).
 pub(crate) fn thread_tag() -> ThreadTag {
     THREAD_TAG.try_with(|t| t.0).unwrap_or(ORPHANED)
-}
-
-/// Whether the thread of `tag` has not exited.
-fn is_live(tag: ThreadTag) -> bool {
-    tag != ORPHANED && lock(&LIVE).contains(&tag)
 }
 
 /// Inside a host callback of this crate, the thread that queued it.
@@ -157,7 +152,11 @@ impl<T> Deferred<T> {
             .values
             .iter()
             .position(|&(owner, _)| owner == me)
-            .or_else(|| queue.values.iter().position(|&(owner, _)| !is_live(owner)));
+            .or_else(|| {
+                let live = lock(&LIVE);
+                let exited = |owner: ThreadTag| owner == ORPHANED || !live.contains(&owner);
+                queue.values.iter().position(|&(owner, _)| exited(owner))
+            });
         let taken = position
             .and_then(|i| queue.values.remove(i))
             .map(|(_, v)| v);
@@ -176,6 +175,11 @@ impl<T> Deferred<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether the thread of `tag` has not exited.
+    fn is_live(tag: ThreadTag) -> bool {
+        tag != ORPHANED && lock(&LIVE).contains(&tag)
+    }
 
     #[test]
     fn tags_are_per_thread_and_die_with_their_thread() {

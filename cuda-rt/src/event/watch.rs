@@ -6,9 +6,10 @@
 //! [`Watched::with_live`], which refuses once the owner has called [`forget`]; `forget` waits
 //! for a call in progress, so no watcher uses the handle after `forget` returns.
 
+use crate::context::lock;
 use crate::raw::RawEvent;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// An event watched, while its owner has not forgotten it.
 #[derive(Debug)]
@@ -27,13 +28,6 @@ unsafe impl Sync for Watched {}
 static WATCHED: Mutex<Vec<Arc<Watched>>> = Mutex::new(Vec::new());
 /// How many watches are registered: [`forget`] returns at once at zero.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
-
-/// Locks `mutex`; nothing panics while holding these locks, so a poisoned one is consistent.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Registers a watch of the event `raw`, whose owner calls [`forget`] before destroying it.
 pub(crate) fn watch(raw: RawEvent) -> Arc<Watched> {

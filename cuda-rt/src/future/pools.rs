@@ -15,13 +15,13 @@
 //! occurred (a new record then replaces a finished one, which nobody waits on).
 
 use super::signal::Signal;
-use crate::context::{cause_tag, ThreadTag};
+use crate::context::{cause_tag, lock, ThreadTag};
 use crate::device::with_current;
 use crate::error::{defer, defer_for, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::StreamRef;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// The most waiter streams made per device. When all are busy, a future is not armed: the
 /// poller wakes it every [`UNARMED_PERIOD`](super::poller::UNARMED_PERIOD) instead.
@@ -42,12 +42,6 @@ struct Waiter {
 unsafe impl Send for Waiter {}
 
 static WAITERS: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
-
-/// Locks one of the futures' process-wide mutexes.
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while these locks are held; poisoned data is still consistent.
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Takes an idle waiter stream of `device`, making one if fewer than [`WAITERS_PER_DEVICE`]
 /// exist; `None` if all are busy. The stream is marked busy: the caller marks it idle again

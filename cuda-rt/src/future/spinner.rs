@@ -27,9 +27,9 @@
 //! futures through their [`Signal`]s.
 
 use super::poller;
-use super::pools::{self, lock, CompletionEvent, Target};
+use super::pools::{self, CompletionEvent, Target};
 use super::signal::Signal;
-use crate::context::{cause_tag, ThreadTag};
+use crate::context::{cause_tag, lock, ThreadTag};
 use crate::error::defer_for;
 use crate::event::watch::{self, Watched};
 use crate::raw::{self, RawEvent};
@@ -163,14 +163,19 @@ impl Entry {
             return false;
         };
         let (event, device) = (target.raw(), target.device());
-        match self.watched.clone() {
+        // Taken out for the look (which needs `&mut self`) and put back: no reference count
+        // changes on the spinner's loop.
+        let watched = self.watched.take();
+        let keep = match &watched {
             // A pooled event, held by the entry.
             None => self.look(now, event, device),
             // An owned event, while its owner has not forgotten it; once it has, the watch ends.
             Some(watched) => watched
                 .with_live(|event| self.look(now, event, device))
                 .unwrap_or(false),
-        }
+        };
+        self.watched = watched;
+        keep
     }
 
     /// One look at the entry's event `event` of `device`, live for the duration of the call:

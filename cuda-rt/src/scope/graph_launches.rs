@@ -46,9 +46,7 @@ impl ScopedLaunches {
 /// Locks a [`GraphExec`]'s launch state (a panic never happens while it is held, so a poisoned
 /// lock guards consistent state).
 pub(crate) fn lock_launches(launches: &Mutex<ScopedLaunches>) -> MutexGuard<'_, ScopedLaunches> {
-    launches
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::context::lock(launches)
 }
 
 /// What a scope's graph launch was made with: the executable (its address), the stream and its
