@@ -143,7 +143,16 @@ fn allocations_larger_than_the_device_fail_and_leave_it_usable() {
 
     let e = DeviceBuffer::<u8>::new(total + (1 << 30)).unwrap_err();
     assert_cuda_error(&e, "cudaErrorMemoryAllocation");
-    assert_eq!((e.call(), e.what()), ("cudaMalloc", "DeviceBuffer::new"));
+    assert_eq!(
+        (e.call(), e.what()),
+        ("cudaMallocAsync", "DeviceBuffer::new")
+    );
+    let e = DeviceBuffer::<u8>::new_synchronous(total + (1 << 30)).unwrap_err();
+    assert_cuda_error(&e, "cudaErrorMemoryAllocation");
+    assert_eq!(
+        (e.call(), e.what()),
+        ("cudaMalloc", "DeviceBuffer::new_synchronous")
+    );
     let e = DeviceBuffer::<u8>::new_async(2 * total, &stream).unwrap_err();
     assert_cuda_error(&e, "cudaErrorMemoryAllocation");
     assert_eq!(e.call(), "cudaMallocAsync");
@@ -177,7 +186,7 @@ fn allocations_larger_than_the_device_fail_and_leave_it_usable() {
         let mut big = if ordered {
             DeviceBuffer::<u8>::new_async(half, &stream).unwrap()
         } else {
-            DeviceBuffer::<u8>::new(half).unwrap()
+            DeviceBuffer::<u8>::new_synchronous(half).unwrap()
         };
         big.set_bytes_async(&stream, 0x5a).unwrap();
         big.synchronize().unwrap();

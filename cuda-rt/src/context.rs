@@ -172,6 +172,99 @@ impl<T> Deferred<T> {
     }
 }
 
+/// A release of a resource that must not be freed while a stream capture restricts the thread
+/// (a `cudaFree` or a host wait would invalidate the capture, or fail): it runs once no such
+/// capture is in progress.
+pub(crate) type AfterCapture = Box<dyn FnOnce() + Send>;
+
+/// Captures in progress that restrict other threads (`cudaStreamCaptureModeGlobal`), and the
+/// releases waiting for the last restricting capture to end.
+struct Restricting {
+    global: usize,
+    waiting: Vec<AfterCapture>,
+}
+
+static RESTRICTING: Mutex<Restricting> = Mutex::new(Restricting {
+    global: 0,
+    waiting: Vec::new(),
+});
+
+thread_local! {
+    /// Captures begun on this thread that restrict it (global and thread-local modes).
+    static CAPTURING: Cell<usize> = const { Cell::new(0) };
+}
+
+fn restricted(state: &Restricting) -> bool {
+    state.global > 0 || CAPTURING.try_with(Cell::get).unwrap_or(0) > 0
+}
+
+/// Marks a stream capture of this crate in progress on the calling thread, from its begin to
+/// its end: `restricts_thread` for the global and thread-local modes, `global` for the global
+/// mode (which restricts every thread). Dropping it runs the releases that waited for it, once
+/// no restricting capture remains.
+pub(crate) struct CaptureInProgress {
+    restricts_thread: bool,
+    global: bool,
+}
+
+impl CaptureInProgress {
+    pub(crate) fn enter(restricts_thread: bool, global: bool) -> CaptureInProgress {
+        if restricts_thread {
+            CAPTURING.with(|c| c.set(c.get() + 1));
+        }
+        if global {
+            lock(&RESTRICTING).global += 1;
+        }
+        CaptureInProgress {
+            restricts_thread,
+            global,
+        }
+    }
+}
+
+impl Drop for CaptureInProgress {
+    fn drop(&mut self) {
+        if self.restricts_thread {
+            // The slot outlives the guard: the guard is a local of a call on this thread.
+            let _ = CAPTURING.try_with(|c| c.set(c.get().saturating_sub(1)));
+        }
+        let ready = {
+            let mut state = lock(&RESTRICTING);
+            if self.global {
+                state.global -= 1;
+            }
+            if restricted(&state) {
+                Vec::new()
+            } else {
+                std::mem::take(&mut state.waiting)
+            }
+        };
+        for release in ready {
+            release();
+        }
+    }
+}
+
+/// Whether a stream capture in progress forbids the calling thread calls that may synchronize
+/// (`cudaFree`, host waits): one begun here in global or thread-local mode, or one in global
+/// mode on any thread.
+pub(crate) fn capture_restricts_thread() -> bool {
+    restricted(&lock(&RESTRICTING))
+}
+
+/// Runs `release` once no restricting capture is in progress: now if none is, or when the last
+/// one ends (on the thread that ends it).
+pub(crate) fn after_capture(release: AfterCapture) {
+    {
+        let mut state = lock(&RESTRICTING);
+        if restricted(&state) {
+            state.waiting.push(release);
+            return;
+        }
+    }
+    release();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +272,54 @@ mod tests {
     /// Whether the thread of `tag` has not exited.
     fn is_live(tag: ThreadTag) -> bool {
         tag != ORPHANED && lock(&LIVE).contains(&tag)
+    }
+
+    #[test]
+    fn releases_wait_for_the_last_restricting_capture() {
+        use std::sync::atomic::AtomicUsize;
+        use std::sync::Arc;
+        // The state is process-wide: this is the only test of this binary that touches it.
+        let ran = Arc::new(AtomicUsize::new(0));
+        let count = |ran: &Arc<AtomicUsize>| {
+            let ran = ran.clone();
+            Box::new(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            }) as AfterCapture
+        };
+        // No capture: at once.
+        assert!(!capture_restricts_thread());
+        after_capture(count(&ran));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        // A relaxed capture restricts nothing.
+        drop(CaptureInProgress::enter(false, false));
+        {
+            let _relaxed = CaptureInProgress::enter(false, false);
+            assert!(!capture_restricts_thread());
+        }
+        // A thread-local capture restricts its thread only.
+        let local = CaptureInProgress::enter(true, false);
+        assert!(capture_restricts_thread());
+        assert!(!std::thread::spawn(capture_restricts_thread).join().unwrap());
+        after_capture(count(&ran));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        // A global capture on another thread restricts this one too, and outlasts the local one.
+        let (begun_tx, begun_rx) = std::sync::mpsc::channel();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let global = std::thread::spawn(move || {
+            let _global = CaptureInProgress::enter(true, true);
+            begun_tx.send(()).unwrap();
+            end_rx.recv().unwrap();
+        });
+        begun_rx.recv().unwrap();
+        drop(local);
+        assert!(capture_restricts_thread());
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "ran under a global capture");
+        after_capture(count(&ran));
+        end_tx.send(()).unwrap();
+        global.join().unwrap();
+        // The global capture's end ran both waiting releases, on its thread.
+        assert_eq!(ran.load(Ordering::SeqCst), 3);
+        assert!(!capture_restricts_thread());
     }
 
     #[test]

@@ -594,19 +594,38 @@ impl Device {
     /// `cudaDeviceEnablePeerAccess`: lets this device access `peer`'s memory (needed by kernels
     /// that dereference peer pointers; peer copies work without it, staged through the host).
     ///
+    /// Memory from a stream-ordered pool is not covered by `cudaDeviceEnablePeerAccess`: this
+    /// also grants this device read and write access to the pool that `peer`'s stream-ordered
+    /// allocations come from (`cudaDeviceGetMemPool`, `cudaMemPoolSetAccess`), which is where
+    /// [`DeviceBuffer::new`](crate::DeviceBuffer::new) allocates. A pool of your own
+    /// ([`MemPool::new`](crate::MemPool::new)) needs its own grant.
+    ///
     /// # Errors
-    /// `cudaErrorPeerAccessAlreadyEnabled`, `cudaErrorPeerAccessUnsupported`,
-    /// `cudaErrorInvalidDevice`.
+    /// `cudaErrorPeerAccessAlreadyEnabled` (the pool's access is granted anyway),
+    /// `cudaErrorPeerAccessUnsupported`, `cudaErrorInvalidDevice`; errors of
+    /// `cudaMemPoolSetAccess` (not `cudaErrorNotSupported`: a device without memory pools has
+    /// no pool to grant).
     pub fn enable_peer_access(self, peer: Device) -> Result<()> {
+        const WHAT: &str = "Device::enable_peer_access";
         // SAFETY: no preconditions.
         let result = with_current(self.0, || unsafe { raw::device_enable_peer_access(peer.0) });
         if result.is_ok()
             || result.is_err_and(|e| e.code() == Some(raw::status::PEER_ACCESS_ALREADY_ENABLED))
         {
+            // SAFETY: no preconditions; the pool is the device's, live while the device is.
+            let granted = unsafe { raw::device_get_mem_pool(peer.0) }.and_then(|pool| {
+                // SAFETY: a live pool of `peer`, just asked for.
+                unsafe { raw::mem_pool_set_access_read_write(pool, self.0) }
+            });
+            match granted {
+                Ok(()) => {}
+                Err(e) if e.code() == Some(raw::status::NOT_SUPPORTED) => {}
+                Err(e) => return Err(e.context(WHAT)),
+            }
             // Kernels on this device may use `peer`'s memory from now on.
             note_peer_access(self.0, peer.0);
         }
-        result.map_err(|e| e.context("Device::enable_peer_access"))
+        result.map_err(|e| e.context(WHAT))
     }
 
     /// `cudaSetDeviceFlags` with this device current: how host threads wait for it and what

@@ -585,6 +585,12 @@ impl Stream {
             }
             return Err(e.context(WHAT));
         }
+        // Until the capture ends, drops that would synchronize (a buffer of `cudaMalloc`, pinned
+        // memory) wait for it instead of invalidating it.
+        let in_progress = crate::context::CaptureInProgress::enter(
+            mode != CaptureMode::Relaxed,
+            mode == CaptureMode::Global,
+        );
         let capture = Capture {
             stream,
             parts: Building::new(),
@@ -595,6 +601,7 @@ impl Stream {
         let outcome = catch_unwind(AssertUnwindSafe(|| f(&capture)));
         // SAFETY: the stream is capturing (begun above, on this thread).
         let ended = unsafe { raw::stream_end_capture(stream) };
+        drop(in_progress);
         if set_aside {
             self.end_capture();
         }

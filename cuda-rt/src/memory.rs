@@ -14,10 +14,11 @@
 //!   stream orders them. So two streams never race on the same bytes, with an ordering CUDA
 //!   sees, and uses of disjoint ranges (disjoint [`DeviceViewMut`]s on different streams) are
 //!   not ordered against each other at all;
-//! - synchronous operations (`copy_from_host`, `to_vec`, ...) and `Drop` wait for the markers
-//!   of the bytes they touch; so **dropping a buffer with work pending is safe**: the drop waits
-//!   (for a stream-ordered buffer it instead queues the free behind the markers, without
-//!   blocking).
+//! - synchronous operations (`copy_from_host`, `to_vec`, ...) wait for the markers of the bytes
+//!   they touch; a drop queues the free behind them (`cudaFreeAsync` on a stream that waits for
+//!   them on the device), so **dropping a buffer with work pending is safe and does not block
+//!   the host**. Only memory from `cudaMalloc`
+//!   ([`DeviceBuffer::new_synchronous`]) is freed after a host wait.
 //!
 //! **Markers are recorded lazily.** A use on an owned `Stream` records nothing: the marker
 //! notes that the stream has unrecorded uses, and `cudaEventRecord` runs only when another
@@ -668,15 +669,22 @@ enum Allocation {
 
 /// An owned array of `T` in device memory.
 ///
-/// Allocated with `cudaMalloc` ([`new`](Self::new), [`zeroed`](Self::zeroed),
-/// [`from_slice`](Self::from_slice)) or stream-ordered with `cudaMallocAsync`
-/// ([`new_async`](Self::new_async)). Operations are those of [`DeviceMemory`] (import the
+/// Allocated stream-ordered (`cudaMallocAsync` from the device's current memory pool): on the
+/// calling thread's per-thread default stream ([`new`](Self::new), [`zeroed`](Self::zeroed),
+/// [`from_slice`](Self::from_slice)), on a stream of your choice
+/// ([`new_async`](Self::new_async)) or from a pool of your choice
+/// ([`new_in_pool`](Self::new_in_pool)); or with `cudaMalloc`
+/// ([`new_synchronous`](Self::new_synchronous)), for memory shared with code that does not
+/// order its work through this crate. Operations are those of [`DeviceMemory`] (import the
 /// trait, or `use cuda_rt::prelude::*`); the most common ones are also inherent methods.
 ///
-/// Dropping it with work pending is safe: the drop waits for the last queued use (see the
-/// [module docs](self)), or for a stream-ordered buffer queues `cudaFreeAsync` behind it. A
-/// failure to free is reported to the next synchronize; if the wait itself fails the memory is
-/// leaked rather than freed under running work.
+/// Dropping it with work pending is safe and does not block the host: the drop queues
+/// `cudaFreeAsync` behind the last queued use (on that use's stream when every use was on one
+/// owned [`Stream`](crate::Stream), otherwise on the per-thread default stream after waiting on
+/// the device for every use), see the [module docs](self). Only a
+/// [`new_synchronous`](Self::new_synchronous) buffer's drop waits for its last use and calls
+/// `cudaFree`. A failure to free is reported to the next synchronize; if ordering the free
+/// fails the memory is leaked rather than freed under running work.
 ///
 /// # Thread safety
 /// `Send` and `Sync` when `T` is: the memory may be used from any thread; uses are ordered on
@@ -741,21 +749,64 @@ const fn assert_alignment<T>() {
 }
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
-    /// `cudaMalloc` of `len` elements on the calling thread's current device. The contents are
-    /// unspecified (any bit pattern, which `T: DeviceCopy` accepts).
+    /// `len` elements on the calling thread's current device, allocated stream-ordered
+    /// (`cudaMallocAsync` on the thread's per-thread default stream, from the device's current
+    /// memory pool: its default pool unless `cudaDeviceSetMemPool` chose another). The host
+    /// does not wait for anything: the allocation is queued, and work on any stream that uses
+    /// the buffer through this crate is ordered after it (through the buffer's marker), as its
+    /// drop queues `cudaFreeAsync` behind the buffer's last use. The contents are unspecified
+    /// (any bit pattern, which `T: DeviceCopy` accepts).
+    ///
+    /// On a device without memory pools (`cudaMallocAsync` answers `cudaErrorNotSupported`) it
+    /// falls back to [`new_synchronous`](Self::new_synchronous). For memory that code unaware
+    /// of streams will use (a C++ library that reads it on its own streams without ordering),
+    /// use [`new_synchronous`](Self::new_synchronous).
+    ///
+    /// The default pool gives memory back to the device at each synchronization beyond its
+    /// release threshold, which is 0 unless set: a program that allocates temporaries between
+    /// host waits keeps them cheap with
+    /// `MemPool::device_default(device)?.set_release_threshold(bytes)`
+    /// ([`MemPool::set_release_threshold`](crate::MemPool::set_release_threshold)).
+    ///
+    /// # Errors
+    /// `cudaErrorMemoryAllocation`; [`ErrorKind::SizeOverflow`]; errors of CUDA initialization;
+    /// [`ErrorKind::InHostCallback`].
+    pub fn new(len: usize) -> Result<DeviceBuffer<T>> {
+        const WHAT: &str = "DeviceBuffer::new";
+        // SAFETY: no preconditions.
+        let device = unsafe { raw::get_device() }.map_err(|e| e.context(WHAT))?;
+        let ordered =
+            Self::stream_ordered(len, StreamRef::per_thread(), device, WHAT, |bytes, s| {
+                // SAFETY: the per-thread default stream is live; the allocation is owned by the
+                // buffer built from it.
+                unsafe { raw::malloc_async(bytes, s) }
+            });
+        match ordered {
+            Err(e) if e.code() == Some(raw::status::NOT_SUPPORTED) => Self::new_synchronous(len),
+            ordered => ordered,
+        }
+    }
+
+    /// `cudaMalloc` of `len` elements on the calling thread's current device: memory usable at
+    /// once by every stream, also by code that knows nothing of this crate's ordering. Its drop
+    /// waits for the buffer's last queued use and then calls `cudaFree` (which may synchronize
+    /// the device); inside a stream capture that restricts the thread, the drop leaves that to
+    /// the end of the capture. Prefer [`new`](Self::new) unless the memory is shared that way.
+    /// The contents are unspecified.
     ///
     /// # Errors
     /// `cudaErrorMemoryAllocation`; [`ErrorKind::SizeOverflow`]; errors of CUDA initialization.
-    pub fn new(len: usize) -> Result<DeviceBuffer<T>> {
+    pub fn new_synchronous(len: usize) -> Result<DeviceBuffer<T>> {
+        const WHAT: &str = "DeviceBuffer::new_synchronous";
         const { assert_alignment::<T>() };
-        let bytes = bytes_of::<T>(len, "DeviceBuffer::new")?;
+        let bytes = bytes_of::<T>(len, WHAT)?;
         // SAFETY: no preconditions.
-        let device = unsafe { raw::get_device() }.map_err(|e| e.context("DeviceBuffer::new"))?;
+        let device = unsafe { raw::get_device() }.map_err(|e| e.context(WHAT))?;
         if bytes == 0 {
             return Ok(Self::empty(len, device));
         }
         // SAFETY: no preconditions; the allocation is owned by the buffer built below.
-        let ptr = unsafe { raw::malloc(bytes) }.map_err(|e| e.context("DeviceBuffer::new"))?;
+        let ptr = unsafe { raw::malloc(bytes) }.map_err(|e| e.context(WHAT))?;
         Ok(DeviceBuffer {
             ptr: NonNull::new(ptr.cast()).unwrap_or(NonNull::dangling()),
             len,
@@ -775,17 +826,20 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
     }
 
-    /// `cudaMalloc` then `cudaMemset` to zero.
+    /// [`new`](Self::new), then `cudaMemsetAsync` to zero on the same per-thread default
+    /// stream: queued, not waited for (every use through this crate is ordered after it).
     ///
     /// # Errors
-    /// As for [`new`](Self::new).
+    /// As for [`new`](Self::new); errors of queuing the memset.
     pub fn zeroed(len: usize) -> Result<DeviceBuffer<T>> {
         let mut buffer = Self::new(len)?;
-        buffer.set_bytes(0)?;
+        buffer.set_bytes_async(StreamRef::per_thread(), 0)?;
         Ok(buffer)
     }
 
-    /// `cudaMalloc` then a synchronous copy of `data`.
+    /// [`new`](Self::new), then a copy of `data` that the host waits for (`data` is borrowed
+    /// host memory: `cudaMemcpyAsync` on the per-thread default stream, then
+    /// `cudaStreamSynchronize`).
     ///
     /// # Errors
     /// As for [`new`](Self::new) and [`copy_from_host`](DeviceMemoryMut::copy_from_host).
@@ -796,7 +850,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 
     /// `cudaMallocAsync` of `len` elements on `stream` (stream-ordered allocation from the
-    /// device's default memory pool). The memory is usable by work ordered after this point of
+    /// device's current memory pool, as [`new`](Self::new), on a stream of your choice). The memory is usable by work ordered after this point of
     /// `stream`; this crate orders other streams' uses after it through the buffer's marker.
     /// The drop queues `cudaFreeAsync` behind the last use instead of blocking.
     ///
@@ -981,11 +1035,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         };
         let result = match self.allocation {
             Allocation::Empty => Ok(()),
-            Allocation::Synchronous => match self.tracker.synchronize(span) {
-                // SAFETY: our allocation; every queued use has finished; not used again.
-                Ok(()) => unsafe { raw::free(ptr) },
-                Err(e) => Err(e),
-            },
+            // SAFETY: our allocation of `span`'s bytes, tracked by our tracker; not used again.
+            Allocation::Synchronous => unsafe { free_synchronous(ptr, span, &self.tracker) },
             Allocation::StreamOrdered => {
                 let device = self.device;
                 // SAFETY: our allocation; the stream given is the one every use of the memory
@@ -1038,11 +1089,40 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 }
 
+/// Waits for the last queued use of `span` (the whole allocation at `ptr`), then `cudaFree`s it;
+/// if waiting fails, leaks it (never freed under running work).
+///
+/// # Safety
+/// `ptr` is a `cudaMalloc` allocation of `span`'s bytes whose uses `tracker` tracks, not freed
+/// yet and not used after this call.
+unsafe fn free_synchronous(ptr: *mut c_void, span: Span, tracker: &Tracker) -> Result<()> {
+    tracker.synchronize(span)?;
+    // SAFETY: the caller's allocation; every queued use has finished; not used again.
+    unsafe { raw::free(ptr) }
+}
+
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
+    /// Queues `cudaFreeAsync` behind the last use of a stream-ordered buffer; waits for the last
+    /// use of a [`new_synchronous`](DeviceBuffer::new_synchronous) buffer and `cudaFree`s it.
+    /// Inside a host callback it leaks the memory instead; inside a stream capture that
+    /// restricts the thread (global or thread-local mode), where a free could invalidate the
+    /// capture, it frees once the capture has ended. Errors go to the next synchronize.
     fn drop(&mut self) {
-        if self.allocation != Allocation::Empty
-            && crate::error::leak_if_in_callback("DeviceBuffer::drop")
-        {
+        const WHAT: &str = "DeviceBuffer::drop";
+        if self.allocation == Allocation::Empty || crate::error::leak_if_in_callback(WHAT) {
+            return;
+        }
+        if crate::context::capture_restricts_thread() {
+            // The same allocation as bytes (which are `Send`), freed by their own drop later.
+            let bytes = DeviceBuffer::<u8> {
+                ptr: self.ptr.cast(),
+                len: self.len * size_of::<T>(),
+                device: self.device,
+                tracker: std::mem::replace(&mut self.tracker, Tracker::new()),
+                allocation: self.allocation,
+            };
+            self.allocation = Allocation::Empty;
+            crate::context::after_capture(Box::new(move || drop(bytes)));
             return;
         }
         defer_result(self.release());

@@ -275,8 +275,19 @@ impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
         if self.nothing_to_free() || crate::error::leak_if_in_callback("PinnedBuffer::drop") {
             return;
         }
-        // SAFETY: our allocation, with no copy in flight (see the type's docs); not used again.
-        let result = unsafe { raw::free_host(self.ptr.as_ptr().cast()) };
-        defer_result(result.map_err(|e| e.context("PinnedBuffer::drop")));
+        let ptr = self.ptr.as_ptr() as usize;
+        let free = move || {
+            // SAFETY: our allocation (taken over by this closure), with no copy in flight (see
+            // the type's docs); not used again.
+            let result = unsafe { raw::free_host(ptr as *mut std::ffi::c_void) };
+            defer_result(result.map_err(|e| e.context("PinnedBuffer::drop")));
+        };
+        // `cudaFreeHost` may synchronize: inside a stream capture that restricts the thread it
+        // would invalidate the capture, so it waits for the capture's end.
+        if crate::context::capture_restricts_thread() {
+            crate::context::after_capture(Box::new(free));
+        } else {
+            free();
+        }
     }
 }

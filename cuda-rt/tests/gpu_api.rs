@@ -123,14 +123,21 @@ fn errors_carry_names_context_and_are_not_sticky_when_recoverable() {
         return;
     };
     let _serial = serial();
-    let e = DeviceBuffer::<u8>::new(1 << 60).unwrap_err();
+    let e = DeviceBuffer::<u8>::new_synchronous(1 << 60).unwrap_err();
     assert_eq!(e.name(), "cudaErrorMemoryAllocation");
     assert_eq!(e.call(), "cudaMalloc");
-    assert_eq!(e.what(), "DeviceBuffer::new");
+    assert_eq!(e.what(), "DeviceBuffer::new_synchronous");
     assert!(!e.is_sticky());
     assert!(e
         .to_string()
-        .starts_with("DeviceBuffer::new: cudaMalloc: cudaErrorMemoryAllocation"));
+        .starts_with("DeviceBuffer::new_synchronous: cudaMalloc: cudaErrorMemoryAllocation"));
+    let e = DeviceBuffer::<u8>::new(1 << 60).unwrap_err();
+    assert_eq!(e.name(), "cudaErrorMemoryAllocation");
+    assert_eq!(
+        (e.call(), e.what()),
+        ("cudaMallocAsync", "DeviceBuffer::new")
+    );
+    assert!(!e.is_sticky());
     // The error was returned, so it does not linger as the thread's last error (where a
     // kernel launcher's `cudaGetLastError()` would report it again as its own).
     cuda_rt::peek_last_error().unwrap();

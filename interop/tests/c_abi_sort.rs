@@ -248,6 +248,8 @@ fn a_queued_sort_is_learned_about_later_without_blocking() {
         .collect();
     let mut device_keys = DeviceBuffer::from_slice(&keys).unwrap();
     let mut device_values = DeviceBuffer::<u64>::zeroed(n).unwrap();
+    // The zeroing is queued; the C interface below orders nothing through cuda-rt.
+    cuda_rt::DeviceMemory::synchronize(&device_values).unwrap();
     let started = std::time::Instant::now();
     // SAFETY: n keys and n values of device memory, used by nothing else until the outcome is
     // collected; a live stream and workspace.
@@ -338,6 +340,8 @@ fn bad_input_gets_a_status_and_a_message() {
     let stream = owned_stream.as_raw();
     let workspace = Workspace::new();
     let mut device = DeviceBuffer::<u64>::zeroed(64).unwrap();
+    // The zeroing is queued; raw calls below order nothing through cuda-rt.
+    cuda_rt::DeviceMemory::synchronize(&device).unwrap();
     let base: *mut c_void = device.as_mut_raw_ptr().cast();
     let mut host = vec![0u32; 64];
     let async_sort = |keys: *mut c_void, values: *mut c_void, key: KeyType, bytes: usize| {

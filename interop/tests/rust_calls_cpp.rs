@@ -200,10 +200,11 @@ fn cuda_rt_events_order_cpp_work_across_streams() {
     let updated = Event::new().unwrap();
     let n = 1 << 20;
     let ones = DeviceBuffer::from_slice(&vec![1u32; n]).unwrap();
-    let mut prefix = DeviceBuffer::<u32>::new(n).unwrap();
+    // Raw pointers below: memory ready for every stream at once (`cudaMalloc`).
+    let mut prefix = DeviceBuffer::<u32>::new_synchronous(n).unwrap();
     let mut y = DeviceBuffer::from_slice(&vec![0.5f32; n]).unwrap();
     let x = DeviceBuffer::from_slice(&vec![2.0f32; n]).unwrap();
-    let mut bins = DeviceBuffer::<u32>::new(256).unwrap();
+    let mut bins = DeviceBuffer::<u32>::new_synchronous(256).unwrap();
     // Everything above is complete (synchronous uploads); from here the events order the work.
     let (ones_p, prefix_p) = (ones.as_raw_ptr(), prefix.as_mut_raw_ptr());
     let (x_p, y_p, bins_p) = (x.as_raw_ptr(), y.as_mut_raw_ptr(), bins.as_mut_raw_ptr());

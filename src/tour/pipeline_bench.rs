@@ -225,8 +225,9 @@ fn pipeline_against_the_bound() {
         let mut lanes: Vec<_> = (0..streams)
             .map(|_| {
                 (
-                    DeviceBuffer::<u32>::new(LEN / chunks).unwrap(),
-                    DeviceBuffer::<u32>::new(LEN / chunks).unwrap(),
+                    // Raw calls use them on their own streams: memory ready for every stream.
+                    DeviceBuffer::<u32>::new_synchronous(LEN / chunks).unwrap(),
+                    DeviceBuffer::<u32>::new_synchronous(LEN / chunks).unwrap(),
                 )
             })
             .collect();

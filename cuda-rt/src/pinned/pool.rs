@@ -248,6 +248,27 @@ impl PinnedPool {
         Self::with_flags(HostAllocFlags::DEFAULT)
     }
 
+    /// The process's shared staging pool (default flags, the default cache limit), made on
+    /// first use: where a program needs page-locked temporaries (a staging buffer per batch)
+    /// and has no pool of its own to pass around, `PinnedPool::shared().take(len)` costs a
+    /// `cudaHostAlloc` the first time only. Its cache lives until the process exits (call
+    /// [`trim_to`](Self::trim_to) to give memory back earlier); it cannot be closed.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cuda_rt::{DeviceBuffer, DeviceMemoryMut, PinnedPool, Stream};
+    /// let stream = Stream::new()?;
+    /// let mut device = DeviceBuffer::<u32>::new(1 << 20)?;
+    /// let mut staging = PinnedPool::shared().take::<u32>(1 << 20)?;
+    /// staging.fill(7);
+    /// drop(device.copy_from_pinned_async(&stream, staging)?.synchronize()?); // back to the pool
+    /// # Ok::<(), cuda_rt::Error>(())
+    /// ```
+    pub fn shared() -> &'static PinnedPool {
+        static SHARED: std::sync::OnceLock<PinnedPool> = std::sync::OnceLock::new();
+        SHARED.get_or_init(PinnedPool::new)
+    }
+
     /// An empty pool whose allocations are made with `cudaHostAlloc` and `flags`; every buffer
     /// it lends has these flags. Allocates nothing yet (flags the device does not support are
     /// refused by the first [`take`](Self::take)).

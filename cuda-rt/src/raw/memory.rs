@@ -142,6 +142,47 @@ fn device_location(device: c_int) -> sys::cudaMemLocation {
     location
 }
 
+/// `cudaDeviceGetMemPool`: the pool that `cudaMallocAsync` on `device`'s streams allocates
+/// from (the default pool unless `cudaDeviceSetMemPool` chose another; owned by whoever made
+/// it, never destroyed by the caller).
+///
+/// # Errors
+/// The status of `cudaDeviceGetMemPool` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn device_get_mem_pool(device: c_int) -> Result<RawMemPool> {
+    not_in_callback("cudaDeviceGetMemPool")?;
+    let mut pool = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one handle through a valid pointer.
+        unsafe { sys::cudaDeviceGetMemPool(&mut pool, device) },
+        "cudaDeviceGetMemPool",
+    )?;
+    Ok(pool)
+}
+
+/// `cudaMemPoolSetAccess` of one descriptor: kernels on device `accessor` may read and write
+/// the memory of `pool` (a pool of another device).
+///
+/// # Errors
+/// The status of `cudaMemPoolSetAccess` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `pool` must be live.
+pub unsafe fn mem_pool_set_access_read_write(pool: RawMemPool, accessor: c_int) -> Result<()> {
+    not_in_callback("cudaMemPoolSetAccess")?;
+    let desc = sys::cudaMemAccessDesc {
+        location: device_location(accessor),
+        flags: sys::cudaMemAccessFlagsProtReadWrite,
+    };
+    check(
+        // SAFETY: the caller's contract; CUDA reads one descriptor through the pointer.
+        unsafe { sys::cudaMemPoolSetAccess(pool, &desc, 1) },
+        "cudaMemPoolSetAccess",
+    )
+}
+
 /// `cudaMemPoolDestroy`. Allocations still outstanding keep the pool's memory until they are
 /// freed (CUDA releases it then).
 ///

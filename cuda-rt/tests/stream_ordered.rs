@@ -1,0 +1,219 @@
+//! Stream-ordered device memory on a GPU: `DeviceBuffer::new` and its drop never make the host
+//! wait for queued work, later uses on any stream are ordered after the allocation, memory
+//! reused by the pool is never written before its earlier user is done, and drops inside a
+//! stream capture wait for the capture's end instead of invalidating (or aborting) it. Each
+//! test skips loudly without a GPU.
+
+use cuda_rt::prelude::*;
+use cuda_rt::{CaptureMode, Device, ErrorKind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Deferred errors are process-wide: tests that look at them run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A stream held back by a host function until the gate opens: whatever is queued behind it
+/// stays queued. A watchdog opens the gate after 20 s, so that a test that would otherwise
+/// wait forever fails instead (`opened_by_watchdog`).
+struct Gate {
+    open: Option<mpsc::Sender<()>>,
+    by_watchdog: Arc<AtomicBool>,
+}
+
+impl Gate {
+    fn close(stream: &Stream) -> Gate {
+        let (open, wait) = mpsc::channel::<()>();
+        let by_watchdog = Arc::new(AtomicBool::new(false));
+        stream
+            .launch_host_fn(move || {
+                let _ = wait.recv();
+            })
+            .unwrap();
+        let watchdog_open = open.clone();
+        let flag = by_watchdog.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(20));
+            if watchdog_open.send(()).is_ok() {
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        Gate {
+            open: Some(open),
+            by_watchdog,
+        }
+    }
+
+    /// Opens the gate; panics if the watchdog had to open it (the host waited for the GPU).
+    fn open(mut self) {
+        if let Some(open) = self.open.take() {
+            let _ = open.send(());
+        }
+        assert!(
+            !self.by_watchdog.load(Ordering::SeqCst),
+            "the host waited for work queued behind the gate"
+        );
+    }
+}
+
+#[test]
+fn new_zeroed_and_drop_never_wait_for_queued_work() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let (a, b) = (Stream::new().unwrap(), Stream::new().unwrap());
+    let n = 1 << 22;
+    let gates = (Gate::close(&a), Gate::close(&b));
+    let started = Instant::now();
+    for _ in 0..16 {
+        // Used on one stream, then on two, then dropped: each drop queues its free.
+        let mut one = DeviceBuffer::<u32>::zeroed(n).unwrap();
+        one.set_bytes_async(&a, 1).unwrap();
+        let mut two = DeviceBuffer::<u32>::new(n).unwrap();
+        two.set_bytes_async(&a, 2).unwrap();
+        let mut three = DeviceBuffer::<u32>::new(n).unwrap();
+        three.copy_from_device_async(&b, &two).unwrap();
+        drop(one);
+        drop(two);
+        drop(three);
+    }
+    let queued = started.elapsed();
+    assert!(!a.is_complete().unwrap() && !b.is_complete().unwrap());
+    println!("48 allocations, 48 uses and 48 drops queued in {queued:?} behind closed gates");
+    assert!(queued < Duration::from_secs(5), "{queued:?}");
+    gates.0.open();
+    gates.1.open();
+    a.synchronize().unwrap();
+    b.synchronize().unwrap();
+    Device::current().unwrap().synchronize().unwrap();
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
+#[test]
+fn memory_reused_by_the_pool_is_written_only_after_its_last_user() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let (first, second) = (Stream::new().unwrap(), Stream::new().unwrap());
+    let n = 1 << 20;
+    let source = DeviceBuffer::from_slice(&vec![7u32; n]).unwrap();
+    for round in 0..8u8 {
+        let gate = Gate::close(&first);
+        // `old` is written behind the gate and freed there; `new` may get its memory back from
+        // the pool, and is written on another stream.
+        let mut old = DeviceBuffer::<u32>::new(n).unwrap();
+        old.set_bytes_async(&first, 0xAB).unwrap();
+        let mut keep = DeviceBuffer::<u32>::new(n).unwrap();
+        keep.copy_from_device_async(&first, &old).unwrap();
+        drop(old);
+        let mut new = DeviceBuffer::<u32>::new(n).unwrap();
+        new.copy_from_device_async(&second, &source).unwrap();
+        gate.open();
+        assert_eq!(new.to_vec().unwrap(), vec![7u32; n], "round {round}");
+        assert!(
+            keep.to_vec().unwrap().iter().all(|&x| x == 0xABAB_ABAB),
+            "round {round}: the old buffer's bytes were overwritten before its copy ran"
+        );
+    }
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
+#[test]
+fn a_new_buffer_is_ordered_before_uses_on_other_streams_and_threads() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let input: Vec<u64> = (0..1 << 20).map(|i| i * 5 + 1).collect();
+    let source = DeviceBuffer::from_slice(&input).unwrap();
+    std::thread::scope(|t| {
+        for _ in 0..3 {
+            t.spawn(|| {
+                let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+                for _ in 0..16 {
+                    let mut zero = DeviceBuffer::<u64>::zeroed(input.len()).unwrap();
+                    let mut copy = DeviceBuffer::<u64>::new(input.len()).unwrap();
+                    copy.copy_from_device_async(&stream, &source).unwrap();
+                    zero.copy_from_device_async(&stream, &copy).unwrap();
+                    assert_eq!(zero.to_vec().unwrap(), input);
+                }
+                // Made on this thread, dropped on another.
+                let moved = DeviceBuffer::<u64>::zeroed(input.len()).unwrap();
+                std::thread::spawn(move || drop(moved)).join().unwrap();
+            });
+        }
+    });
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
+#[test]
+fn drops_inside_a_global_capture_wait_for_its_end() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let mut stream = Stream::new().unwrap();
+    let other = Stream::new().unwrap();
+    let n = 1 << 16;
+    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal] {
+        // Used on another stream before the capture, so that a free would have to wait.
+        let mut synchronous = DeviceBuffer::<u32>::new_synchronous(n).unwrap();
+        synchronous.set_bytes_async(&other, 1).unwrap();
+        let mut ordered = DeviceBuffer::<u32>::new(n).unwrap();
+        ordered.set_bytes_async(&other, 2).unwrap();
+        let pinned = PinnedBuffer::<u32>::new(n).unwrap();
+        let mut target = DeviceBuffer::<u32>::zeroed(n).unwrap();
+        // A thread that drops a buffer while the capture lasts.
+        let (dropped_tx, dropped_rx) = mpsc::channel::<()>();
+        let elsewhere = DeviceBuffer::<u32>::new_synchronous(n).unwrap();
+        let target_in_graph = &mut target;
+        let graph = stream
+            .capture(mode, move |c| {
+                let t = c.bind_mut(target_in_graph);
+                c.set_bytes(&t, 3)?;
+                drop(synchronous);
+                drop(ordered);
+                drop(pinned);
+                std::thread::spawn(move || {
+                    drop(elsewhere);
+                    let _ = dropped_tx.send(());
+                })
+                .join()
+                .unwrap();
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{mode:?}: the capture failed: {e}"));
+        dropped_rx.recv().unwrap();
+        let exec = graph.instantiate().unwrap();
+        cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).unwrap();
+        drop(exec);
+        assert!(
+            target.to_vec().unwrap().iter().all(|&x| x == 0x0303_0303),
+            "{mode:?}"
+        );
+        let deferred = cuda_rt::take_deferred_error();
+        assert!(deferred.is_none(), "{mode:?}: {deferred:?}");
+    }
+    Device::current().unwrap().synchronize().unwrap();
+}
+
+#[test]
+fn the_synchronous_path_stays_available_by_name() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let stream = Stream::new().unwrap();
+    let mut buffer = DeviceBuffer::<u16>::new_synchronous(1000).unwrap();
+    buffer.set_bytes_async(&stream, 0x11).unwrap();
+    assert_eq!(buffer.to_vec().unwrap(), vec![0x1111u16; 1000]);
+    buffer.close().unwrap();
+    let refused = DeviceBuffer::<u64>::new_synchronous(usize::MAX).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::SizeOverflow, "{refused}");
+}
