@@ -376,7 +376,8 @@ fn lazy_markers_outlive_their_stream() {
     Stream::new().unwrap().synchronize().unwrap();
 }
 
-/// `close_timeout` hands a buffer back instead of waiting longer than asked for its work.
+/// `close_timeout` hands a buffer of `cudaMalloc` back instead of waiting longer than asked for
+/// its work (a stream-ordered buffer never waits: its free is queued).
 #[test]
 fn close_timeout_gives_the_buffer_back() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
@@ -384,7 +385,8 @@ fn close_timeout_gives_the_buffer_back() {
     };
     let _serial = serial();
     let stream = Stream::new().unwrap();
-    let mut buffer = DeviceBuffer::<u32>::zeroed(1 << 16).unwrap();
+    let mut buffer = DeviceBuffer::<u32>::new_synchronous(1 << 16).unwrap();
+    buffer.set_bytes(0).unwrap();
     let release = stall(&stream);
     let watchdog = {
         let release = Arc::clone(&release);
