@@ -268,15 +268,15 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
     }
 
     /// Blocks until all work queued on these bytes has finished (`cudaEventSynchronize` on
-    /// their last-use markers).
+    /// their last-use markers). Like every synchronize of this crate, it then reports the
+    /// calling thread's [deferred errors](crate::error) (a failure that queued work found on
+    /// the GPU, such as a sort's, included).
     ///
     /// # Errors
-    /// An error of that work; [`ErrorKind::InHostCallback`].
+    /// An error of that work; a deferred error; [`ErrorKind::InHostCallback`].
     fn synchronize(&self) -> Result<()> {
         let parts = self.parts();
-        parts
-            .tracker
-            .synchronize(parts.span())
+        crate::error::with_deferred(parts.tracker.synchronize(parts.span()))
             .map_err(|e| e.context("DeviceMemory::synchronize"))
     }
 
