@@ -177,25 +177,21 @@ impl<T> Deferred<T> {
 /// capture is in progress.
 pub(crate) type AfterCapture = Box<dyn FnOnce() + Send>;
 
-/// Captures in progress that restrict other threads (`cudaStreamCaptureModeGlobal`), and the
-/// releases waiting for the last restricting capture to end.
-struct Restricting {
-    global: usize,
-    waiting: Vec<AfterCapture>,
-}
+/// Captures in progress that restrict every thread (`cudaStreamCaptureModeGlobal`). Read
+/// without a lock; changed only under [`WAITING`]'s lock, so that a release queued there is
+/// never left behind by a capture that ends meanwhile.
+static GLOBAL_CAPTURES: AtomicUsize = AtomicUsize::new(0);
 
-static RESTRICTING: Mutex<Restricting> = Mutex::new(Restricting {
-    global: 0,
-    waiting: Vec::new(),
-});
+/// The releases waiting for the last restricting capture to end.
+static WAITING: Mutex<Vec<AfterCapture>> = Mutex::new(Vec::new());
 
 thread_local! {
     /// Captures begun on this thread that restrict it (global and thread-local modes).
     static CAPTURING: Cell<usize> = const { Cell::new(0) };
 }
 
-fn restricted(state: &Restricting) -> bool {
-    state.global > 0 || CAPTURING.try_with(Cell::get).unwrap_or(0) > 0
+fn restricted() -> bool {
+    GLOBAL_CAPTURES.load(Ordering::SeqCst) > 0 || CAPTURING.try_with(Cell::get).unwrap_or(0) > 0
 }
 
 /// Marks a stream capture of this crate in progress on the calling thread, from its begin to
@@ -213,7 +209,8 @@ impl CaptureInProgress {
             CAPTURING.with(|c| c.set(c.get() + 1));
         }
         if global {
-            lock(&RESTRICTING).global += 1;
+            let _waiting = lock(&WAITING);
+            GLOBAL_CAPTURES.fetch_add(1, Ordering::SeqCst);
         }
         CaptureInProgress {
             restricts_thread,
@@ -229,14 +226,14 @@ impl Drop for CaptureInProgress {
             let _ = CAPTURING.try_with(|c| c.set(c.get().saturating_sub(1)));
         }
         let ready = {
-            let mut state = lock(&RESTRICTING);
+            let mut waiting = lock(&WAITING);
             if self.global {
-                state.global -= 1;
+                GLOBAL_CAPTURES.fetch_sub(1, Ordering::SeqCst);
             }
-            if restricted(&state) {
+            if restricted() {
                 Vec::new()
             } else {
-                std::mem::take(&mut state.waiting)
+                std::mem::take(&mut *waiting)
             }
         };
         for release in ready {
@@ -249,16 +246,16 @@ impl Drop for CaptureInProgress {
 /// (`cudaFree`, host waits): one begun here in global or thread-local mode, or one in global
 /// mode on any thread.
 pub(crate) fn capture_restricts_thread() -> bool {
-    restricted(&lock(&RESTRICTING))
+    restricted()
 }
 
 /// Runs `release` once no restricting capture is in progress: now if none is, or when the last
 /// one ends (on the thread that ends it).
 pub(crate) fn after_capture(release: AfterCapture) {
     {
-        let mut state = lock(&RESTRICTING);
-        if restricted(&state) {
-            state.waiting.push(release);
+        let mut waiting = lock(&WAITING);
+        if restricted() {
+            waiting.push(release);
             return;
         }
     }

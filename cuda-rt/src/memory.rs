@@ -1242,14 +1242,14 @@ fn synchronize_until<T: DeviceCopy>(memory: &impl DeviceMemory<T>, deadline: Ins
 }
 
 impl<T: DeviceCopy> Drop for DeviceBufferRef<'_, T> {
+    /// Waits for the work queued through the view (inside a stream capture, with the thread's
+    /// capture mode relaxed for the wait: that work was queued outside the capture).
     fn drop(&mut self) {
         if crate::error::leak_if_in_callback("DeviceBufferRef::drop") {
             return;
         }
-        defer_result(
-            self.release()
-                .map_err(|e| e.context("DeviceBufferRef::drop")),
-        );
+        let released = crate::stream::relaxed_while_capturing(|| self.release());
+        defer_result(released.map_err(|e| e.context("DeviceBufferRef::drop")));
     }
 }
 

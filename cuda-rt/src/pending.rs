@@ -350,7 +350,8 @@ impl<B> Drop for Pending<B> {
         if crate::error::leak_if_in_callback("Pending::drop") {
             return;
         }
-        match self.done.synchronize() {
+        // Inside a capture the wait is for a copy queued outside it.
+        match crate::stream::relaxed_while_capturing(|| self.done.synchronize()) {
             Ok(()) => {
                 // SAFETY: each field is dropped exactly once, here, after the operation
                 // finished; not used again.

@@ -201,6 +201,17 @@ impl Drop for MemPool {
         if !self.owned || crate::error::leak_if_in_callback("MemPool::drop") {
             return;
         }
+        if crate::context::capture_restricts_thread() {
+            // Destroyed once the capture that restricts the thread has ended.
+            let pool = MemPool {
+                raw: self.raw,
+                device: self.device,
+                owned: true,
+            };
+            self.owned = false;
+            crate::context::after_capture(Box::new(move || drop(pool)));
+            return;
+        }
         // SAFETY: our pool, created by `new`, not used after this; allocations still
         // outstanding keep its memory until they are freed (CUDA's rule).
         let result = unsafe { raw::mem_pool_destroy(self.raw) };

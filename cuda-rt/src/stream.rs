@@ -231,7 +231,21 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        if self.raw.is_null() {
+            return; // handed over to a later drop, below
+        }
         if crate::error::leak_if_in_callback("Stream::drop") {
+            return;
+        }
+        if crate::context::capture_restricts_thread() {
+            // Destroyed once the capture that restricts the thread has ended.
+            let stream = Stream {
+                raw: std::mem::replace(&mut self.raw, std::ptr::null_mut()),
+                id: self.id,
+                device: self.device,
+                hold: self.hold.clone(),
+            };
+            crate::context::after_capture(Box::new(move || drop(stream)));
             return;
         }
         self.release_hold();
@@ -531,6 +545,32 @@ fn synchronize_with_device_current(
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Runs `f` with the calling thread's stream-capture mode relaxed while a capture of this crate
+/// restricts the thread (`cudaThreadExchangeStreamCaptureMode`, restored afterwards): for a drop
+/// that must wait on the host for work queued outside the capture (an event recorded before it),
+/// which the capture does not concern but a restricting mode refuses. `f` must not touch the
+/// capturing stream. A failed exchange is deferred and `f` runs in the thread's mode.
+pub(crate) fn relaxed_while_capturing<R>(f: impl FnOnce() -> R) -> R {
+    if !crate::context::capture_restricts_thread() {
+        return f();
+    }
+    // SAFETY: the callers' waits touch no captured work (see above).
+    match unsafe { raw::thread_exchange_stream_capture_mode(raw::flags::CAPTURE_MODE_RELAXED) } {
+        Ok(previous) => {
+            let result = f();
+            // SAFETY: restores the mode read above.
+            if let Err(e) = unsafe { raw::thread_exchange_stream_capture_mode(previous) } {
+                crate::error::defer(e.context("restoring the thread's capture mode"));
+            }
+            result
+        }
+        Err(e) => {
+            crate::error::defer(e.context("relaxing the thread's capture mode"));
+            f()
+        }
     }
 }
 

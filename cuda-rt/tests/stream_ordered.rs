@@ -217,3 +217,92 @@ fn the_synchronous_path_stays_available_by_name() {
     let refused = DeviceBuffer::<u64>::new_synchronous(usize::MAX).unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::SizeOverflow, "{refused}");
 }
+
+/// Every other owning type of the crate dropped inside a global capture: the capture still
+/// succeeds, and whatever a drop could not do there is reported, never lost or aborted on.
+#[test]
+fn other_owning_types_dropped_inside_a_global_capture() {
+    use cuda_rt::{Event, HostRegisterFlags, MemPool, RegisteredHost};
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let mut stream = Stream::new().unwrap();
+    let other = Stream::new().unwrap();
+    let n = 1 << 16;
+    let mut device = DeviceBuffer::<u32>::new(n).unwrap();
+    let mut target = DeviceBuffer::<u32>::zeroed(n).unwrap();
+    // A copy queued before the capture, whose `Pending` the capture drops (a dropped `Pending`
+    // waits for its copy: the host wait must not invalidate the capture).
+    let copies = Stream::new().unwrap();
+    let pending = device
+        .copy_from_pinned_async(&copies, PinnedBuffer::from_slice(&vec![5u32; n]).unwrap())
+        .unwrap();
+    // (No gate here: the releases that run at the capture's end, `cudaFreeHost` and
+    // `cudaHostUnregister`, may synchronize the device, as they do outside a capture.)
+    let event = Event::new().unwrap();
+    event.record(&other).unwrap();
+    let doomed_stream = Stream::new().unwrap();
+    let registered = RegisteredHost::new(vec![1u32; n], HostRegisterFlags::DEFAULT)
+        .map_err(|e| e.error())
+        .unwrap();
+    let pool = MemPool::new(Device::current().unwrap()).unwrap();
+    let target_in_graph = &mut target;
+    let captured = stream.capture(CaptureMode::Global, move |c| {
+        let t = c.bind_mut(target_in_graph);
+        c.set_bytes(&t, 9)?;
+        drop(pending);
+        drop(event);
+        drop(doomed_stream);
+        drop(registered);
+        drop(pool);
+        Ok(())
+    });
+    let captured = captured.unwrap_or_else(|e| panic!("the capture failed: {e}"));
+    let exec = captured.instantiate().unwrap();
+    cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).unwrap();
+    drop(exec);
+    assert!(target.to_vec().unwrap().iter().all(|&x| x == 0x0909_0909));
+    assert_eq!(device.to_vec().unwrap(), vec![5u32; n]);
+    Device::current().unwrap().synchronize().unwrap();
+    let mut reported = Vec::new();
+    while let Some(e) = cuda_rt::take_deferred_error() {
+        reported.push(e.to_string());
+    }
+    println!("reported after the capture: {reported:#?}");
+    assert!(reported.is_empty(), "{reported:#?}");
+}
+
+/// A borrowed foreign allocation dropped inside a global capture waits for the work queued
+/// through it (before the capture) without invalidating the capture.
+#[test]
+fn a_borrowed_allocation_dropped_inside_a_global_capture_waits_for_its_work() {
+    use cuda_rt::DeviceBufferRef;
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let mut stream = Stream::new().unwrap();
+    let other = Stream::new().unwrap();
+    let n = 1 << 16;
+    let mut owner = DeviceBuffer::<u32>::new_synchronous(n).unwrap();
+    owner.set_bytes(0).unwrap();
+    // SAFETY: the view lies inside `owner`, which outlives it and is not used meanwhile.
+    let mut view =
+        unsafe { DeviceBufferRef::<u32>::from_raw_parts(owner.as_mut_raw_ptr(), n) }.unwrap();
+    view.set_bytes_async(&other, 4).unwrap();
+    let mut target = DeviceBuffer::<u32>::zeroed(n).unwrap();
+    let target_in_graph = &mut target;
+    let graph = stream
+        .capture(CaptureMode::Global, move |c| {
+            let t = c.bind_mut(target_in_graph);
+            c.set_bytes(&t, 1)?;
+            drop(view);
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("the capture failed: {e}"));
+    drop(graph);
+    assert_eq!(owner.to_vec().unwrap(), vec![0x0404_0404u32; n]);
+    let deferred = cuda_rt::take_deferred_error();
+    assert!(deferred.is_none(), "{deferred:?}");
+}

@@ -345,6 +345,27 @@ impl<T: DeviceCopy, A: RegistrationAccess> Drop for RegisteredHost<T, A> {
             std::mem::forget(data);
             return;
         }
+        if crate::context::capture_restricts_thread() {
+            // Unregistered (and freed) once the capture that restricts the thread has ended.
+            // Only the allocation travels: `T` is `Copy`, so no value of it is dropped or read
+            // on the thread that ends the capture.
+            let mut data = std::mem::ManuallyDrop::new(data);
+            let (ptr, len, capacity) = (data.as_mut_ptr() as usize, data.len(), data.capacity());
+            let device = self.device;
+            crate::context::after_capture(Box::new(move || {
+                // SAFETY: the parts of the Vec taken above, rebuilt once; its elements are
+                // `Copy` (no drop glue) and are not read.
+                let data = unsafe { Vec::from_raw_parts(ptr as *mut T, len, capacity) };
+                match unregister(data.as_ptr(), device) {
+                    Ok(()) => drop(data),
+                    Err(e) => {
+                        defer(e.context("RegisteredHost::drop"));
+                        std::mem::forget(data);
+                    }
+                }
+            }));
+            return;
+        }
         match unregister(data.as_ptr(), self.device) {
             Ok(()) => drop(data),
             Err(e) => {
