@@ -1,6 +1,7 @@
 //! The calling host thread's context: which thread it is, whether it runs a host callback of
-//! this crate (and for which thread), and the queue of errors waiting to be reported to a
-//! thread. The bottom of the crate: it imports nothing of it, and every other module may use it.
+//! this crate (and for which thread), whether a stream capture of this crate restricts it (with
+//! the releases that wait for the capture to end), and the queue of errors waiting to be
+//! reported to a thread. The bottom of the crate: it imports nothing of it, and every other module may use it.
 //!
 //! The queue is generic ([`Deferred`]): [`crate::error`] keeps the one instance, of its
 //! `Error`, and says how errors are delivered (per thread, oldest first, then those of threads
