@@ -5,23 +5,25 @@
 //! cargo run --release -p cuda-rt --example 01_allocate_and_copy
 //! ```
 //!
-//! Device memory is a [`DeviceBuffer<T>`]: an owned array of `T` on the current device that
-//! frees itself when dropped, after any work still queued on it (no `cudaFree` by hand, and no
-//! free under running work). Its element type is plain data ([`DeviceCopy`]: integers, floats,
+//! Device memory is a [`DeviceBuffer<T>`]: an owned array of `T` on the current device,
+//! allocated stream-ordered from the device's memory pool, that frees itself when dropped, after
+//! any work still queued on it, without making the host wait (no `cudaFree` by hand, and no free
+//! under running work). Its element type is plain data ([`DeviceCopy`]: integers, floats,
 //! arrays, your `#[repr(C)]` structs). The calls of this lesson and what they do in CUDA:
 //!
 //! | cuda-rt | CUDA runtime |
 //! |---|---|
-//! | `DeviceBuffer::<T>::new(n)` | `cudaMalloc` (contents unspecified) |
-//! | `DeviceBuffer::<T>::zeroed(n)` | `cudaMalloc`, `cudaMemset` to 0 |
-//! | `DeviceBuffer::from_slice(&v)` | `cudaMalloc`, `cudaMemcpy` host to device |
+//! | `DeviceBuffer::<T>::new(n)` | `cudaMallocAsync` on the thread's default stream (contents unspecified) |
+//! | `DeviceBuffer::<T>::zeroed(n)` | `cudaMallocAsync`, `cudaMemsetAsync` to 0 (queued) |
+//! | `DeviceBuffer::from_slice(&v)` | `cudaMallocAsync`, `cudaMemcpy` host to device |
+//! | `DeviceBuffer::<T>::new_synchronous(n)` | `cudaMalloc`, for memory shared with code that knows no streams |
 //! | `buffer.copy_from_host(&v)` | `cudaMemcpy` host to device |
 //! | `buffer.to_vec()`, `buffer.copy_to_host(&mut v)` | `cudaMemcpy` device to host |
 //! | `buffer.slice(a..b)`, `slice_mut(a..b)` | `d_ptr + a`: a view, no call |
 //! | `view.set_bytes(x)` | `cudaMemset` |
 //! | `dst.copy_from_device_async(&stream, &src)` | `cudaMemcpyAsync` device to device |
 //! | `Device::current()?.memory_info()` | `cudaMemGetInfo` |
-//! | dropping the buffer | `cudaFree`, after the buffer's queued work |
+//! | dropping the buffer | `cudaFreeAsync`, queued after the buffer's last use |
 //!
 //! Lengths travel with the memory: a copy between buffers of different lengths is refused with
 //! [`ErrorKind::LengthMismatch`](cuda_rt::ErrorKind::LengthMismatch) instead of reading past
