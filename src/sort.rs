@@ -58,7 +58,9 @@
 //! - [`ffi`]: the C interface of `kernels/mergesort.cu`.
 
 pub mod ffi;
+mod outcome;
 pub mod raw;
+mod stream_ordered;
 mod workspace;
 
 pub use workspace::{sort, sort_pairs, SortWorkspace};
@@ -293,6 +295,11 @@ pub enum SortError {
         /// Bytes of shared memory per block the sort may use.
         limit: usize,
     },
+    /// The stream is capturing a CUDA graph (`cudaStreamIsCapturing`). A sort queued on a
+    /// stream checks its outcome in a host function that runs once; in a graph it would run on
+    /// every replay, so [`SortWorkspace::sort`] and the other stream forms refuse a capturing
+    /// stream: capture with [`SortWorkspace::sort_captured`]. Nothing was queued.
+    StreamCapturing,
 }
 
 impl SortError {
@@ -380,6 +387,12 @@ impl fmt::Display for SortError {
                  bytes)"
             ),
             SortError::SizeOverflow => write!(f, "sort: a size in bytes overflows"),
+            SortError::StreamCapturing => write!(
+                f,
+                "sort: the stream is capturing a CUDA graph, where a one-shot outcome check \
+                 would run on every replay: capture the sort with SortWorkspace::sort_captured; \
+                 nothing was queued"
+            ),
             SortError::SharedMemoryLimit { needed, limit } => write!(
                 f,
                 "sort: the sort's blocks need {needed} bytes of shared memory per block, more \
@@ -397,6 +410,57 @@ impl fmt::Debug for SortError {
 }
 
 impl std::error::Error for SortError {}
+
+/// A sort's error as cuda-rt's, for the deferred errors that report the outcome of sorts
+/// nobody waited for ([`SortWorkspace::sort`]), and for callers that collect cuda-rt's errors:
+/// the CUDA status where there is one ([`SortError::Cuda`], [`SortError::DeviceLaunch`], the
+/// error inside [`SortError::Runtime`]); `cudaErrorUnknown` for a chain that stopped without
+/// one ([`SortError::Incomplete`]); `cudaErrorInvalidValue` for arguments the sort refused;
+/// `cudaErrorStreamCaptureUnsupported` for [`SortError::StreamCapturing`]. The call names what
+/// failed (a device-side launch of a stage, the sort's chain, ...).
+impl From<SortError> for cuda_rt::Error {
+    fn from(error: SortError) -> Self {
+        use cuda_rt::{Error, ErrorKind};
+        let cuda = |status: sys::cudaError_t, call| {
+            Error::from_status(status, call)
+                .unwrap_or_else(|| Error::new(ErrorKind::Cuda(sys::cudaErrorUnknown), call))
+        };
+        match error {
+            SortError::Runtime(e) => e,
+            SortError::Cuda { call, status } => cuda(status, call),
+            SortError::DeviceLaunch { status, .. } => {
+                cuda(status, "sort: a device-side launch of a merge stage")
+            }
+            SortError::ScratchMissing => cuda(
+                sys::cudaErrorInvalidValue,
+                "sort: merge passes were needed and the scratch was missing",
+            ),
+            SortError::Incomplete { .. } => cuda(
+                sys::cudaErrorUnknown,
+                "sort: the chain of stages stopped before its last stage (keys not sorted)",
+            ),
+            SortError::LengthMismatch { keys, values } => Error::new(
+                ErrorKind::LengthMismatch {
+                    expected: keys,
+                    actual: values,
+                },
+                "sort: keys and values",
+            ),
+            SortError::UnsupportedValue { .. } => {
+                cuda(sys::cudaErrorInvalidValue, "sort: unsupported value size")
+            }
+            SortError::SizeOverflow => Error::new(ErrorKind::SizeOverflow, "sort"),
+            SortError::SharedMemoryLimit { .. } => cuda(
+                sys::cudaErrorInvalidValue,
+                "sort: blocks over the shared-memory limit",
+            ),
+            SortError::StreamCapturing => cuda(
+                sys::cudaErrorStreamCaptureUnsupported,
+                "sort: the stream is capturing a graph",
+            ),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
