@@ -70,10 +70,9 @@ impl StatusSlot {
         // capture (or, on the capturing thread, its own): this thread registers in relaxed
         // mode, and touches nothing captured meanwhile.
         // SAFETY: no preconditions beyond CUDA's; the mode is restored below.
-        let previous = unsafe {
-            cuda::thread_exchange_stream_capture_mode(flags::CAPTURE_MODE_RELAXED)
-        }
-        .map_err(SortError::from_call);
+        let previous =
+            unsafe { cuda::thread_exchange_stream_capture_mode(flags::CAPTURE_MODE_RELAXED) }
+                .map_err(SortError::from_call);
         let registered = previous.and_then(|_| {
             // SAFETY: `slab` is valid for SLAB_BYTES bytes and, once registered, never freed
             // nor unregistered (so it stays valid as long as the registration, forever).
@@ -91,7 +90,8 @@ impl StatusSlot {
                 // Registered, but the mode could not be restored: keep the slab (it is
                 // registered), report the error.
                 free_slots().extend(
-                    (0..SLAB_BYTES / size_of::<u32>()).map(|i| slab as usize + i * size_of::<u32>()),
+                    (0..SLAB_BYTES / size_of::<u32>())
+                        .map(|i| slab as usize + i * size_of::<u32>()),
                 );
                 return Err(e);
             }

@@ -5,8 +5,8 @@
 //! both become memory nodes of the graph.
 
 use super::ffi::{self, SortArgs, SortLayout};
-use super::raw::{check_shared_memory, layout_with_limit, shared_memory_limit_flags};
 use super::raw::RawSortBuffers;
+use super::raw::{check_shared_memory, layout_with_limit, shared_memory_limit_flags};
 use super::{Order, SortError, Strategy};
 use cuda_rt::raw::{self as cuda, flags, RawStream};
 use std::ffi::c_void;
