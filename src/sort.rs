@@ -44,17 +44,58 @@
 //! their input order (which is observable for pairs, and for floats only through NaN payloads
 //! and signed zeros, which total order tells apart anyway).
 //!
+//! # Stream-ordered: where the host waits
+//! [`SortWorkspace::sort`] and [`SortWorkspace::sort_pairs`] queue the sort on the caller's
+//! stream and return, as CUB's `DeviceMergeSort` does: its scratch memory is allocated and
+//! freed on that stream (`cudaMallocAsync` / `cudaFreeAsync`, from the device's memory pool),
+//! so nothing blocks the host, sorts on other streams run beside it, and one workspace serves
+//! any number of streams at once (its sorts take `&self`). The host waits where it reads a
+//! result: `stream.synchronize()`, a read of the keys (`keys.to_vec()`, which waits for the
+//! sort), or the forms whose names say so: [`SortWorkspace::sort_and_wait`],
+//! [`SortWorkspace::sort_pairs_and_wait`], and [`SortWorkspace::sort_slice`] (host memory).
+//! [`SortWorkspace::sort_async`] is the future. [`SortWorkspace::sort_captured`] captures a sort
+//! into a CUDA graph.
+//!
+//! ```no_run
+//! use cuda_rt::{DeviceBuffer, Stream};
+//! use cuda_rt_kernels::sort::{Order, SortWorkspace};
+//!
+//! let stream = Stream::new()?;
+//! let mut keys = DeviceBuffer::from_slice(&[3u32, 1, 2])?;
+//! let workspace = SortWorkspace::new();
+//! workspace.sort(&stream, &mut keys, Order::Ascending)?; // queued; returns at once
+//! stream.synchronize()?; // the host waits here (and learns of a failed sort here)
+//! assert_eq!(keys.to_vec()?, [1, 2, 3]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Errors from the device
-//! The chain of stages records its progress in a status word in the workspace: the first stage
+//! The chain of stages records its progress in a status word in device memory: the first stage
 //! marks it running, a failed device-side launch writes the stage and the CUDA status, and only
-//! the last stage marks it done. The host reads it after the sort's work completed, so a chain
-//! that broke anywhere is reported ([`SortError`]), never a half-sorted buffer taken for sorted.
+//! the last stage marks it done. Its outcome is never silent, and never a half-sorted buffer
+//! taken for sorted:
+//! - after a [`SortWorkspace::sort`], the word is copied (on the sort's stream) into pinned host
+//!   memory, and a host function queued behind the copy reads it; a failure becomes a deferred
+//!   [`cuda_rt::Error`] (`From<SortError>`, its context naming the sort's device-side outcome),
+//!   which the next `synchronize()` (or [`cuda_rt::take_deferred_error`]) **of the thread that
+//!   queued the sort** returns. Later users of the keys are ordered after the check;
+//! - the waiting forms ([`SortWorkspace::sort_and_wait`], the future of
+//!   [`SortWorkspace::sort_async`], [`SortWorkspace::sort_slice`]) return the failure itself, as
+//!   a [`SortError`], and do not also defer it;
+//! - a captured sort's check is a graph host node: each launch that fails defers its error to
+//!   the thread that captured the graph.
+//!
+//! The raw layer ([`raw::RawWorkspace`], used by the C interface) keeps the word in its
+//! workspace and reads it in [`raw::RawWorkspace::finish`] or
+//! [`raw::RawWorkspace::read_outcome`].
 //!
 //! # Layers
-//! - [`SortWorkspace`], [`sort`], [`sort_pairs`]: the safe API on cuda-rt's [`cuda_rt::Stream`]
-//!   and [`cuda_rt::DeviceMemory`] (buffers and slices), and host slices through pinned
-//!   staging ([`SortWorkspace::sort_slice`]).
-//! - [`raw`]: `unsafe fn`s over device pointers and `cudaStream_t`, and [`raw::RawWorkspace`].
+//! - [`SortWorkspace`], [`sort`], [`sort_pairs`]: the safe, stream-ordered API on cuda-rt's
+//!   [`cuda_rt::Stream`] and [`cuda_rt::DeviceMemory`] (buffers and slices), graph capture
+//!   ([`cuda_rt::Capture`]), and host slices through pinned staging
+//!   ([`SortWorkspace::sort_slice`]).
+//! - [`raw`]: `unsafe fn`s over device pointers and `cudaStream_t`, and [`raw::RawWorkspace`]
+//!   (grow-only scratch owned by the workspace, one sort at a time; the C interface's).
 //! - [`ffi`]: the C interface of `kernels/mergesort.cu`.
 
 pub mod ffi;
