@@ -314,6 +314,11 @@ fn a_captured_sort_replays_on_new_data() {
     let mut pair_keys = DeviceBuffer::<u32>::new(n).unwrap();
     let mut values = DeviceBuffer::<u32>::new(n).unwrap();
     let mut other = DeviceBuffer::from_slice(&[3u32, 2, 1]).unwrap();
+    // A sort before the capture: the kernels are loaded and the pool of status slots has a
+    // page (growing it during a capture works too, registering in relaxed capture mode).
+    workspace
+        .sort_and_wait(&stream, &mut keys, Order::Ascending)
+        .unwrap();
     let input = PinnedBuffer::<u32>::new(n).unwrap();
     let output = PinnedBuffer::<u32>::new(n).unwrap();
     let pair_output = PinnedBuffer::<u32>::new(n).unwrap();

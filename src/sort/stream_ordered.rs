@@ -115,8 +115,8 @@ impl Planned {
     /// # Errors
     /// [`SortError::Cuda`] when the allocation, a host launch or the copy cannot be queued. A
     /// host-queued chain whose later launch fails has queued the stages before it: they still
-    /// run, on the caller's buffers, and so may a copy queued before an error; `status_slot`
-    /// must then be treated as written by queued work (never reused).
+    /// run, on the caller's buffers (and the scratch is freed behind them). The copy into
+    /// `status_slot` is the last step that can fail: it is queued only when this returns `Ok`.
     ///
     /// # Safety
     /// - the buffers the plan was made for are as [`RawSortBuffers`] describes, valid and used

@@ -248,9 +248,12 @@ impl SortWorkspace {
             return Ok(None);
         }
         let slot = StatusSlot::acquire()?;
-        // SAFETY: forwarded from the caller; the slot is pinned and never freed, and after an
-        // error it is dropped, which leaks it (a queued copy may still write it).
-        unsafe { planned.queue(stream.as_raw(), slot.as_mut_ptr()) }?;
+        // SAFETY: forwarded from the caller; the slot is pinned and never freed.
+        if let Err(e) = unsafe { planned.queue(stream.as_raw(), slot.as_mut_ptr()) } {
+            // SAFETY: no copy into the slot was queued (`queue` queues it last, only on success).
+            unsafe { slot.release() };
+            return Err(e);
+        }
         let queued = if wait {
             let (waiter, check) = Waiter::new(slot);
             stream.launch_host_fn(check).map(|()| Some(waiter))
@@ -629,8 +632,13 @@ impl SortWorkspace {
         // SAFETY: the buffers are valid for every launch (the caller's contract); the stream
         // is capturing, so this adds nodes and runs nothing; the slot is pinned and never
         // freed, and the graph (through the host node below) owns it for as long as a launch
-        // can copy into it. After an error the slot is dropped, which leaks it.
-        unsafe { planned.queue(capture.as_raw_stream(), slot.as_mut_ptr()) }?;
+        // can copy into it.
+        if let Err(e) = unsafe { planned.queue(capture.as_raw_stream(), slot.as_mut_ptr()) } {
+            // SAFETY: no copy node into the slot was added (`queue` adds it last, only on
+            // success).
+            unsafe { slot.release() };
+            return Err(e);
+        }
         capture
             .host_fn(replayed_check(slot))
             .map_err(|e| SortError::Runtime(e.context(WHAT)))
