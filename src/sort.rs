@@ -528,6 +528,35 @@ mod tests {
     }
 
     #[test]
+    fn sort_errors_become_cuda_rt_errors_with_their_status() {
+        let launch = cuda_rt::Error::from(SortError::DeviceLaunch {
+            stage: 2,
+            status: sys::cudaErrorLaunchPendingCountExceeded,
+        });
+        assert_eq!(
+            launch.code(),
+            Some(sys::cudaErrorLaunchPendingCountExceeded)
+        );
+        assert_eq!(launch.call(), "sort: a device-side launch of a merge stage");
+        let stopped = cuda_rt::Error::from(SortError::Incomplete { status_word: 1 });
+        assert_eq!(stopped.code(), Some(sys::cudaErrorUnknown));
+        let host = cuda_rt::Error::from(SortError::Cuda {
+            call: "cudaMallocAsync",
+            status: sys::cudaErrorMemoryAllocation,
+        });
+        assert_eq!(
+            (host.code(), host.call()),
+            (Some(sys::cudaErrorMemoryAllocation), "cudaMallocAsync")
+        );
+        let runtime = cuda_rt::Error::new(cuda_rt::ErrorKind::InHostCallback, "x");
+        assert_eq!(cuda_rt::Error::from(SortError::Runtime(runtime)), runtime);
+        assert_eq!(
+            cuda_rt::Error::from(SortError::StreamCapturing).code(),
+            Some(sys::cudaErrorStreamCaptureUnsupported)
+        );
+    }
+
+    #[test]
     fn modes_and_flags() {
         assert_eq!(f32::FORMAT.mode(Order::Descending), 6);
         assert_eq!(i16::FORMAT.mode(Order::Ascending), 1);
