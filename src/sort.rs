@@ -51,8 +51,8 @@
 //! so nothing blocks the host, sorts on other streams run beside it, and one workspace serves
 //! any number of streams at once (its sorts take `&self`). The host waits where it reads a
 //! result: `stream.synchronize()`, a read of the keys (`keys.to_vec()`, which waits for the
-//! sort), or the forms whose names say so: [`SortWorkspace::sort_and_wait`],
-//! [`SortWorkspace::sort_pairs_and_wait`], and [`SortWorkspace::sort_slice`] (host memory).
+//! sort), or the forms whose names say so: [`SortWorkspace::sort_and_synchronize`],
+//! [`SortWorkspace::sort_pairs_and_synchronize`], and [`SortWorkspace::sort_slice`] (host memory).
 //! [`SortWorkspace::sort_async`] is the future. [`SortWorkspace::sort_captured`] captures a sort
 //! into a CUDA graph.
 //!
@@ -79,7 +79,7 @@
 //!   [`cuda_rt::Error`] (`From<SortError>`, its context naming the sort's device-side outcome),
 //!   which the next `synchronize()` (or [`cuda_rt::take_deferred_error`]) **of the thread that
 //!   queued the sort** returns. Later users of the keys are ordered after the check;
-//! - the waiting forms ([`SortWorkspace::sort_and_wait`], the future of
+//! - the waiting forms ([`SortWorkspace::sort_and_synchronize`], the future of
 //!   [`SortWorkspace::sort_async`], [`SortWorkspace::sort_slice`]) return the failure itself, as
 //!   a [`SortError`], and do not also defer it;
 //! - a captured sort's check is a graph host node: each launch that fails defers its error to

@@ -545,7 +545,7 @@ fn sorting_zero_keys_or_with_a_workspace_too_small() {
     // Zero keys: nothing to do, no error.
     let mut empty = DeviceBuffer::<u32>::new(0).unwrap();
     workspace
-        .sort_and_wait(&stream, &mut empty, Order::Ascending)
+        .sort_and_synchronize(&stream, &mut empty, Order::Ascending)
         .unwrap();
 
     // Sorts of growing and shrinking sizes: each allocates its scratch on the stream for
@@ -556,7 +556,7 @@ fn sorting_zero_keys_or_with_a_workspace_too_small() {
         let input = random_keys(n, seed);
         let mut keys = DeviceBuffer::from_slice(&input).unwrap();
         workspace
-            .sort_and_wait(&stream, &mut keys, Order::Ascending)
+            .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
             .unwrap();
         let mut want = input;
         want.sort_unstable();
@@ -599,7 +599,7 @@ fn a_returned_error_is_not_reported_again_by_the_next_sort() {
     let mut keys = DeviceBuffer::from_slice(&input).unwrap();
     // A first sort, so that the one below finds the stream's memory pool warm.
     workspace
-        .sort_and_wait(&stream, &mut keys, Order::Ascending)
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
         .unwrap();
     keys.copy_from_host(&input).unwrap();
     let _ = cuda_rt::last_error();

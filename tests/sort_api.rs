@@ -22,7 +22,7 @@ fn sorts_device_buffers_with_a_reused_workspace() {
         let input: Vec<f64> = make(Dist::Specials, n, i as u64);
         let mut keys = DeviceBuffer::from_slice(&input).unwrap();
         workspace
-            .sort_and_wait(&stream, &mut keys, Order::Descending)
+            .sort_and_synchronize(&stream, &mut keys, Order::Descending)
             .unwrap();
         assert_same_keys(
             &keys.to_vec().unwrap(),
@@ -135,7 +135,7 @@ fn empty_and_one_element_pairs_for_every_value_size() {
             let mut keys = DeviceBuffer::from_slice(&vec![7u64; n]).unwrap();
             let mut values = DeviceBuffer::from_slice(&vec![value; n]).unwrap();
             workspace
-                .sort_pairs_and_wait(stream, &mut keys, &mut values, Order::Descending)
+                .sort_pairs_and_synchronize(stream, &mut keys, &mut values, Order::Descending)
                 .unwrap_or_else(|e| panic!("{n} pairs of {} bytes: {e}", size_of::<V>()));
             assert_eq!(keys.to_vec().unwrap(), vec![7u64; n]);
             assert_eq!(values.to_vec().unwrap(), vec![value; n]);
@@ -271,20 +271,21 @@ fn one_workspace_sorts_on_two_devices_and_refuses_keys_of_another() {
     let mut keys0 = DeviceBuffer::from_slice(&[3u32, 1, 2]).unwrap();
     let workspace = SortWorkspace::new();
     workspace
-        .sort_and_wait(&s0, &mut keys0, Order::Ascending)
+        .sort_and_synchronize(&s0, &mut keys0, Order::Ascending)
         .unwrap();
     d1.set_current().unwrap();
     let s1 = Stream::new().unwrap();
     let mut keys1 = DeviceBuffer::from_slice(&[3u32, 1, 2]).unwrap();
     workspace
-        .sort_and_wait(&s1, &mut keys1, Order::Descending)
+        .sort_and_synchronize(&s1, &mut keys1, Order::Descending)
         .unwrap();
     assert_eq!(keys1.to_vec().unwrap(), [3, 2, 1]);
     let refused = workspace
         .sort(&s1, &mut keys0, Order::Descending)
         .unwrap_err();
     assert!(
-        matches!(refused, SortError::Runtime(e) if matches!(e.kind(), cuda_rt::ErrorKind::WrongDevice { .. })),
+        matches!(refused, SortError::Runtime(e)
+            if matches!(e.kind(), cuda_rt::ErrorKind::WrongDevice { .. })),
         "{refused:?}"
     );
     d0.set_current().unwrap();
@@ -311,12 +312,12 @@ fn disjoint_views_of_one_buffer_sort_on_two_streams() {
         let workspace = &workspace;
         t.spawn(move || {
             workspace
-                .sort_and_wait(&s0, &mut low, Order::Ascending)
+                .sort_and_synchronize(&s0, &mut low, Order::Ascending)
                 .unwrap()
         });
         t.spawn(move || {
             workspace
-                .sort_and_wait(&s1, &mut high, Order::Descending)
+                .sort_and_synchronize(&s1, &mut high, Order::Descending)
                 .unwrap()
         });
     });
@@ -390,7 +391,7 @@ fn awaited_sorts_equal_the_cpu_and_dropped_ones_still_finish() {
     let other: Vec<u32> = make(Dist::Uniform, 1_000_003, 78);
     let mut other_keys = DeviceBuffer::from_slice(&other).unwrap();
     workspace
-        .sort_and_wait(&s2, &mut other_keys, Order::Ascending)
+        .sort_and_synchronize(&s2, &mut other_keys, Order::Ascending)
         .unwrap();
     assert_same_keys(
         &other_keys.to_vec().unwrap(),

@@ -269,7 +269,7 @@ impl Case<'_> {
         {
             let mut keys = buffer.slice_mut(begin..begin + n).unwrap();
             workspace
-                .sort_and_wait(self.stream, &mut keys, self.order)
+                .sort_and_synchronize(self.stream, &mut keys, self.order)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         }
         let got = buffer.to_vec().unwrap();
@@ -311,7 +311,7 @@ impl Case<'_> {
             let mut k = keys.slice_mut(begin..begin + n).unwrap();
             let mut v = values.slice_mut(begin..begin + n).unwrap();
             workspace
-                .sort_pairs_and_wait(self.stream, &mut k, &mut v, self.order)
+                .sort_pairs_and_synchronize(self.stream, &mut k, &mut v, self.order)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         }
         let got_keys = keys.to_vec().unwrap();
@@ -670,7 +670,7 @@ fn a_limit_below_the_smallest_blocks_is_refused_and_nothing_is_written() {
     assert_eq!(keys.to_vec().unwrap(), input, "nothing may be written");
     let fitting = SortWorkspace::new().with_shared_memory_limit(64 * KIB);
     fitting
-        .sort_and_wait(&stream, &mut keys, Order::Ascending)
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
         .unwrap();
     let mut want = input.clone();
     want.sort_unstable();

@@ -161,10 +161,10 @@ fn sort_returns_while_its_stream_is_still_busy() {
     let mut warm = DeviceBuffer::from_slice(&input).unwrap();
     let mut warm_values = DeviceBuffer::from_slice(&vec![0u32; input.len()]).unwrap();
     workspace
-        .sort_and_wait(&stream, &mut warm, Order::Ascending)
+        .sort_and_synchronize(&stream, &mut warm, Order::Ascending)
         .unwrap();
     workspace
-        .sort_pairs_and_wait(&stream, &mut warm, &mut warm_values, Order::Ascending)
+        .sort_pairs_and_synchronize(&stream, &mut warm, &mut warm_values, Order::Ascending)
         .unwrap();
     let (gate, gate_rx) = mpsc::channel::<()>();
     // The gate closes itself after a minute, so that a sort that waits cannot hang the test.
@@ -198,7 +198,7 @@ fn sort_returns_while_its_stream_is_still_busy() {
 
 /// A device-driven sort whose first device-side launch fails (the sort's fault injection):
 /// `sort` reports it later, through cuda-rt's deferred errors, exactly once, to the thread
-/// that queued it; `sort_and_wait` and `sort_async` return it as a `SortError` and defer
+/// that queued it; `sort_and_synchronize` and `sort_async` return it as a `SortError` and defer
 /// nothing; a `sort_async` future dropped before it finished leaves it to the deferred path,
 /// once.
 #[test]
@@ -245,24 +245,24 @@ fn a_device_side_failure_is_reported_once_deferred_or_returned() {
     // Waited for: returned, not also deferred.
     let mut keys = DeviceBuffer::from_slice(&input).unwrap();
     let returned = failing
-        .sort_and_wait(&stream, &mut keys, Order::Ascending)
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
         .unwrap_err();
     assert!(is_the_failure(&returned), "{returned:?}");
     stream.synchronize().unwrap();
     assert!(
         drain_deferred().is_empty(),
-        "sort_and_wait also deferred it"
+        "sort_and_synchronize also deferred it"
     );
 
     let mut values = DeviceBuffer::from_slice(&vec![1u64; n]).unwrap();
     let returned = failing
-        .sort_pairs_and_wait(&stream, &mut keys, &mut values, Order::Descending)
+        .sort_pairs_and_synchronize(&stream, &mut keys, &mut values, Order::Descending)
         .unwrap_err();
     assert!(is_the_failure(&returned), "{returned:?}");
     stream.synchronize().unwrap();
     assert!(
         drain_deferred().is_empty(),
-        "sort_pairs_and_wait also deferred it"
+        "sort_pairs_and_synchronize also deferred it"
     );
 
     let awaited = block_on(failing.sort_async(&stream, &mut keys, Order::Ascending)).unwrap_err();
@@ -289,7 +289,7 @@ fn a_device_side_failure_is_reported_once_deferred_or_returned() {
     });
     let mut keys = DeviceBuffer::from_slice(&input).unwrap();
     working
-        .sort_and_wait(&stream, &mut keys, Order::Ascending)
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
         .unwrap();
     assert_same_keys(
         &keys.to_vec().unwrap(),
@@ -317,7 +317,7 @@ fn a_captured_sort_replays_on_new_data() {
     // A sort before the capture: the kernels are loaded and the pool of status slots has a
     // page (growing it during a capture works too, registering in relaxed capture mode).
     workspace
-        .sort_and_wait(&stream, &mut keys, Order::Ascending)
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
         .unwrap();
     let input = PinnedBuffer::<u32>::new(n).unwrap();
     let output = PinnedBuffer::<u32>::new(n).unwrap();

@@ -171,7 +171,7 @@ cudaError_t cuda_rt_iota_u32(uint32_t *device_out, size_t n, uint32_t start, cud
  there). The scratch memory is cuda-rt's, kept per host thread and device between calls (a
  repeated size allocates nothing) and freed when the thread exits. `n == 0` queues nothing.
  To sort without blocking the thread, use a workspace: `cuda_rt_sort_async`. (In Rust: this
- is `SortWorkspace::sort_and_wait`, and `cuda_rt_sort_async` is `SortWorkspace::sort`.)
+ is `SortWorkspace::sort_and_synchronize`, and `cuda_rt_sort_async` is `SortWorkspace::sort`.)
 
  # Errors
  `cudaErrorInvalidValue` for rejected arguments: an unknown `key_type` or `order`, a value

@@ -123,7 +123,7 @@ unsafe fn sort_blocking(request: &SortRequest, stream: StreamRef<'_>) -> Result<
 /// there). The scratch memory is cuda-rt's, kept per host thread and device between calls (a
 /// repeated size allocates nothing) and freed when the thread exits. `n == 0` queues nothing.
 /// To sort without blocking the thread, use a workspace: `cuda_rt_sort_async`. (In Rust: this
-/// is `SortWorkspace::sort_and_wait`, and `cuda_rt_sort_async` is `SortWorkspace::sort`.)
+/// is `SortWorkspace::sort_and_synchronize`, and `cuda_rt_sort_async` is `SortWorkspace::sort`.)
 ///
 /// # Errors
 /// `cudaErrorInvalidValue` for rejected arguments: an unknown `key_type` or `order`, a value

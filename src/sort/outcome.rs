@@ -3,10 +3,10 @@
 //! and a host function queued behind that copy reads the slot. Either it hands a failure to
 //! cuda-rt's deferred errors ([`cuda_rt::defer_error`]: the next `synchronize()` of the thread
 //! that queued the sort reports it), or, when a caller waits for the sort
-//! ([`SortWorkspace::sort_and_wait`](super::SortWorkspace::sort_and_wait), the future of
-//! [`SortWorkspace::sort_async`](super::SortWorkspace::sort_async)), it leaves the word to that
-//! caller, who returns the precise [`SortError`]; a caller that gives up waiting hands the word
-//! back to the deferred path. Every failure is reported exactly once.
+//! ([`SortWorkspace::sort_and_synchronize`](super::SortWorkspace::sort_and_synchronize), the
+//! future of [`SortWorkspace::sort_async`](super::SortWorkspace::sort_async)), it leaves the
+//! word to that caller, who returns the precise [`SortError`]; a caller that gives up waiting
+//! hands the word back to the deferred path. Every failure is reported exactly once.
 //!
 //! # Status slots
 //! A slot is one `u32` of page-locked host memory. Slots come from a process-wide pool of

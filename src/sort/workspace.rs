@@ -38,8 +38,8 @@ const fn value_bytes<V>() -> usize {
 /// ordered after all of it: a later read of the keys ([`DeviceMemory::to_vec`], another
 /// stream's work) waits for the check too.
 ///
-/// The host waits in [`sort_and_wait`](Self::sort_and_wait) and
-/// [`sort_pairs_and_wait`](Self::sort_pairs_and_wait) (they return the sort's own
+/// The host waits in [`sort_and_synchronize`](Self::sort_and_synchronize) and
+/// [`sort_pairs_and_synchronize`](Self::sort_pairs_and_synchronize) (they return the sort's own
 /// [`SortError`]), in [`sort_slice`](Self::sort_slice) (host memory), and not at all in
 /// [`sort_async`](Self::sort_async) (a future).
 ///
@@ -183,7 +183,7 @@ impl SortWorkspace {
     /// let mut keys = DeviceBuffer::from_slice(&(0..100_000u32).rev().collect::<Vec<_>>())?;
     /// // The kernels of a 64 KiB GPU (a T4), wherever this runs.
     /// let workspace = SortWorkspace::new().with_shared_memory_limit(64 * 1024);
-    /// workspace.sort_and_wait(&stream, &mut keys, Order::Ascending)?;
+    /// workspace.sort_and_synchronize(&stream, &mut keys, Order::Ascending)?;
     /// assert_eq!(keys.to_vec()?, (0..100_000u32).collect::<Vec<_>>());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -383,7 +383,7 @@ impl SortWorkspace {
     /// ([`SortError::DeviceLaunch`], [`SortError::Incomplete`]), as a [`cuda_rt::Error`]
     /// (`From<SortError>`), whose context says it is the sort's device-side outcome. The keys
     /// are then not sorted. To get the [`SortError`] itself, use
-    /// [`sort_and_wait`](Self::sort_and_wait).
+    /// [`sort_and_synchronize`](Self::sort_and_synchronize).
     pub fn sort<'s, K: SortKey + DeviceCopy>(
         &self,
         stream: impl Into<StreamRef<'s>>,
@@ -405,14 +405,20 @@ impl SortWorkspace {
     /// As for [`sort`](Self::sort), with the device-side failures returned
     /// ([`SortError::DeviceLaunch`], [`SortError::Incomplete`]); [`SortError::Cuda`] when the
     /// wait fails (errors of earlier work on the stream included).
-    pub fn sort_and_wait<'s, K: SortKey + DeviceCopy>(
+    pub fn sort_and_synchronize<'s, K: SortKey + DeviceCopy>(
         &self,
         stream: impl Into<StreamRef<'s>>,
         keys: &mut impl DeviceMemoryMut<K>,
         order: Order,
     ) -> Result<(), SortError> {
         let stream = stream.into();
-        let attempt = self.queue_keys(stream, keys, order, true, "SortWorkspace::sort_and_wait");
+        let attempt = self.queue_keys(
+            stream,
+            keys,
+            order,
+            true,
+            "SortWorkspace::sort_and_synchronize",
+        );
         Self::wait_for(stream, attempt)
     }
 
@@ -427,7 +433,7 @@ impl SortWorkspace {
     /// path, as for [`sort`](Self::sort).
     ///
     /// # Errors
-    /// As for [`sort_and_wait`](Self::sort_and_wait); the wait's errors are those of
+    /// As for [`sort_and_synchronize`](Self::sort_and_synchronize); the wait's errors are those of
     /// [`StreamRef::completion`]. After an error while queuing, queued work is not waited for
     /// (it stays ordered before later users of the keys).
     pub async fn sort_async<'s, K: SortKey + DeviceCopy>(
@@ -483,11 +489,12 @@ impl SortWorkspace {
     }
 
     /// [`sort_pairs`](Self::sort_pairs), then waits for `stream` and returns the sort's outcome,
-    /// as [`sort_and_wait`](Self::sort_and_wait) does.
+    /// as [`sort_and_synchronize`](Self::sort_and_synchronize) does.
     ///
     /// # Errors
-    /// As for [`sort_pairs`](Self::sort_pairs) and [`sort_and_wait`](Self::sort_and_wait).
-    pub fn sort_pairs_and_wait<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
+    /// As for [`sort_pairs`](Self::sort_pairs) and
+    /// [`sort_and_synchronize`](Self::sort_and_synchronize).
+    pub fn sort_pairs_and_synchronize<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
         &self,
         stream: impl Into<StreamRef<'s>>,
         keys: &mut impl DeviceMemoryMut<K>,
@@ -501,7 +508,7 @@ impl SortWorkspace {
             values,
             order,
             true,
-            "SortWorkspace::sort_pairs_and_wait",
+            "SortWorkspace::sort_pairs_and_synchronize",
         );
         Self::wait_for(stream, attempt)
     }
@@ -656,8 +663,8 @@ impl SortWorkspace {
     /// first.
     ///
     /// # Errors
-    /// As for [`sort_and_wait`](Self::sort_and_wait); [`SortError::Cuda`] for failures of the
-    /// staging allocations (`cudaMallocHost`, `cudaMalloc`) and copies;
+    /// As for [`sort_and_synchronize`](Self::sort_and_synchronize); [`SortError::Cuda`] for
+    /// failures of the staging allocations (`cudaMallocHost`, `cudaMalloc`) and copies;
     /// [`cuda_rt::ErrorKind::WrongDevice`] for a stream of another device than the staging's.
     pub fn sort_slice<'s, K: SortKey + DeviceCopy>(
         &mut self,
@@ -902,7 +909,7 @@ impl Drop for Staging {
 /// Queues the sort of `keys` in place on `stream` with the default [`Strategy`] and returns
 /// without waiting: [`SortWorkspace::sort`] (its scratch is stream-ordered, so this costs no
 /// more than a workspace's sort; a device-side failure is deferred to the calling thread's next
-/// `synchronize()`). [`SortWorkspace::sort_and_wait`] waits.
+/// `synchronize()`). [`SortWorkspace::sort_and_synchronize`] waits.
 ///
 /// # Errors
 /// As for [`SortWorkspace::sort`].
