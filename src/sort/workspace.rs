@@ -934,3 +934,17 @@ pub fn sort_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
 ) -> Result<(), SortError> {
     SortWorkspace::new().sort_pairs(stream, keys, values, order)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_workspace_may_serve_several_threads() {
+        fn shared_between_threads<T: Send + Sync>() {}
+        shared_between_threads::<SortWorkspace>();
+        let workspace = SortWorkspace::new().with_shared_memory_limit(64 * 1024);
+        assert_eq!(workspace.device_bytes(), 0, "a new workspace holds nothing");
+        assert_eq!(workspace.shared_memory_limit(), Some(64 * 1024));
+    }
+}
