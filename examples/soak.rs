@@ -661,7 +661,7 @@ fn sort_keys_checked<K: SoakKey>(
         let mut buffer = DeviceBuffer::from_slice(keys).map_err(|e| e.to_string())?;
         figures.device_allocations += 1;
         workspace
-            .sort(stream, &mut buffer, Order::Ascending)
+            .sort_and_synchronize(stream, &mut buffer, Order::Ascending)
             .map_err(|e| e.to_string())?;
         buffer.to_vec().map_err(|e| e.to_string())
     })();
@@ -689,7 +689,7 @@ fn sort_pairs_checked(
         let mut v = DeviceBuffer::from_slice(values).map_err(|e| e.to_string())?;
         figures.device_allocations += 2;
         workspace
-            .sort_pairs(stream, &mut k, &mut v, Order::Ascending)
+            .sort_pairs_and_synchronize(stream, &mut k, &mut v, Order::Ascending)
             .map_err(|e| e.to_string())?;
         Ok((
             k.to_vec().map_err(|e| e.to_string())?,

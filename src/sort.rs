@@ -44,21 +44,64 @@
 //! their input order (which is observable for pairs, and for floats only through NaN payloads
 //! and signed zeros, which total order tells apart anyway).
 //!
+//! # Stream-ordered: where the host waits
+//! [`SortWorkspace::sort`] and [`SortWorkspace::sort_pairs`] queue the sort on the caller's
+//! stream and return, as CUB's `DeviceMergeSort` does: its scratch memory is allocated and
+//! freed on that stream (`cudaMallocAsync` / `cudaFreeAsync`, from the device's memory pool),
+//! so nothing blocks the host, sorts on other streams run beside it, and one workspace serves
+//! any number of streams at once (its sorts take `&self`). The host waits where it reads a
+//! result: `stream.synchronize()`, a read of the keys (`keys.to_vec()`, which waits for the
+//! sort), or the forms whose names say so: [`SortWorkspace::sort_and_synchronize`],
+//! [`SortWorkspace::sort_pairs_and_synchronize`], and [`SortWorkspace::sort_slice`] (host memory).
+//! [`SortWorkspace::sort_async`] is the future. [`SortWorkspace::sort_captured`] captures a sort
+//! into a CUDA graph.
+//!
+//! ```no_run
+//! use cuda_rt::{DeviceBuffer, Stream};
+//! use cuda_rt_kernels::sort::{Order, SortWorkspace};
+//!
+//! let stream = Stream::new()?;
+//! let mut keys = DeviceBuffer::from_slice(&[3u32, 1, 2])?;
+//! let workspace = SortWorkspace::new();
+//! workspace.sort(&stream, &mut keys, Order::Ascending)?; // queued; returns at once
+//! stream.synchronize()?; // the host waits here (and learns of a failed sort here)
+//! assert_eq!(keys.to_vec()?, [1, 2, 3]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Errors from the device
-//! The chain of stages records its progress in a status word in the workspace: the first stage
+//! The chain of stages records its progress in a status word in device memory: the first stage
 //! marks it running, a failed device-side launch writes the stage and the CUDA status, and only
-//! the last stage marks it done. The host reads it after the sort's work completed, so a chain
-//! that broke anywhere is reported ([`SortError`]), never a half-sorted buffer taken for sorted.
+//! the last stage marks it done. Its outcome is never silent, and never a half-sorted buffer
+//! taken for sorted:
+//! - after a [`SortWorkspace::sort`], the word is copied (on the sort's stream) into pinned host
+//!   memory, and a host function queued behind the copy reads it; a failure becomes a deferred
+//!   [`cuda_rt::Error`] (`From<SortError>`, its context naming the sort's device-side outcome),
+//!   which the next `synchronize()` (or [`cuda_rt::take_deferred_error`]) **of the thread that
+//!   queued the sort** returns. Later users of the keys are ordered after the check;
+//! - the waiting forms ([`SortWorkspace::sort_and_synchronize`], the future of
+//!   [`SortWorkspace::sort_async`], [`SortWorkspace::sort_slice`]) return the failure itself, as
+//!   a [`SortError`], and do not also defer it;
+//! - a captured sort's check is a graph host node: each launch that fails defers its error to
+//!   the thread that captured the graph.
+//!
+//! The raw layer ([`raw::RawWorkspace`], used by the C interface) keeps the word in its
+//! workspace and reads it in [`raw::RawWorkspace::finish`] or
+//! [`raw::RawWorkspace::read_outcome`].
 //!
 //! # Layers
-//! - [`SortWorkspace`], [`sort`], [`sort_pairs`]: the safe API on cuda-rt's [`cuda_rt::Stream`]
-//!   and [`cuda_rt::DeviceMemory`] (buffers and slices), and host slices through pinned
-//!   staging ([`SortWorkspace::sort_slice`]).
-//! - [`raw`]: `unsafe fn`s over device pointers and `cudaStream_t`, and [`raw::RawWorkspace`].
+//! - [`SortWorkspace`], [`sort`], [`sort_pairs`]: the safe, stream-ordered API on cuda-rt's
+//!   [`cuda_rt::Stream`] and [`cuda_rt::DeviceMemory`] (buffers and slices), graph capture
+//!   ([`cuda_rt::Capture`]), and host slices through pinned staging
+//!   ([`SortWorkspace::sort_slice`]).
+//! - [`raw`]: `unsafe fn`s over device pointers and `cudaStream_t`, and [`raw::RawWorkspace`]
+//!   (grow-only scratch owned by the workspace, one sort at a time; the C interface's).
 //! - [`ffi`]: the C interface of `kernels/mergesort.cu`.
 
 pub mod ffi;
+mod outcome;
 pub mod raw;
+mod stream_ordered;
 mod workspace;
 
 pub use workspace::{sort, sort_pairs, SortWorkspace};
@@ -293,6 +336,11 @@ pub enum SortError {
         /// Bytes of shared memory per block the sort may use.
         limit: usize,
     },
+    /// The stream is capturing a CUDA graph (`cudaStreamIsCapturing`). A sort queued on a
+    /// stream checks its outcome in a host function that runs once; in a graph it would run on
+    /// every replay, so [`SortWorkspace::sort`] and the other stream forms refuse a capturing
+    /// stream: capture with [`SortWorkspace::sort_captured`]. Nothing was queued.
+    StreamCapturing,
 }
 
 impl SortError {
@@ -380,6 +428,12 @@ impl fmt::Display for SortError {
                  bytes)"
             ),
             SortError::SizeOverflow => write!(f, "sort: a size in bytes overflows"),
+            SortError::StreamCapturing => write!(
+                f,
+                "sort: the stream is capturing a CUDA graph, where a one-shot outcome check \
+                 would run on every replay: capture the sort with SortWorkspace::sort_captured; \
+                 nothing was queued"
+            ),
             SortError::SharedMemoryLimit { needed, limit } => write!(
                 f,
                 "sort: the sort's blocks need {needed} bytes of shared memory per block, more \
@@ -397,6 +451,57 @@ impl fmt::Debug for SortError {
 }
 
 impl std::error::Error for SortError {}
+
+/// A sort's error as cuda-rt's, for the deferred errors that report the outcome of sorts
+/// nobody waited for ([`SortWorkspace::sort`]), and for callers that collect cuda-rt's errors:
+/// the CUDA status where there is one ([`SortError::Cuda`], [`SortError::DeviceLaunch`], the
+/// error inside [`SortError::Runtime`]); `cudaErrorUnknown` for a chain that stopped without
+/// one ([`SortError::Incomplete`]); `cudaErrorInvalidValue` for arguments the sort refused;
+/// `cudaErrorStreamCaptureUnsupported` for [`SortError::StreamCapturing`]. The call names what
+/// failed (a device-side launch of a stage, the sort's chain, ...).
+impl From<SortError> for cuda_rt::Error {
+    fn from(error: SortError) -> Self {
+        use cuda_rt::{Error, ErrorKind};
+        let cuda = |status: sys::cudaError_t, call| {
+            Error::from_status(status, call)
+                .unwrap_or_else(|| Error::new(ErrorKind::Cuda(sys::cudaErrorUnknown), call))
+        };
+        match error {
+            SortError::Runtime(e) => e,
+            SortError::Cuda { call, status } => cuda(status, call),
+            SortError::DeviceLaunch { status, .. } => {
+                cuda(status, "sort: a device-side launch of a merge stage")
+            }
+            SortError::ScratchMissing => cuda(
+                sys::cudaErrorInvalidValue,
+                "sort: merge passes were needed and the scratch was missing",
+            ),
+            SortError::Incomplete { .. } => cuda(
+                sys::cudaErrorUnknown,
+                "sort: the chain of stages stopped before its last stage (keys not sorted)",
+            ),
+            SortError::LengthMismatch { keys, values } => Error::new(
+                ErrorKind::LengthMismatch {
+                    expected: keys,
+                    actual: values,
+                },
+                "sort: keys and values",
+            ),
+            SortError::UnsupportedValue { .. } => {
+                cuda(sys::cudaErrorInvalidValue, "sort: unsupported value size")
+            }
+            SortError::SizeOverflow => Error::new(ErrorKind::SizeOverflow, "sort"),
+            SortError::SharedMemoryLimit { .. } => cuda(
+                sys::cudaErrorInvalidValue,
+                "sort: blocks over the shared-memory limit",
+            ),
+            SortError::StreamCapturing => cuda(
+                sys::cudaErrorStreamCaptureUnsupported,
+                "sort: the stream is capturing a graph",
+            ),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -419,6 +524,35 @@ mod tests {
                 stage: 3,
                 status: 2
             })
+        );
+    }
+
+    #[test]
+    fn sort_errors_become_cuda_rt_errors_with_their_status() {
+        let launch = cuda_rt::Error::from(SortError::DeviceLaunch {
+            stage: 2,
+            status: sys::cudaErrorLaunchPendingCountExceeded,
+        });
+        assert_eq!(
+            launch.code(),
+            Some(sys::cudaErrorLaunchPendingCountExceeded)
+        );
+        assert_eq!(launch.call(), "sort: a device-side launch of a merge stage");
+        let stopped = cuda_rt::Error::from(SortError::Incomplete { status_word: 1 });
+        assert_eq!(stopped.code(), Some(sys::cudaErrorUnknown));
+        let host = cuda_rt::Error::from(SortError::Cuda {
+            call: "cudaMallocAsync",
+            status: sys::cudaErrorMemoryAllocation,
+        });
+        assert_eq!(
+            (host.code(), host.call()),
+            (Some(sys::cudaErrorMemoryAllocation), "cudaMallocAsync")
+        );
+        let runtime = cuda_rt::Error::new(cuda_rt::ErrorKind::InHostCallback, "x");
+        assert_eq!(cuda_rt::Error::from(SortError::Runtime(runtime)), runtime);
+        assert_eq!(
+            cuda_rt::Error::from(SortError::StreamCapturing).code(),
+            Some(sys::cudaErrorStreamCaptureUnsupported)
         );
     }
 

@@ -14,7 +14,7 @@ fn sorts_device_buffers_with_a_reused_workspace() {
         return;
     };
     let stream = Stream::new().unwrap();
-    let mut workspace = SortWorkspace::new();
+    let workspace = SortWorkspace::new();
     for (i, n) in [0usize, 1, 1000, 100_000, 1_000_003]
         .into_iter()
         .enumerate()
@@ -22,7 +22,7 @@ fn sorts_device_buffers_with_a_reused_workspace() {
         let input: Vec<f64> = make(Dist::Specials, n, i as u64);
         let mut keys = DeviceBuffer::from_slice(&input).unwrap();
         workspace
-            .sort(&stream, &mut keys, Order::Descending)
+            .sort_and_synchronize(&stream, &mut keys, Order::Descending)
             .unwrap();
         assert_same_keys(
             &keys.to_vec().unwrap(),
@@ -30,16 +30,22 @@ fn sorts_device_buffers_with_a_reused_workspace() {
             "f64 buffer",
         );
     }
-    let bytes = workspace.device_bytes();
     let input: Vec<f64> = make(Dist::Uniform, 1_000_003, 9);
     let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    // Queued: the keys' next read waits for the sort (and for its outcome check).
     workspace
         .sort(&stream, &mut keys, Order::Ascending)
         .unwrap();
+    assert_same_keys(
+        &keys.to_vec().unwrap(),
+        &cpu_sorted(&input, Order::Ascending),
+        "queued f64 sort",
+    );
+    stream.synchronize().unwrap();
     assert_eq!(
         workspace.device_bytes(),
-        bytes,
-        "a sort no larger than earlier ones allocates nothing"
+        0,
+        "sorts of device memory keep no memory in the workspace (theirs is stream-ordered)"
     );
 }
 
@@ -81,6 +87,8 @@ fn sorts_pairs_and_slices_of_buffers() {
     let mut want = input.clone();
     want[1000..41_000].sort_unstable();
     assert_eq!(got, want);
+    // The one-shot sorts queue: a device-side failure would be reported here.
+    stream.synchronize().unwrap();
 }
 
 #[test]
@@ -122,12 +130,12 @@ fn empty_and_one_element_pairs_for_every_value_size() {
     };
     let stream = Stream::new().unwrap();
     fn pairs<V: cuda_rt::DeviceCopy + PartialEq + std::fmt::Debug>(stream: &Stream, value: V) {
-        let mut workspace = SortWorkspace::new();
+        let workspace = SortWorkspace::new();
         for n in [0usize, 1] {
             let mut keys = DeviceBuffer::from_slice(&vec![7u64; n]).unwrap();
             let mut values = DeviceBuffer::from_slice(&vec![value; n]).unwrap();
             workspace
-                .sort_pairs(stream, &mut keys, &mut values, Order::Descending)
+                .sort_pairs_and_synchronize(stream, &mut keys, &mut values, Order::Descending)
                 .unwrap_or_else(|e| panic!("{n} pairs of {} bytes: {e}", size_of::<V>()));
             assert_eq!(keys.to_vec().unwrap(), vec![7u64; n]);
             assert_eq!(values.to_vec().unwrap(), vec![value; n]);
@@ -194,15 +202,18 @@ fn sorts_on_the_default_streams_and_a_borrowed_one() {
                 .sort_slice(stream, &mut host, Order::Ascending)
                 .unwrap_or_else(|e| panic!("{what}, host slice: {e}"));
             assert_same_keys(&host, &want, &format!("{what}, host slice"));
+            // The queued sorts' outcome checks ran before sort_slice's wait for the stream.
+            assert_eq!(cuda_rt::take_deferred_error(), None, "{what}");
         }
     }
-    // SAFETY: created above; no work is queued on it any more (every sort waited for it).
+    // SAFETY: created above; no work is queued on it any more (sort_slice, last on each
+    // stream, waited for the stream).
     let status = unsafe { cuda_rt_sys::cudaStreamDestroy(foreign) };
     assert_eq!(status, cuda_rt_sys::cudaSuccess);
 }
 
 /// A workspace dropped inside a host callback (where CUDA must not be called: `cudaFree` there
-/// can deadlock) leaks its memory and says so at the next synchronize; a sort there is refused.
+/// can deadlock) leaks its staging and says so at the next synchronize; a sort there is refused.
 #[test]
 fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
@@ -211,11 +222,11 @@ fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();
     let mut workspace = SortWorkspace::new();
-    let mut keys = DeviceBuffer::from_slice(&make::<u32>(Dist::Uniform, 100_000, 3)).unwrap();
+    let mut host = make::<u32>(Dist::Uniform, 100_000, 3);
     workspace
-        .sort(&stream, &mut keys, Order::Ascending)
+        .sort_slice(&stream, &mut host, Order::Ascending)
         .unwrap();
-    assert!(workspace.device_bytes() > 0);
+    assert!(workspace.device_bytes() > 0, "sort_slice keeps its staging");
     let (tx, rx) = std::sync::mpsc::channel();
     stream
         .launch_host_fn(move || {
@@ -236,20 +247,19 @@ fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
     let e = stream.synchronize().unwrap_err();
     println!("  {e}");
     assert_eq!(e.kind(), cuda_rt::ErrorKind::LeakedInCallback);
-    assert_eq!(e.call(), "sort workspace: drop");
+    assert_eq!(e.call(), "sort staging: drop");
     stream.synchronize().unwrap();
 }
 
-/// A workspace remembers the device of its memory: a sort on a stream of another device is
-/// refused (its kernels would fault on the other device's scratch), and so are keys of another
-/// device than the stream.
+/// Each sort allocates on the device of its stream, so one workspace sorts on two devices;
+/// keys of another device than the stream are refused (their kernels would fault).
 #[test]
-fn a_workspace_refuses_a_stream_of_another_device() {
+fn one_workspace_sorts_on_two_devices_and_refuses_keys_of_another() {
     let Some(gpu) = cuda_rt_testing::gpu() else {
         return;
     };
     if gpu.device_count < 2 {
-        println!("a_workspace_refuses_a_stream_of_another_device: skipped: needs two devices, this machine has one");
+        println!("one_workspace_sorts_on_two_devices_and_refuses_keys_of_another: skipped: needs two devices, this machine has one");
         return;
     }
     let (d0, d1) = (
@@ -259,31 +269,27 @@ fn a_workspace_refuses_a_stream_of_another_device() {
     d0.set_current().unwrap();
     let s0 = Stream::new().unwrap();
     let mut keys0 = DeviceBuffer::from_slice(&[3u32, 1, 2]).unwrap();
-    let mut workspace = SortWorkspace::new();
-    workspace.sort(&s0, &mut keys0, Order::Ascending).unwrap();
+    let workspace = SortWorkspace::new();
+    workspace
+        .sort_and_synchronize(&s0, &mut keys0, Order::Ascending)
+        .unwrap();
     d1.set_current().unwrap();
     let s1 = Stream::new().unwrap();
     let mut keys1 = DeviceBuffer::from_slice(&[3u32, 1, 2]).unwrap();
-    let refused = |e: SortError| match e {
-        SortError::Runtime(e) => matches!(e.kind(), cuda_rt::ErrorKind::WrongDevice { .. }),
-        _ => false,
-    };
-    assert!(refused(
-        workspace
-            .sort(&s1, &mut keys1, Order::Ascending)
-            .unwrap_err()
-    ));
-    assert!(refused(
-        SortWorkspace::new()
-            .sort(&s1, &mut keys0, Order::Ascending)
-            .unwrap_err()
-    ));
-    // A fresh workspace on the other device sorts there.
-    SortWorkspace::new()
-        .sort(&s1, &mut keys1, Order::Ascending)
+    workspace
+        .sort_and_synchronize(&s1, &mut keys1, Order::Descending)
         .unwrap();
-    assert_eq!(keys1.to_vec().unwrap(), [1, 2, 3]);
+    assert_eq!(keys1.to_vec().unwrap(), [3, 2, 1]);
+    let refused = workspace
+        .sort(&s1, &mut keys0, Order::Descending)
+        .unwrap_err();
+    assert!(
+        matches!(refused, SortError::Runtime(e)
+            if matches!(e.kind(), cuda_rt::ErrorKind::WrongDevice { .. })),
+        "{refused:?}"
+    );
     d0.set_current().unwrap();
+    assert_eq!(keys0.to_vec().unwrap(), [1, 2, 3]);
 }
 
 /// Views of one buffer sort as whole buffers do: two disjoint views, one starting at an odd
@@ -299,11 +305,21 @@ fn disjoint_views_of_one_buffer_sort_on_two_streams() {
     let input: Vec<u32> = make(Dist::Uniform, n, 42);
     let mut keys = DeviceBuffer::from_slice(&input).unwrap();
     let (s0, s1) = (Stream::new().unwrap(), Stream::new().unwrap());
-    let (mut w0, mut w1) = (SortWorkspace::new(), SortWorkspace::new());
+    // One workspace, shared by both threads.
+    let workspace = SortWorkspace::new();
     let (mut low, mut high) = keys.split_at_mut(mid).unwrap();
     std::thread::scope(|t| {
-        t.spawn(|| w0.sort(&s0, &mut low, Order::Ascending).unwrap());
-        t.spawn(|| w1.sort(&s1, &mut high, Order::Descending).unwrap());
+        let workspace = &workspace;
+        t.spawn(move || {
+            workspace
+                .sort_and_synchronize(&s0, &mut low, Order::Ascending)
+                .unwrap()
+        });
+        t.spawn(move || {
+            workspace
+                .sort_and_synchronize(&s1, &mut high, Order::Descending)
+                .unwrap()
+        });
     });
     let out = keys.to_vec().unwrap();
     let mut expected_low = input[..mid].to_vec();
@@ -339,7 +355,7 @@ fn block_on<F: Future>(future: F) -> F::Output {
 }
 
 /// Awaited sorts (`sort_async`) equal the CPU's, over sizes past the strategy thresholds,
-/// and a sort whose future is dropped after its first poll still finishes right, before the
+/// and a sort whose future is dropped after its first poll still finishes right, while the
 /// workspace sorts again on another stream.
 #[test]
 fn awaited_sorts_equal_the_cpu_and_dropped_ones_still_finish() {
@@ -347,7 +363,7 @@ fn awaited_sorts_equal_the_cpu_and_dropped_ones_still_finish() {
         return;
     };
     let (s1, s2) = (Stream::new().unwrap(), Stream::new().unwrap());
-    let mut workspace = SortWorkspace::new();
+    let workspace = SortWorkspace::new();
     for (i, n) in [0usize, 1, 4097, 300_001, 3_000_017]
         .into_iter()
         .enumerate()
@@ -375,7 +391,7 @@ fn awaited_sorts_equal_the_cpu_and_dropped_ones_still_finish() {
     let other: Vec<u32> = make(Dist::Uniform, 1_000_003, 78);
     let mut other_keys = DeviceBuffer::from_slice(&other).unwrap();
     workspace
-        .sort(&s2, &mut other_keys, Order::Ascending)
+        .sort_and_synchronize(&s2, &mut other_keys, Order::Ascending)
         .unwrap();
     assert_same_keys(
         &other_keys.to_vec().unwrap(),
@@ -387,4 +403,6 @@ fn awaited_sorts_equal_the_cpu_and_dropped_ones_still_finish() {
         &cpu_sorted(&big, Order::Descending),
         "the sort whose future was dropped",
     );
+    // Its outcome went to the deferred path: nothing failed.
+    s1.synchronize().unwrap();
 }

@@ -269,7 +269,7 @@ impl Case<'_> {
         {
             let mut keys = buffer.slice_mut(begin..begin + n).unwrap();
             workspace
-                .sort(self.stream, &mut keys, self.order)
+                .sort_and_synchronize(self.stream, &mut keys, self.order)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         }
         let got = buffer.to_vec().unwrap();
@@ -311,7 +311,7 @@ impl Case<'_> {
             let mut k = keys.slice_mut(begin..begin + n).unwrap();
             let mut v = values.slice_mut(begin..begin + n).unwrap();
             workspace
-                .sort_pairs(self.stream, &mut k, &mut v, self.order)
+                .sort_pairs_and_synchronize(self.stream, &mut k, &mut v, self.order)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         }
         let got_keys = keys.to_vec().unwrap();
@@ -629,7 +629,7 @@ fn a_limit_below_the_smallest_blocks_is_refused_and_nothing_is_written() {
     };
     let stream = Stream::new().unwrap();
     let limit = 16 * KIB;
-    let mut workspace = SortWorkspace::new().with_shared_memory_limit(limit);
+    let workspace = SortWorkspace::new().with_shared_memory_limit(limit);
     assert_eq!(workspace.shared_memory_limit(), Some(limit));
     let input: Vec<u32> = make_keys(100_000, 40);
     let mut keys = DeviceBuffer::from_slice(&input).unwrap();
@@ -661,15 +661,17 @@ fn a_limit_below_the_smallest_blocks_is_refused_and_nothing_is_written() {
         tile: TileWidth::Wide,
         ..Strategy::default()
     };
-    let mut forced = SortWorkspace::with_strategy(wide).with_shared_memory_limit(64 * KIB);
+    let forced = SortWorkspace::with_strategy(wide).with_shared_memory_limit(64 * KIB);
     let refused = forced.sort(&stream, &mut keys, Order::Ascending);
     assert!(
         matches!(refused, Err(SortError::SharedMemoryLimit { .. })),
         "wide u32 tiles within 64 KiB: {refused:?}"
     );
     assert_eq!(keys.to_vec().unwrap(), input, "nothing may be written");
-    let mut fitting = SortWorkspace::new().with_shared_memory_limit(64 * KIB);
-    fitting.sort(&stream, &mut keys, Order::Ascending).unwrap();
+    let fitting = SortWorkspace::new().with_shared_memory_limit(64 * KIB);
+    fitting
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
+        .unwrap();
     let mut want = input.clone();
     want.sort_unstable();
     assert_eq!(keys.to_vec().unwrap(), want);

@@ -27,7 +27,7 @@ fn both_crates_sort_at_the_same_time_on_two_streams() {
         .unwrap();
     let merge_stream = Stream::new().unwrap();
     let quick_stream = Stream::new().unwrap();
-    let mut workspace = SortWorkspace::with_strategy(Strategy {
+    let workspace = SortWorkspace::with_strategy(Strategy {
         driver: Driver::Device,
         ..Strategy::default()
     });
@@ -39,7 +39,7 @@ fn both_crates_sort_at_the_same_time_on_two_streams() {
         // Queued first, so that the merge sort (which waits for itself) runs beside it.
         dp_quicksort::quicksort(&quick_stream, &mut quick_keys).unwrap();
         workspace
-            .sort(&merge_stream, &mut merge_keys, Order::Ascending)
+            .sort_and_synchronize(&merge_stream, &mut merge_keys, Order::Ascending)
             .unwrap_or_else(|e| panic!("round {round}: merge sort: {e}"));
         quick_stream.synchronize().unwrap();
         let mut want = merge_input;

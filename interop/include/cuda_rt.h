@@ -170,7 +170,8 @@ cudaError_t cuda_rt_iota_u32(uint32_t *device_out, size_t n, uint32_t start, cud
  synchronized (`cudaStreamSynchronize`, which also waits for the caller's earlier work
  there). The scratch memory is cuda-rt's, kept per host thread and device between calls (a
  repeated size allocates nothing) and freed when the thread exits. `n == 0` queues nothing.
- To sort without blocking the thread, use a workspace: `cuda_rt_sort_async`.
+ To sort without blocking the thread, use a workspace: `cuda_rt_sort_async`. (In Rust: this
+ is `SortWorkspace::sort_and_synchronize`, and `cuda_rt_sort_async` is `SortWorkspace::sort`.)
 
  # Errors
  `cudaErrorInvalidValue` for rejected arguments: an unknown `key_type` or `order`, a value
@@ -306,7 +307,9 @@ cudaError_t cuda_rt_sort_workspace_reserve(struct cuda_rt_sort_workspace *worksp
  outcome arrives later: `cuda_rt_sort_status` (never blocks; `cudaErrorNotReady` while the
  sort runs) or `cuda_rt_sort_wait` (blocks). Work the caller queues on `stream` afterwards
  runs after the sort (`cudaStreamSynchronize(stream)` or an event recorded there tells the
- caller the keys are sorted; then `cuda_rt_sort_status` answers at once).
+ caller the keys are sorted; then `cuda_rt_sort_status` answers at once). The Rust API's
+ `SortWorkspace::sort` has the same shape (queues, returns, the device-side outcome reported
+ later), reporting through cuda-rt's deferred errors instead of a status call.
 
  Queued on `stream`: the sort (one kernel launch; its merge passes are launched by the GPU,
  or queued by the host for small sorts), the copy of its status word to pinned host memory

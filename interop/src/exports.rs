@@ -122,7 +122,8 @@ unsafe fn sort_blocking(request: &SortRequest, stream: StreamRef<'_>) -> Result<
 /// synchronized (`cudaStreamSynchronize`, which also waits for the caller's earlier work
 /// there). The scratch memory is cuda-rt's, kept per host thread and device between calls (a
 /// repeated size allocates nothing) and freed when the thread exits. `n == 0` queues nothing.
-/// To sort without blocking the thread, use a workspace: `cuda_rt_sort_async`.
+/// To sort without blocking the thread, use a workspace: `cuda_rt_sort_async`. (In Rust: this
+/// is `SortWorkspace::sort_and_synchronize`, and `cuda_rt_sort_async` is `SortWorkspace::sort`.)
 ///
 /// # Errors
 /// `cudaErrorInvalidValue` for rejected arguments: an unknown `key_type` or `order`, a value

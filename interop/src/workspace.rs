@@ -314,7 +314,9 @@ pub unsafe extern "C" fn cuda_rt_sort_workspace_reserve(
 /// outcome arrives later: `cuda_rt_sort_status` (never blocks; `cudaErrorNotReady` while the
 /// sort runs) or `cuda_rt_sort_wait` (blocks). Work the caller queues on `stream` afterwards
 /// runs after the sort (`cudaStreamSynchronize(stream)` or an event recorded there tells the
-/// caller the keys are sorted; then `cuda_rt_sort_status` answers at once).
+/// caller the keys are sorted; then `cuda_rt_sort_status` answers at once). The Rust API's
+/// `SortWorkspace::sort` has the same shape (queues, returns, the device-side outcome reported
+/// later), reporting through cuda-rt's deferred errors instead of a status call.
 ///
 /// Queued on `stream`: the sort (one kernel launch; its merge passes are launched by the GPU,
 /// or queued by the host for small sorts), the copy of its status word to pinned host memory

@@ -84,7 +84,7 @@ pub fn check_shared_memory(layout: &SortLayout) -> Result<(), SortError> {
 /// The shared-memory limit field of the flags (`CUDA_RT_SORT_SMEM_LIMIT_*`): whole KiB,
 /// rounded down (so the limit is never exceeded) to at least 1 (0 would mean "the device's
 /// limit") and at most the field's largest value, far above any GPU's.
-fn shared_memory_limit_flags(limit: Option<usize>) -> u32 {
+pub(crate) fn shared_memory_limit_flags(limit: Option<usize>) -> u32 {
     let Some(bytes) = limit else { return 0 };
     let field_max = ffi::flags::SMEM_LIMIT_MASK >> ffi::flags::SMEM_LIMIT_SHIFT;
     let kib = u32::try_from(bytes / 1024).map_or(field_max, |k| k.clamp(1, field_max));

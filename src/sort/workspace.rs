@@ -1,9 +1,11 @@
 //! The safe sort API on cuda-rt's types: [`SortWorkspace`] and the one-shot functions.
 
-use super::raw::{RawSortBuffers, RawWorkspace};
-use super::{Order, SortError, SortKey, Strategy};
+use super::outcome::{deferred_check, replayed_check, StatusSlot, Waiter, NEVER_REPORTED};
+use super::raw::{refuse_in_host_callback, wait_after_error, RawSortBuffers};
+use super::stream_ordered::Planned;
+use super::{Driver, Order, SortError, SortKey, Strategy};
 use cuda_rt::raw::{self as cuda, flags, RawEvent, RawStream};
-use cuda_rt::{DeviceCopy, DeviceMemoryMut, StreamRef};
+use cuda_rt::{Capture, CapturedMut, DeviceCopy, DeviceMemoryMut, StreamRef};
 use std::ffi::c_void;
 use std::ptr;
 
@@ -23,62 +25,87 @@ const fn value_bytes<V>() -> usize {
     bytes
 }
 
-/// Reusable scratch memory for GPU sorts, so that repeated sorts allocate nothing.
+/// GPU sorts queued on a stream, stream-ordered, as CUB's `DeviceMergeSort`: a sort queues its
+/// work and returns; the host waits only where it reads a result.
 ///
-/// It holds key and value scratch as long as the longest sort so far, the merge-path cuts, the
-/// status word the device-side chain reports through, and (for [`sort_slice`](Self::sort_slice))
-/// pinned and device staging. Every sort method waits for the sort to finish and checks the
-/// status word before returning, so a chain of device-side launches that broke anywhere is an
-/// error, never a half-sorted buffer taken for sorted; the workspace is then idle, so the next
-/// sort may use any stream.
+/// [`sort`](Self::sort) and [`sort_pairs`](Self::sort_pairs) queue, on the caller's stream:
+/// the sort's scratch memory (`cudaMallocAsync` from the device's memory pool), the sort, the
+/// copy of its device-side status word to pinned host memory, a host function that checks
+/// that word, and the scratch's free (`cudaFreeAsync`). They never block the host. A chain of
+/// stages that broke on the device is never silent: the host function hands the failure to
+/// cuda-rt's deferred errors, which the next `synchronize()` (or
+/// [`cuda_rt::take_deferred_error`]) of the thread that queued the sort returns. The keys are
+/// ordered after all of it: a later read of the keys ([`DeviceMemory::to_vec`], another
+/// stream's work) waits for the check too.
+///
+/// The host waits in [`sort_and_synchronize`](Self::sort_and_synchronize) and
+/// [`sort_pairs_and_synchronize`](Self::sort_pairs_and_synchronize) (they return the sort's own
+/// [`SortError`]), in [`sort_slice`](Self::sort_slice) (host memory), and not at all in
+/// [`sort_async`](Self::sort_async) (a future).
+///
+/// The workspace keeps no per-sort memory (only the staging of `sort_slice`), so its sorts take
+/// `&self`: one workspace serves sorts on any number of streams at once, from any thread. What
+/// it keeps is the [`Strategy`] and the shared-memory limit of its sorts.
+///
+/// [`DeviceMemory::to_vec`]: cuda_rt::DeviceMemory::to_vec
 ///
 /// # Examples
 /// ```no_run
-/// use cuda_rt::{DeviceBuffer, DeviceMemory, DeviceMemoryMut, Stream};
+/// use cuda_rt::{DeviceBuffer, DeviceMemory, Stream};
 /// use cuda_rt_kernels::sort::{Order, SortWorkspace};
 ///
 /// let stream = Stream::new()?;
 /// let mut keys = DeviceBuffer::from_slice(&[3.0f32, -0.0, f32::NAN, 0.0, -1.0])?;
-/// let mut workspace = SortWorkspace::new();
-/// workspace.sort(&stream, &mut keys, Order::Ascending)?;
+/// let workspace = SortWorkspace::new();
+/// workspace.sort(&stream, &mut keys, Order::Ascending)?; // queued; the host goes on
+/// // ... more work on `stream` ...
+/// stream.synchronize()?; // the host waits here; a sort that failed on the device says so here
 /// let sorted = keys.to_vec()?;
 /// assert_eq!(sorted[..4], [-1.0, -0.0, 0.0, 3.0]);
 /// assert!(sorted[4].is_nan());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
+/// # Graphs
+/// [`sort_captured`](Self::sort_captured) and [`sort_pairs_captured`](Self::sort_pairs_captured)
+/// capture a sort into a graph ([`cuda_rt::Stream::capture`]): its scratch becomes memory nodes
+/// of the graph (allocated and freed on every launch), its stages kernel nodes of the
+/// host-queued plan, and its outcome check a graph host node that the graph owns and runs on
+/// every launch. [`sort`](Self::sort) and the other stream forms refuse a capturing stream
+/// ([`SortError::StreamCapturing`]): their check is a one-shot host function, which a graph
+/// would run on every replay.
+///
 /// # Host callbacks
 /// Sorting inside a host callback queued through cuda-rt (where CUDA must not be called) is
-/// refused with [`cuda_rt::ErrorKind::InHostCallback`]; a workspace dropped there leaks its
-/// memory and reports [`cuda_rt::ErrorKind::LeakedInCallback`] to cuda-rt's next synchronize.
+/// refused with [`cuda_rt::ErrorKind::InHostCallback`]. A workspace dropped there never waits:
+/// the staging of `sort_slice`, if any, is leaked and [`cuda_rt::ErrorKind::LeakedInCallback`]
+/// reported to cuda-rt's next synchronize; sorts still queued finish on their own (their
+/// memory belongs to them, not to the workspace).
 ///
 /// # Devices
-/// The workspace's memory is on the device of the stream of its first sort; a sort on a stream
-/// of another device is refused with [`cuda_rt::ErrorKind::WrongDevice`] (its kernels would
-/// fault on the other device's scratch) until the workspace is empty again.
+/// Each sort allocates on the device of its stream, so one workspace sorts on any device. The
+/// staging of `sort_slice` is on the device of the stream of the call that allocated it; a
+/// `sort_slice` on a stream of another device is refused with
+/// [`cuda_rt::ErrorKind::WrongDevice`] until the workspace is empty again.
 ///
 /// # Thread safety
-/// `Send`, not `Sync`: a sort borrows the workspace mutably.
+/// `Send` and `Sync`: sorts borrow the workspace shared; `sort_slice` borrows it mutably.
 pub struct SortWorkspace {
-    raw: RawWorkspace,
     strategy: Strategy,
+    shared_memory_limit: Option<usize>,
+    /// Tests only: extra C flags of every sort (fault injection).
+    test_flags: u32,
     staging: Staging,
-    /// The device of the workspace's memory (of the stream of the sort that allocated it).
-    device: Option<i32>,
-    /// Recorded after the sort of [`sort_async`](Self::sort_async), whose future may be
-    /// dropped or forgotten before that sort has finished.
-    async_done: Option<cuda_rt::Event>,
-    /// A sort of `sort_async` was queued and not yet seen to finish: the next use of the
-    /// workspace waits for `async_done` first.
-    async_pending: bool,
+    /// The device of the staging (of the stream of the call that allocated it).
+    staging_device: Option<i32>,
 }
 
 impl std::fmt::Debug for SortWorkspace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SortWorkspace")
-            .field("device_bytes", &self.raw.device_bytes())
+            .field("device_bytes", &self.device_bytes())
             .field("strategy", &self.strategy)
-            .field("shared_memory_limit", &self.raw.shared_memory_limit())
+            .field("shared_memory_limit", &self.shared_memory_limit)
             .finish()
     }
 }
@@ -89,30 +116,49 @@ impl Default for SortWorkspace {
     }
 }
 
-impl SortWorkspace {
-    /// An empty workspace with the default [`Strategy`]; it allocates on first use. Calls no
-    /// CUDA function.
-    pub const fn new() -> Self {
-        SortWorkspace {
-            raw: RawWorkspace::new(),
-            strategy: Strategy::AUTO,
-            staging: Staging::new(),
-            device: None,
-            async_done: None,
-            async_pending: false,
+/// What an attempt to queue a sort left behind.
+struct Attempt {
+    /// Whether any work may have been queued (false for refusals before the first CUDA call
+    /// that queues).
+    queued: bool,
+    /// The waiter of the sort's outcome (`None` when nothing needs one: keys only queued for
+    /// the deferred path, or an empty sort), or why queuing failed.
+    result: Result<Option<Waiter>, SortError>,
+}
+
+impl Attempt {
+    fn refused(error: SortError) -> Attempt {
+        Attempt {
+            queued: false,
+            result: Err(error),
         }
+    }
+}
+
+impl SortWorkspace {
+    /// An empty workspace with the default [`Strategy`]. Calls no CUDA function.
+    pub const fn new() -> Self {
+        Self::with_strategy(Strategy::AUTO)
     }
 
     /// An empty workspace whose sorts use `strategy` (to compare strategies).
     pub const fn with_strategy(strategy: Strategy) -> Self {
         SortWorkspace {
-            raw: RawWorkspace::new(),
             strategy,
+            shared_memory_limit: None,
+            test_flags: 0,
             staging: Staging::new(),
-            device: None,
-            async_done: None,
-            async_pending: false,
+            staging_device: None,
         }
+    }
+
+    /// Tests only: the workspace with `flags` added to the C flags of every sort (fault
+    /// injection: `(stage + 1) << ffi::flags::FAIL_STAGE_SHIFT` makes a stage's launch fail).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_test_flags(mut self, flags: u32) -> Self {
+        self.test_flags = flags;
+        self
     }
 
     /// The workspace with its sorts' shared memory per block capped at `bytes` (rounded down
@@ -136,313 +182,536 @@ impl SortWorkspace {
     /// let stream = Stream::new()?;
     /// let mut keys = DeviceBuffer::from_slice(&(0..100_000u32).rev().collect::<Vec<_>>())?;
     /// // The kernels of a 64 KiB GPU (a T4), wherever this runs.
-    /// let mut workspace = SortWorkspace::new().with_shared_memory_limit(64 * 1024);
-    /// workspace.sort(&stream, &mut keys, Order::Ascending)?;
+    /// let workspace = SortWorkspace::new().with_shared_memory_limit(64 * 1024);
+    /// workspace.sort_and_synchronize(&stream, &mut keys, Order::Ascending)?;
     /// assert_eq!(keys.to_vec()?, (0..100_000u32).collect::<Vec<_>>());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn with_shared_memory_limit(mut self, bytes: usize) -> Self {
-        self.raw.set_shared_memory_limit(Some(bytes));
+        self.shared_memory_limit = Some(bytes);
         self
     }
 
     /// The cap of [`with_shared_memory_limit`](Self::with_shared_memory_limit) (`None`: the
     /// device's limit).
     pub fn shared_memory_limit(&self) -> Option<usize> {
-        self.raw.shared_memory_limit()
+        self.shared_memory_limit
     }
 
-    /// Waits for a sort of [`sort_async`](Self::sort_async) whose future was dropped or
-    /// forgotten before it finished (`cudaEventSynchronize`), so that the workspace is idle
-    /// again.
-    fn settle_async(&mut self) -> Result<(), SortError> {
-        if self.async_pending {
-            if let Some(done) = &self.async_done {
-                // SAFETY: our live event, recorded after that sort.
-                unsafe { cuda::event_synchronize(done.as_raw()) }.map_err(SortError::from_call)?;
-            }
-            self.async_pending = false;
+    /// Bytes of device memory the workspace holds: the staging of
+    /// [`sort_slice`](Self::sort_slice). Sorts of device memory hold theirs only while they run.
+    pub fn device_bytes(&self) -> usize {
+        self.staging.device.bytes
+    }
+
+    /// Refuses what no sort may do: run inside a host callback, or queue on a stream that is
+    /// capturing a graph (`cudaStreamIsCapturing`).
+    fn refuse(stream: StreamRef<'_>, what: &'static str) -> Result<(), SortError> {
+        refuse_in_host_callback(what)?;
+        // SAFETY: the handle is live for its lifetime (a StreamRef's contract).
+        let capture = unsafe { cuda::stream_is_capturing(stream.as_raw()) }
+            .map_err(|e| SortError::from_call(e.context(what)))?;
+        if capture != flags::CAPTURE_STATUS_NONE {
+            return Err(SortError::StreamCapturing);
         }
         Ok(())
     }
 
-    /// Refuses a stream of another device than the workspace's memory; an empty workspace
-    /// takes the stream's device.
-    fn check_device(&mut self, stream: StreamRef<'_>, what: &'static str) -> Result<(), SortError> {
-        let device = stream.device()?.ordinal();
-        match self.device {
-            Some(memory) if memory != device && self.device_bytes() > 0 => {
-                Err(SortError::Runtime(cuda_rt::Error::new(
-                    cuda_rt::ErrorKind::WrongDevice {
-                        memory,
-                        stream: device,
-                    },
-                    what,
-                )))
-            }
-            _ => {
-                self.device = Some(device);
-                Ok(())
-            }
+    /// Queues the sort of `buffers` on `stream` with its stream-ordered scratch
+    /// ([`Planned::queue`]) and its outcome's way back: for `wait`, a host function that leaves
+    /// the status word to the returned [`Waiter`]; otherwise one that defers a failure. Returns
+    /// `Ok(None)` without queuing anything for an empty sort.
+    ///
+    /// # Errors
+    /// As [`Planned::new`] and [`Planned::queue`]; [`SortError::Cuda`] when the status slot
+    /// cannot be had; [`SortError::Runtime`] when the host function cannot be queued (the
+    /// sort's outcome is then unknown, and this error says so).
+    ///
+    /// # Safety
+    /// As [`Planned::queue`] for `buffers` and `stream`.
+    unsafe fn queue_on(
+        &self,
+        buffers: &RawSortBuffers,
+        order: Order,
+        stream: StreamRef<'_>,
+        wait: bool,
+    ) -> Result<Option<Waiter>, SortError> {
+        let planned = Planned::new(
+            buffers,
+            order,
+            self.strategy,
+            self.shared_memory_limit,
+            self.test_flags,
+        )?;
+        if planned.is_empty() {
+            return Ok(None);
+        }
+        let slot = StatusSlot::acquire()?;
+        // SAFETY: forwarded from the caller; the slot is pinned and never freed.
+        if let Err(e) = unsafe { planned.queue(stream.as_raw(), slot.as_mut_ptr()) } {
+            // SAFETY: no copy into the slot was queued (`queue` queues it last, only on success).
+            unsafe { slot.release() };
+            return Err(e);
+        }
+        let queued = if wait {
+            let (waiter, check) = Waiter::new(slot);
+            stream.launch_host_fn(check).map(|()| Some(waiter))
+        } else {
+            stream.launch_host_fn(deferred_check(slot)).map(|()| None)
+        };
+        // A host function that could not be queued is dropped with its slot, which leaks.
+        queued.map_err(|e| SortError::Runtime(e.context("sort: queuing the outcome check")))
+    }
+
+    /// Queues the sort of `keys` inside their `with_ptr_mut_on`, so that later users of the
+    /// keys are ordered after the sort and its outcome check.
+    fn queue_keys<K: SortKey + DeviceCopy>(
+        &self,
+        stream: StreamRef<'_>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        order: Order,
+        wait: bool,
+        what: &'static str,
+    ) -> Attempt {
+        if let Err(e) = Self::refuse(stream, what) {
+            return Attempt::refused(e);
+        }
+        let n = keys.len();
+        let mut queued = false;
+        let ordered = keys.with_ptr_mut_on(stream, |k| {
+            queued = true;
+            // SAFETY: `k` points to n keys, kept alive by with_ptr_mut_on and ordered by it
+            // after earlier work on them and before later work (the tracker marks the keys
+            // after everything queued here); `stream` is live for its lifetime.
+            unsafe { self.queue_on(&RawSortBuffers::keys(k, n), order, stream, wait) }
+        });
+        Attempt {
+            queued,
+            result: ordered.map_err(SortError::Runtime).and_then(|r| r),
         }
     }
 
-    /// Bytes of device memory the workspace holds.
-    pub fn device_bytes(&self) -> usize {
-        self.raw.device_bytes() + self.staging.device.bytes
+    /// [`queue_keys`](Self::queue_keys) for keys and values.
+    fn queue_pairs<K: SortKey + DeviceCopy, V: DeviceCopy>(
+        &self,
+        stream: StreamRef<'_>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        values: &mut impl DeviceMemoryMut<V>,
+        order: Order,
+        wait: bool,
+        what: &'static str,
+    ) -> Attempt {
+        let bytes = const { value_bytes::<V>() };
+        debug_assert_eq!(bytes, size_of::<V>());
+        if let Err(e) = Self::refuse(stream, what) {
+            return Attempt::refused(e);
+        }
+        let n = keys.len();
+        if values.len() != n {
+            return Attempt::refused(SortError::LengthMismatch {
+                keys: n,
+                values: values.len(),
+            });
+        }
+        let mut queued = false;
+        let ordered = keys.with_ptr_mut_on(stream, |k| {
+            values.with_ptr_mut_on(stream, |v| {
+                queued = true;
+                // SAFETY: `k` and `v` point to n keys and n values, kept alive and ordered by
+                // with_ptr_mut_on as in queue_keys; `stream` is live for its lifetime.
+                unsafe { self.queue_on(&RawSortBuffers::pairs(k, v, n), order, stream, wait) }
+            })
+        });
+        Attempt {
+            queued,
+            result: ordered
+                .and_then(|inner| inner)
+                .map_err(SortError::Runtime)
+                .and_then(|r| r),
+        }
     }
 
-    /// Sorts `keys` in place on `stream`, stably, in `order` (floats in IEEE total order), and
-    /// waits for the result.
+    /// The end of the waiting forms: waits for `stream` (`cudaStreamSynchronize`), then
+    /// returns the sort's own outcome, which its host function left to the waiter (so it is
+    /// not also deferred). After an error that may follow queued work, the stream is waited
+    /// for all the same, so that no work of the sort is left queued when this returns.
+    fn wait_for(stream: StreamRef<'_>, attempt: Attempt) -> Result<(), SortError> {
+        let waiter = match attempt.result {
+            Ok(Some(waiter)) => waiter,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                if attempt.queued {
+                    // SAFETY: the handle is live for its lifetime; a failed wait is deferred.
+                    let _waited = unsafe { wait_after_error(stream.as_raw()) };
+                }
+                return Err(e);
+            }
+        };
+        // SAFETY: the handle is live for its lifetime. A failed wait drops the waiter, which
+        // leaves the outcome to the deferred path.
+        unsafe { cuda::stream_synchronize(stream.as_raw()) }.map_err(SortError::from_call)?;
+        waiter.take().unwrap_or(Err(SortError::Incomplete {
+            status_word: NEVER_REPORTED,
+        }))
+    }
+
+    /// Queues the stable sort of `keys`, in place, on `stream`, in `order` (floats in IEEE
+    /// total order), and returns without waiting.
     ///
-    /// The stages are queued from the host, or, device-driven ([`Driver`](super::Driver)), the
-    /// tile sort's grid launches the merge passes from the device. Ordered after earlier work on `keys` (on any stream)
-    /// through [`DeviceMemoryMut::with_ptr_mut_on`]; then the status word is copied back
-    /// (`cudaMemcpyAsync`) and `stream` synchronized (`cudaStreamSynchronize`). `stream` is
-    /// anything cuda-rt's copies take: `&Stream`, [`StreamRef::legacy`],
-    /// [`StreamRef::per_thread`], or a borrowed foreign stream ([`StreamRef::from_raw`]).
+    /// Queued on `stream`, after earlier work on `keys` on any stream (through
+    /// [`DeviceMemoryMut::with_ptr_mut_on`], which also orders later users of the keys after
+    /// everything below): `cudaMallocAsync` of the sort's scratch, the sort (host launches, or
+    /// one host launch whose grid launches the merge passes: [`Driver`](super::Driver)),
+    /// `cudaMemcpyAsync` of its status word to a pinned slot, `cudaLaunchHostFunc` of the check
+    /// of that word, and `cudaFreeAsync` of the scratch. `stream` is anything cuda-rt's copies
+    /// take: `&Stream`, [`StreamRef::legacy`], [`StreamRef::per_thread`], or a borrowed foreign
+    /// stream ([`StreamRef::from_raw`]).
+    ///
+    /// # Errors
+    /// Returned: [`SortError::Runtime`] for errors of ordering `keys` and of queuing the check;
+    /// [`SortError::Cuda`] for host-side CUDA failures (allocation, launch; a host-queued chain
+    /// whose later launch fails has queued the stages before it, which still run, ordered
+    /// before later users of the keys); [`SortError::Runtime`] with
+    /// [`cuda_rt::ErrorKind::InHostCallback`] inside a host callback and
+    /// [`SortError::StreamCapturing`] on a capturing stream (nothing is queued);
+    /// [`SortError::SharedMemoryLimit`] when the sort's blocks do not fit the
+    /// [shared-memory limit](Self::with_shared_memory_limit) (nothing is queued).
+    ///
+    /// Deferred (returned by the next `synchronize()` or [`cuda_rt::take_deferred_error`] of
+    /// the calling thread once the stream has passed the sort): a device-side chain that broke
+    /// ([`SortError::DeviceLaunch`], [`SortError::Incomplete`]), as a [`cuda_rt::Error`]
+    /// (`From<SortError>`), whose context says it is the sort's device-side outcome. The keys
+    /// are then not sorted. To get the [`SortError`] itself, use
+    /// [`sort_and_synchronize`](Self::sort_and_synchronize).
+    pub fn sort<'s, K: SortKey + DeviceCopy>(
+        &self,
+        stream: impl Into<StreamRef<'s>>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        order: Order,
+    ) -> Result<(), SortError> {
+        let attempt = self.queue_keys(stream.into(), keys, order, false, "SortWorkspace::sort");
+        attempt.result.map(drop)
+    }
+
+    /// [`sort`](Self::sort), then waits for `stream` (`cudaStreamSynchronize`, which also
+    /// waits for the rest of the stream's work) and returns the sort's outcome. A device-side
+    /// failure is returned here, as its [`SortError`], and not also deferred.
     ///
     /// Whatever it returns, no work of the sort is still queued when it returns: after an
     /// error that follows queued work the stream is waited for first.
     ///
     /// # Errors
-    /// [`SortError::Runtime`] for errors of ordering `keys`; [`SortError::Cuda`] for host-side
-    /// CUDA failures (allocation, launch, synchronization, including earlier work on the
-    /// stream); [`SortError::DeviceLaunch`], [`SortError::Incomplete`] when the device-side chain
-    /// broke (the keys are then not sorted); [`SortError::Runtime`] with
-    /// [`cuda_rt::ErrorKind::InHostCallback`] inside a host callback (nothing is queued);
-    /// [`SortError::SharedMemoryLimit`] when the sort's blocks do not fit the
-    /// [shared-memory limit](Self::with_shared_memory_limit) (nothing is queued).
-    pub fn sort<'s, K: SortKey + DeviceCopy>(
-        &mut self,
+    /// As for [`sort`](Self::sort), with the device-side failures returned
+    /// ([`SortError::DeviceLaunch`], [`SortError::Incomplete`]); [`SortError::Cuda`] when the
+    /// wait fails (errors of earlier work on the stream included).
+    pub fn sort_and_synchronize<'s, K: SortKey + DeviceCopy>(
+        &self,
         stream: impl Into<StreamRef<'s>>,
         keys: &mut impl DeviceMemoryMut<K>,
         order: Order,
     ) -> Result<(), SortError> {
         let stream = stream.into();
-        let (queued, outcome) = self.queue_keys(stream, keys, order, "SortWorkspace::sort")?;
-        self.complete(stream, queued, outcome)
+        let attempt = self.queue_keys(
+            stream,
+            keys,
+            order,
+            true,
+            "SortWorkspace::sort_and_synchronize",
+        );
+        Self::wait_for(stream, attempt)
     }
 
     /// [`sort`](Self::sort) as a future: queues the sort, then lets the task sleep until the
-    /// stream has drained ([`StreamRef::completion`]) instead of blocking the thread, then reads
-    /// the sort's outcome.
+    /// stream has drained ([`StreamRef::completion`]) instead of blocking the thread, then
+    /// returns the sort's outcome (a device-side failure as its [`SortError`], not also
+    /// deferred).
     ///
     /// The future borrows the workspace and the keys. Dropped or forgotten before it finishes,
     /// it leaves the sort running: the keys stay ordered by their tracker (later uses wait for
-    /// the sort), and the workspace's next use waits for it, as does dropping the workspace.
+    /// the sort), its memory is freed stream-ordered, and its outcome goes to the deferred
+    /// path, as for [`sort`](Self::sort).
     ///
     /// # Errors
-    /// As for [`sort`](Self::sort).
+    /// As for [`sort_and_synchronize`](Self::sort_and_synchronize); the wait's errors are those of
+    /// [`StreamRef::completion`]. After an error while queuing, queued work is not waited for
+    /// (it stays ordered before later users of the keys).
     pub async fn sort_async<'s, K: SortKey + DeviceCopy>(
-        &mut self,
+        &self,
         stream: impl Into<StreamRef<'s>>,
         keys: &mut impl DeviceMemoryMut<K>,
         order: Order,
     ) -> Result<(), SortError> {
         let stream = stream.into();
-        if self.async_done.is_none() {
-            self.async_done = Some(
-                cuda_rt::Event::with_flags(cuda_rt::EventFlags::DISABLE_TIMING)
-                    .map_err(SortError::Runtime)?,
-            );
-        }
-        let (queued, outcome) =
-            self.queue_keys(stream, keys, order, "SortWorkspace::sort_async")?;
-        let mut drained = Ok(());
-        if queued {
-            if let Some(done) = &self.async_done {
-                // Recorded before the first await: a dropped future leaves it to wait for.
-                match done.record(stream) {
-                    Ok(()) => self.async_pending = true,
-                    Err(e) => drained = Err(SortError::Runtime(e)),
-                }
-            }
-            if drained.is_ok() {
-                drained = stream.completion().await.map_err(SortError::Runtime);
-            }
-            self.async_pending = false;
-        }
-        // The sort's own outcome first (the stream is drained: reading it waits no longer).
-        self.complete(stream, queued, outcome).and(drained)
-    }
-
-    /// The first half of a sort of device memory, for [`sort`](Self::sort) and
-    /// [`sort_async`](Self::sort_async): the checks, then the sort queued on `stream` inside
-    /// `with_ptr_mut_on` of the keys. Returns whether it was queued, and the outcome for
-    /// [`complete`](Self::complete).
-    #[allow(clippy::type_complexity)]
-    fn queue_keys<K: SortKey + DeviceCopy>(
-        &mut self,
-        stream: StreamRef<'_>,
-        keys: &mut impl DeviceMemoryMut<K>,
-        order: Order,
-        what: &'static str,
-    ) -> Result<
-        (
-            bool,
-            cuda_rt::Result<Result<super::ffi::SortLayout, SortError>>,
-        ),
-        SortError,
-    > {
-        super::raw::refuse_in_host_callback(what)?;
-        self.settle_async()?;
-        self.check_device(stream, what)?;
-        let n = keys.len();
-        let strategy = self.strategy;
-        let raw = &mut self.raw;
-        let mut queued = false;
-        let outcome = keys.with_ptr_mut_on(stream, |k| {
-            // SAFETY: `k` points to n keys, ordered and kept alive by with_ptr_mut_on, and written
-            // only by the sort's work on `stream`; the workspace is idle (every method waits
-            // for its sort before returning, and a sort whose future was dropped was waited
-            // for by `settle_async` above).
-            let enqueued = unsafe {
-                raw.with_ptr_on(
-                    &RawSortBuffers::keys(k, n),
-                    order,
-                    strategy,
-                    stream.as_raw(),
-                )
-            };
-            queued = enqueued.is_ok();
-            enqueued
-        });
-        Ok((queued, outcome))
-    }
-
-    /// The end of every sort of device memory: when the sort was queued, waits for it and
-    /// reads its outcome ([`RawWorkspace::finish`]) also if ordering the memory failed after
-    /// it (the marker that `with_ptr_mut_on` records), so that no queued work outlives the call.
-    /// A failed `with_ptr_on` has waited for its stream itself.
-    fn complete(
-        &mut self,
-        stream: StreamRef<'_>,
-        queued: bool,
-        outcome: cuda_rt::Result<Result<super::ffi::SortLayout, SortError>>,
-    ) -> Result<(), SortError> {
-        let ordered = match outcome {
-            Ok(enqueued) => enqueued.map(drop),
-            Err(e) => Err(SortError::Runtime(e)),
+        let attempt = self.queue_keys(stream, keys, order, true, "SortWorkspace::sort_async");
+        let Some(waiter) = attempt.result? else {
+            return Ok(());
         };
-        if !queued {
-            return ordered;
-        }
-        // SAFETY: the sort was enqueued on `stream` with this workspace.
-        let finished = unsafe { self.raw.finish(stream.as_raw()) };
-        match (ordered, finished) {
-            // The sort's own outcome first; the ordering error (always cuda-rt's: the sort
-            // was queued) is deferred to cuda-rt's next synchronize rather than dropped.
-            (Err(SortError::Runtime(e)), Err(sorted)) => {
-                cuda_rt::defer_error(e);
-                Err(sorted)
-            }
-            (ordered, finished) => ordered.and(finished),
+        let drained = stream.completion().await.map_err(SortError::Runtime);
+        match waiter.take() {
+            // The sort's own outcome first.
+            Some(outcome) => outcome.and(drained),
+            // Its check did not run: the stream failed before it (the drain says how).
+            None => drained.and(Err(SortError::Incomplete {
+                status_word: NEVER_REPORTED,
+            })),
         }
     }
 
-    /// Sorts `keys` in place on `stream` and applies the same permutation to `values`: a
-    /// stable sort by key, so values of equal keys keep their order. Waits for the result.
-    /// Values are any plain data of 4, 8 or 16 bytes (checked at compile time), moved as bytes.
+    /// Queues the stable sort of `keys` by key on `stream`, applying the same permutation to
+    /// `values` (values of equal keys keep their order), and returns without waiting. Values
+    /// are any plain data of 4, 8 or 16 bytes (checked at compile time), moved as bytes.
     ///
-    /// CUDA calls as for [`sort`](Self::sort).
+    /// CUDA calls, ordering and the deferred report of device-side failures as for
+    /// [`sort`](Self::sort), inside the `with_ptr_mut_on` of both the keys and the values.
     ///
     /// # Errors
     /// As for [`sort`](Self::sort); [`SortError::LengthMismatch`] unless
     /// `values.len() == keys.len()`; [`SortError::UnsupportedValue`] when `values` is not
-    /// aligned to the value size (a [`cuda_rt::DeviceBufferRef`] at an odd offset).
+    /// aligned to the value size (a [`cuda_rt::DeviceBufferRef`] at an odd offset). Nothing is
+    /// queued for those.
     pub fn sort_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
-        &mut self,
+        &self,
         stream: impl Into<StreamRef<'s>>,
         keys: &mut impl DeviceMemoryMut<K>,
         values: &mut impl DeviceMemoryMut<V>,
         order: Order,
     ) -> Result<(), SortError> {
-        let bytes = const { value_bytes::<V>() };
-        super::raw::refuse_in_host_callback("SortWorkspace::sort_pairs")?;
-        self.settle_async()?;
+        let attempt = self.queue_pairs(
+            stream.into(),
+            keys,
+            values,
+            order,
+            false,
+            "SortWorkspace::sort_pairs",
+        );
+        attempt.result.map(drop)
+    }
+
+    /// [`sort_pairs`](Self::sort_pairs), then waits for `stream` and returns the sort's outcome,
+    /// as [`sort_and_synchronize`](Self::sort_and_synchronize) does.
+    ///
+    /// # Errors
+    /// As for [`sort_pairs`](Self::sort_pairs) and
+    /// [`sort_and_synchronize`](Self::sort_and_synchronize).
+    pub fn sort_pairs_and_synchronize<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
+        &self,
+        stream: impl Into<StreamRef<'s>>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        values: &mut impl DeviceMemoryMut<V>,
+        order: Order,
+    ) -> Result<(), SortError> {
         let stream = stream.into();
-        self.check_device(stream, "SortWorkspace::sort_pairs")?;
-        let n = keys.len();
-        if values.len() != n {
+        let attempt = self.queue_pairs(
+            stream,
+            keys,
+            values,
+            order,
+            true,
+            "SortWorkspace::sort_pairs_and_synchronize",
+        );
+        Self::wait_for(stream, attempt)
+    }
+
+    /// Captures the sort of `keys` (memory bound into the capture with
+    /// [`Capture::bind_mut`]) into the graph that `capture` builds: on every launch of the
+    /// graph, the keys are sorted in place in `order`, and the sort's status word is checked.
+    ///
+    /// Captured on the capturing stream: `cudaMallocAsync` and `cudaFreeAsync` of the sort's
+    /// scratch (memory nodes: each launch allocates and frees it), the sort's stages as kernel
+    /// nodes, the copy of its status word into a pinned slot (a copy node), and a host node
+    /// ([`Capture::host_fn`]) that reads the slot after each launch's copy and hands a failure
+    /// to cuda-rt's deferred errors, which **the thread that captured the graph** reports at
+    /// its next `synchronize()` (whichever thread launches it). The graph owns the slot, which
+    /// returns to the pool when the executable graph goes.
+    ///
+    /// The stages are always queued from the host in a graph: the device-driven chain
+    /// ([`Driver::Device`], or [`Driver::Auto`] choosing it) launches its merge passes from a
+    /// kernel, whose device-side launches this crate does not capture; its stages are
+    /// captured as the host-queued plan of the same sort instead (the same kernels and cuts).
+    ///
+    /// # Errors
+    /// [`SortError::Runtime`] with [`cuda_rt::ErrorKind::InHostCallback`] inside a host
+    /// callback; [`SortError::SharedMemoryLimit`], [`SortError::UnsupportedValue`] (nothing is
+    /// captured); [`SortError::Cuda`] for CUDA errors while capturing (which invalidate the
+    /// capture: [`cuda_rt::Stream::capture`] then fails too). Device-side failures on a launch
+    /// are deferred as described above.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cuda_rt::{CaptureMode, DeviceBuffer, PinnedBuffer, Stream};
+    /// use cuda_rt_kernels::sort::{Order, SortWorkspace};
+    ///
+    /// let mut stream = Stream::new()?;
+    /// let workspace = SortWorkspace::new();
+    /// let mut keys = DeviceBuffer::<u32>::new(1 << 20)?;
+    /// let (input, output) = (PinnedBuffer::new(1 << 20)?, PinnedBuffer::new(1 << 20)?);
+    /// let mut stages = None;
+    /// let graph = stream.capture(CaptureMode::Global, |c| {
+    ///     let (input, output) = (c.adopt_pinned(input), c.adopt_pinned(output));
+    ///     let keys = c.bind_mut(&mut keys);
+    ///     c.copy_stage_to_device(&input, &keys)?;
+    ///     workspace.sort_captured(c, &keys, Order::Ascending)?;
+    ///     c.copy_device_to_stage(&keys, &output)?;
+    ///     stages = Some((input, output));
+    ///     Ok(())
+    /// })?;
+    /// let ((input, output), mut exec) = (stages.unwrap(), graph.instantiate()?);
+    /// for round in 0..3u32 {
+    ///     for (i, key) in exec.stage_mut(&input)?.iter_mut().enumerate() {
+    ///         *key = (i as u32).wrapping_mul(2_654_435_761) ^ round;
+    ///     }
+    ///     cuda_rt::scope(|s| s.launch_graph(&stream, &exec))?; // reports a failed sort
+    ///     assert!(exec.stage(&output)?.is_sorted());
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sort_captured<'c, 'a, K: SortKey + DeviceCopy>(
+        &self,
+        capture: &Capture<'c, 'a>,
+        keys: &CapturedMut<'c, K>,
+        order: Order,
+    ) -> Result<(), SortError> {
+        let buffers = RawSortBuffers::keys(keys.as_mut_raw_ptr(), keys.len());
+        // SAFETY: the keys are bound into this capture, borrowed exclusively for the graph's
+        // lifetime, so they are valid for every launch and written by nothing unordered with
+        // it; the stream is capturing, so nothing runs now.
+        unsafe { self.capture_on(capture, &buffers, order) }
+    }
+
+    /// [`sort_captured`](Self::sort_captured) for keys and values (bound into the capture with
+    /// [`Capture::bind_mut`]): on every launch, the keys are sorted stably and the values
+    /// permuted with them.
+    ///
+    /// # Errors
+    /// As for [`sort_captured`](Self::sort_captured); [`SortError::LengthMismatch`] unless
+    /// `values.len() == keys.len()` (nothing is captured).
+    pub fn sort_pairs_captured<'c, 'a, K: SortKey + DeviceCopy, V: DeviceCopy>(
+        &self,
+        capture: &Capture<'c, 'a>,
+        keys: &CapturedMut<'c, K>,
+        values: &CapturedMut<'c, V>,
+        order: Order,
+    ) -> Result<(), SortError> {
+        let bytes = const { value_bytes::<V>() };
+        debug_assert_eq!(bytes, size_of::<V>());
+        if values.len() != keys.len() {
             return Err(SortError::LengthMismatch {
-                keys: n,
+                keys: keys.len(),
                 values: values.len(),
             });
         }
-        debug_assert_eq!(bytes, size_of::<V>());
-        let strategy = self.strategy;
-        let raw = &mut self.raw;
-        let mut queued = false;
-        let outcome = keys.with_ptr_mut_on(stream, |k| {
-            values.with_ptr_mut_on(stream, |v| {
-                // SAFETY: `k` and `v` point to n keys and n values, ordered and kept alive by
-                // with_ptr_mut_on, written only by the sort's work on `stream`; the workspace is
-                // idle (every method waits for its sort before returning).
-                let enqueued = unsafe {
-                    raw.with_ptr_on(
-                        &RawSortBuffers::pairs(k, v, n),
-                        order,
-                        strategy,
-                        stream.as_raw(),
-                    )
-                };
-                queued = enqueued.is_ok();
-                enqueued
-            })
-        });
-        // The values' ordering error inside the keys' becomes the outcome's.
-        let outcome = match outcome {
-            Ok(Ok(enqueued)) => Ok(enqueued),
-            Ok(Err(e)) | Err(e) => Err(e),
-        };
-        self.complete(stream, queued, outcome)
+        let buffers =
+            RawSortBuffers::pairs(keys.as_mut_raw_ptr(), values.as_mut_raw_ptr(), keys.len());
+        // SAFETY: as in sort_captured, for the keys and the values.
+        unsafe { self.capture_on(capture, &buffers, order) }
     }
 
-    /// Sorts a host slice on the GPU: copies it through pinned staging to the device
-    /// (`cudaMemcpyAsync` in chunks, the CPU filling the next chunk of staging while the
-    /// previous one is in flight), sorts it there, and copies it back the same way (one event
-    /// per chunk, `cudaEventSynchronize`). Staging is kept in the workspace for the next call.
+    /// Captures the sort of `buffers` into `capture`'s graph: the host-queued plan on the
+    /// capturing stream ([`Planned::queue`]), then its check as a graph host node.
+    ///
+    /// # Safety
+    /// The buffers are valid for every launch of the graph and used by nothing unordered with
+    /// its launches (memory bound into the capture).
+    unsafe fn capture_on(
+        &self,
+        capture: &Capture<'_, '_>,
+        buffers: &RawSortBuffers,
+        order: Order,
+    ) -> Result<(), SortError> {
+        const WHAT: &str = "SortWorkspace::sort_captured";
+        refuse_in_host_callback(WHAT)?;
+        let strategy = Strategy {
+            driver: Driver::Host,
+            ..self.strategy
+        };
+        let planned = Planned::new(
+            buffers,
+            order,
+            strategy,
+            self.shared_memory_limit,
+            self.test_flags,
+        )?;
+        if planned.is_empty() {
+            return Ok(());
+        }
+        let slot = StatusSlot::acquire()?;
+        // SAFETY: the buffers are valid for every launch (the caller's contract); the stream
+        // is capturing, so this adds nodes and runs nothing; the slot is pinned and never
+        // freed, and the graph (through the host node below) owns it for as long as a launch
+        // can copy into it.
+        if let Err(e) = unsafe { planned.queue(capture.as_raw_stream(), slot.as_mut_ptr()) } {
+            // SAFETY: no copy node into the slot was added (`queue` adds it last, only on
+            // success).
+            unsafe { slot.release() };
+            return Err(e);
+        }
+        capture
+            .host_fn(replayed_check(slot))
+            .map_err(|e| SortError::Runtime(e.context(WHAT)))
+    }
+
+    /// Sorts a host slice on the GPU and **waits** (host memory cannot be ordered on a stream):
+    /// copies it through pinned staging to the device (`cudaMemcpyAsync` in chunks, the CPU
+    /// filling the next chunk of staging while the previous one is in flight), queues the
+    /// sort there as [`sort`](Self::sort) does, and copies it back the same way (one event per
+    /// chunk, `cudaEventSynchronize`), then waits for `stream` (`cudaStreamSynchronize`) and
+    /// returns the sort's outcome. Staging is kept in the workspace for the next call.
     ///
     /// Whatever it returns, no copy or kernel that uses the staging or `keys` is still queued
     /// when it returns: after an error that follows queued work the stream is waited for
     /// first.
     ///
     /// # Errors
-    /// As for [`sort`](Self::sort); [`SortError::Cuda`] for failures of the staging
-    /// allocations (`cudaMallocHost`, `cudaMalloc`) and copies.
+    /// As for [`sort_and_synchronize`](Self::sort_and_synchronize); [`SortError::Cuda`] for
+    /// failures of the staging allocations (`cudaMallocHost`, `cudaMalloc`) and copies;
+    /// [`cuda_rt::ErrorKind::WrongDevice`] for a stream of another device than the staging's.
     pub fn sort_slice<'s, K: SortKey + DeviceCopy>(
         &mut self,
         stream: impl Into<StreamRef<'s>>,
         keys: &mut [K],
         order: Order,
     ) -> Result<(), SortError> {
+        const WHAT: &str = "SortWorkspace::sort_slice";
         let bytes = size_of_val(keys);
-        super::raw::refuse_in_host_callback("SortWorkspace::sort_slice")?;
-        self.settle_async()?;
+        refuse_in_host_callback(WHAT)?;
         if keys.is_empty() {
             return Ok(());
         }
         let stream = stream.into();
-        self.check_device(stream, "SortWorkspace::sort_slice")?;
+        Self::refuse(stream, WHAT)?;
+        let device = stream.device()?.ordinal();
+        match self.staging_device {
+            Some(memory) if memory != device && self.device_bytes() > 0 => {
+                return Err(SortError::Runtime(cuda_rt::Error::new(
+                    cuda_rt::ErrorKind::WrongDevice {
+                        memory,
+                        stream: device,
+                    },
+                    WHAT,
+                )));
+            }
+            _ => self.staging_device = Some(device),
+        }
         let s = stream.as_raw();
-        // SAFETY: the workspace is idle; the staging is only used on `stream` below, and this
-        // function waits for all of it before returning.
+        // SAFETY: no queued work uses the staging (every call waits for its copies before
+        // returning); the staging is only used on `stream` below, and this function waits for
+        // all of it before returning.
         unsafe {
             self.staging.reserve(bytes)?;
-            let device = self.staging.device.ptr;
-            let host = self.staging.host;
+            let (device, host) = (self.staging.device.ptr, self.staging.host);
             let buffers = RawSortBuffers::keys(device.cast::<K>(), keys.len());
             let queued = staged_copy_in(keys.as_ptr().cast(), host, device, bytes, s)
-                .and_then(|()| self.raw.with_ptr_on(&buffers, order, self.strategy, s));
-            if let Err(e) = queued {
-                // Copies of pinned staging may still be queued (a failed enqueue has waited
-                // for its stream itself; a copy that failed part-way has not). A failed wait
-                // is deferred by wait_after_error.
-                let _waited = super::raw::wait_after_error(s);
-                return Err(e);
-            }
+                .and_then(|()| self.queue_on(&buffers, order, stream, true));
+            let waiter = match queued {
+                Ok(waiter) => waiter,
+                Err(e) => {
+                    // Copies of pinned staging may still be queued. A failed wait is deferred
+                    // by wait_after_error.
+                    let _waited = wait_after_error(s);
+                    return Err(e);
+                }
+            };
             let copied_out = staged_copy_out(
                 device,
                 host,
@@ -452,7 +721,15 @@ impl SortWorkspace {
                 &mut self.staging.events,
             );
             // Always learn the sort's outcome (this also waits for every queued copy).
-            let sorted = self.raw.finish(s);
+            let waited = cuda::stream_synchronize(s).map_err(SortError::from_call);
+            let sorted = match waiter.map(|w| w.take()) {
+                None => Ok(()),
+                Some(Some(outcome)) => outcome,
+                Some(None) => Err(SortError::Incomplete {
+                    status_word: NEVER_REPORTED,
+                }),
+            };
+            waited?;
             copied_out?;
             sorted
         }
@@ -560,6 +837,10 @@ struct Staging {
 // freeing them from any thread.
 unsafe impl Send for Staging {}
 
+// SAFETY: through `&Staging` only the sizes are read (`SortWorkspace::device_bytes`); the
+// pointers and events are used only through `&mut` (`SortWorkspace::sort_slice`, drop).
+unsafe impl Sync for Staging {}
+
 impl Staging {
     const fn new() -> Self {
         Staging {
@@ -625,8 +906,10 @@ impl Drop for Staging {
     }
 }
 
-/// Sorts `keys` in place on `stream` with a workspace of its own (allocated and freed here);
-/// see [`SortWorkspace::sort`]. Use a [`SortWorkspace`] to sort repeatedly without allocating.
+/// Queues the sort of `keys` in place on `stream` with the default [`Strategy`] and returns
+/// without waiting: [`SortWorkspace::sort`] (its scratch is stream-ordered, so this costs no
+/// more than a workspace's sort; a device-side failure is deferred to the calling thread's next
+/// `synchronize()`). [`SortWorkspace::sort_and_synchronize`] waits.
 ///
 /// # Errors
 /// As for [`SortWorkspace::sort`].
@@ -638,8 +921,8 @@ pub fn sort<'s, K: SortKey + DeviceCopy>(
     SortWorkspace::new().sort(stream, keys, order)
 }
 
-/// Sorts `keys` in place and permutes `values` with them, stably, with a workspace of its own;
-/// see [`SortWorkspace::sort_pairs`].
+/// Queues the sort of `keys` in place, permuting `values` with them, stably, with the default
+/// [`Strategy`], and returns without waiting: [`SortWorkspace::sort_pairs`].
 ///
 /// # Errors
 /// As for [`SortWorkspace::sort_pairs`].
@@ -650,4 +933,18 @@ pub fn sort_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
     order: Order,
 ) -> Result<(), SortError> {
     SortWorkspace::new().sort_pairs(stream, keys, values, order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_workspace_may_serve_several_threads() {
+        fn shared_between_threads<T: Send + Sync>() {}
+        shared_between_threads::<SortWorkspace>();
+        let workspace = SortWorkspace::new().with_shared_memory_limit(64 * 1024);
+        assert_eq!(workspace.device_bytes(), 0, "a new workspace holds nothing");
+        assert_eq!(workspace.shared_memory_limit(), Some(64 * 1024));
+    }
 }

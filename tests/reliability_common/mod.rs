@@ -106,8 +106,7 @@ pub fn warm_up() {
             if pinned[12345] != 1 {
                 return Err("the warm-up kernel computed a wrong value".into());
             }
-            let mut workspace =
-                cuda_rt_kernels::sort::SortWorkspace::with_strategy(sort_strategy());
+            let workspace = cuda_rt_kernels::sort::SortWorkspace::with_strategy(sort_strategy());
             let mut keys = DeviceBuffer::from_slice(&random_keys(1 << 20, 1))?;
             workspace.sort(&stream, &mut keys, cuda_rt_kernels::sort::Order::Ascending)?;
             drop((pooled, keys, pinned, workspace));

@@ -1,0 +1,187 @@
+//! One sort whose memory is stream-ordered: its key and value scratch, merge-path cuts and
+//! device status word are one `cudaMallocAsync` on the sort's stream, freed by
+//! `cudaFreeAsync` on the same stream right behind the sort and the copy of the status word.
+//! Neither blocks the host, sorts on different streams share nothing, and in a graph capture
+//! both become memory nodes of the graph.
+
+use super::ffi::{self, SortArgs, SortLayout};
+use super::raw::RawSortBuffers;
+use super::raw::{check_shared_memory, layout_with_limit, shared_memory_limit_flags};
+use super::{Order, SortError, Strategy};
+use cuda_rt::raw::{self as cuda, flags, RawStream};
+use std::ffi::c_void;
+use std::ptr;
+
+/// Alignment of each part of the scratch block (that of `cudaMalloc`).
+const PART_ALIGN: u64 = 256;
+
+/// A sort planned (its layout known and checked) and not queued yet.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    args: SortArgs,
+    layout: SortLayout,
+    /// Offsets in the scratch block: key scratch, value scratch, cuts, status word; and its
+    /// size.
+    offsets: [u64; 4],
+    block_bytes: usize,
+}
+
+impl Planned {
+    /// Plans the sort of `buffers` with `strategy` under `shared_memory_limit`
+    /// (`cuda_rt_kernels_sort_layout`: host only, queues nothing). `test_flags` are added to the
+    /// C flags (fault injection in tests; 0 otherwise).
+    ///
+    /// # Errors
+    /// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16 or misaligned
+    /// values; [`SortError::SharedMemoryLimit`]; [`SortError::SizeOverflow`].
+    pub(crate) fn new(
+        buffers: &RawSortBuffers,
+        order: Order,
+        strategy: Strategy,
+        shared_memory_limit: Option<usize>,
+        test_flags: u32,
+    ) -> Result<Planned, SortError> {
+        let (n, value_bytes) = (buffers.n, buffers.value_bytes);
+        let layout = layout_with_limit(n, buffers.key, value_bytes, strategy, shared_memory_limit)?;
+        check_shared_memory(&layout)?;
+        // Empty buffers have dangling pointers that nothing reads: only real values must be
+        // aligned.
+        let misaligned = |p: usize| value_bytes > 0 && n > 0 && p % value_bytes != 0;
+        if misaligned(buffers.values_out as usize) || misaligned(buffers.values_in as usize) {
+            return Err(SortError::UnsupportedValue { bytes: value_bytes });
+        }
+        let align = |b: u64| b.checked_next_multiple_of(PART_ALIGN);
+        let keys_at = 0;
+        let values_at = align(layout.keys_scratch_bytes).ok_or(SortError::SizeOverflow)?;
+        let cuts_at = align(layout.values_scratch_bytes)
+            .and_then(|b| b.checked_add(values_at))
+            .ok_or(SortError::SizeOverflow)?;
+        let status_at = align(layout.cuts_bytes)
+            .and_then(|b| b.checked_add(cuts_at))
+            .ok_or(SortError::SizeOverflow)?;
+        let block_bytes = status_at
+            .checked_add(size_of::<u32>() as u64)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or(SortError::SizeOverflow)?;
+        let pairs = value_bytes > 0;
+        let args = SortArgs {
+            keys_in: buffers.keys_in,
+            values_in: if pairs {
+                buffers.values_in
+            } else {
+                ptr::null()
+            },
+            keys: buffers.keys_out,
+            keys_scratch: ptr::null_mut(),
+            values: if pairs {
+                buffers.values_out
+            } else {
+                ptr::null_mut()
+            },
+            values_scratch: ptr::null_mut(),
+            cuts: ptr::null_mut(),
+            status: ptr::null_mut(),
+            n: n as u64,
+            key_bytes: buffers.key.bytes,
+            value_bytes: value_bytes as u32,
+            key_mode: buffers.key.mode(order),
+            flags: strategy.flags()
+                | shared_memory_limit_flags(shared_memory_limit)
+                | buffers.test_flags
+                | test_flags,
+        };
+        Ok(Planned {
+            args,
+            layout,
+            offsets: [keys_at, values_at, cuts_at, status_at],
+            block_bytes,
+        })
+    }
+
+    /// Whether the sort has no keys: it queues nothing, and succeeds.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.args.n == 0
+    }
+
+    /// Queues on `stream`: the scratch block (`cudaMallocAsync`), the sort (the host launches
+    /// of `cuda_rt_kernels_sort_nordc`, or the first of `cuda_rt_kernels_sort`, whose grid
+    /// launches the rest), the copy of the status word to `status_slot` (`cudaMemcpyAsync`),
+    /// and the block's free (`cudaFreeAsync`), which runs behind everything queued before it,
+    /// also when a later step failed. Returns without waiting.
+    ///
+    /// A failed `cudaFreeAsync` leaves the block allocated (a leak, never a free under a
+    /// running kernel) and is deferred to cuda-rt's next synchronize.
+    ///
+    /// # Errors
+    /// [`SortError::Cuda`] when the allocation, a host launch or the copy cannot be queued. A
+    /// host-queued chain whose later launch fails has queued the stages before it: they still
+    /// run, on the caller's buffers (and the scratch is freed behind them). The copy into
+    /// `status_slot` is the last step that can fail: it is queued only when this returns `Ok`.
+    ///
+    /// # Safety
+    /// - the buffers the plan was made for are as [`RawSortBuffers`] describes, valid and used
+    ///   by nothing unordered with `stream` until the work queued here has completed;
+    /// - `stream` is a live stream of the current device;
+    /// - `status_slot` is page-locked host memory valid for one `u32` write until the copy
+    ///   queued here has completed.
+    pub(crate) unsafe fn queue(
+        &self,
+        stream: RawStream,
+        status_slot: *mut u32,
+    ) -> Result<(), SortError> {
+        // SAFETY: `stream` is live (the caller's contract); the block is freed once, below.
+        let block = unsafe { cuda::malloc_async(self.block_bytes, stream) }
+            .map_err(SortError::from_call)?;
+        let part = |index: usize, bytes: u64| -> *mut c_void {
+            if bytes == 0 {
+                ptr::null_mut()
+            } else {
+                // SAFETY: the offsets lie inside the block (planned with its size).
+                unsafe { block.cast::<u8>().add(self.offsets[index] as usize).cast() }
+            }
+        };
+        let status = part(3, size_of::<u32>() as u64);
+        let args = SortArgs {
+            keys_scratch: part(0, self.layout.keys_scratch_bytes),
+            values_scratch: part(1, self.layout.values_scratch_bytes),
+            cuts: part(2, self.layout.cuts_bytes).cast(),
+            status: status.cast(),
+            ..self.args
+        };
+        let host_driven = self.layout.flags & ffi::flags::DRIVER_MASK == ffi::flags::DRIVER_HOST;
+        let (entry, name): (ffi::SortEntry, _) = if host_driven {
+            (
+                ffi::cuda_rt_kernels_sort_nordc,
+                "cuda_rt_kernels_sort_nordc",
+            )
+        } else {
+            (ffi::cuda_rt_kernels_sort, "cuda_rt_kernels_sort")
+        };
+        // SAFETY: the caller's buffers are as the plan describes (the caller's contract); the
+        // scratch parts, cuts and status word lie in the block, sized by the plan's layout and
+        // allocated on `stream` before the launch.
+        let launched = SortError::check(unsafe { entry(&args, stream) }, name);
+        let copied = launched.and_then(|()| {
+            // SAFETY: the slot is valid page-locked memory until the copy completes (the
+            // caller's contract); the status word lives in the block until the free queued
+            // after the copy.
+            unsafe {
+                cuda::memcpy_async(
+                    status_slot.cast(),
+                    status,
+                    size_of::<u32>(),
+                    flags::MEMCPY_DEVICE_TO_HOST,
+                    stream,
+                )
+            }
+            .map_err(SortError::from_call)
+        });
+        // SAFETY: the block came from cudaMallocAsync above and is freed once; every use of it
+        // (the stages, including device-side launches, which complete before their stream
+        // moves on, and the copy) was queued on `stream` before this point.
+        if let Err(e) = unsafe { cuda::free_async(block, stream) } {
+            cuda_rt::defer_error(e.context("sort scratch: cudaFreeAsync (the block is leaked)"));
+        }
+        copied
+    }
+}

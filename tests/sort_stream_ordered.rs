@@ -1,0 +1,441 @@
+//! The stream-ordered sort: `SortWorkspace::sort` queues and returns without waiting, one
+//! workspace serves several streams at once, a device-side failure is reported once (deferred,
+//! or returned by the waiting forms), a captured sort replays on new data, and a workspace
+//! dropped inside a host callback never waits.
+
+mod sort_common;
+
+use cuda_rt::{CaptureMode, DeviceBuffer, PinnedBuffer, Stream, StreamRef};
+use cuda_rt_kernels::sort::ffi::flags::{FAIL_STAGE_SHIFT, LAUNCH_QUEUED};
+use cuda_rt_kernels::sort::raw::sort_tile_len;
+use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortError, SortWorkspace, Strategy};
+use sort_common::{assert_same_keys, cpu_permutation, cpu_sorted, host_driver_only, make, Dist};
+use std::future::Future;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Takes every deferred error of the calling thread.
+fn drain_deferred() -> Vec<cuda_rt::Error> {
+    std::iter::from_fn(cuda_rt::take_deferred_error).collect()
+}
+
+/// Runs `f` on a thread of its own and waits for it at most `limit`: a test that would hang
+/// fails instead (the hung thread is left behind).
+fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(value) => value,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: still running after {limit:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: the thread panicked"),
+    }
+}
+
+/// A waker that unparks the calling thread.
+fn thread_waker() -> std::task::Waker {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())))
+}
+
+/// The smallest executor: polls `future` on this thread, parking between wakes.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let waker = thread_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+        std::thread::park();
+    }
+}
+
+/// One workspace, three streams, sorts queued on all three before any is waited for (and
+/// again from three threads at once), each checked against the CPU.
+#[test]
+fn one_workspace_sorts_on_three_streams_at_once() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _ = drain_deferred();
+    let streams = [
+        Stream::new().unwrap(),
+        Stream::new().unwrap(),
+        Stream::new().unwrap(),
+    ];
+    let workspace = SortWorkspace::new();
+    let sizes = [1_000_003usize, 300_001, (1 << 21) + 7];
+    let inputs: Vec<Vec<u32>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| make(Dist::Uniform, n, 60 + i as u64))
+        .collect();
+    // Queued back to back from one thread: the three sorts run at once.
+    let mut keys: Vec<DeviceBuffer<u32>> = inputs
+        .iter()
+        .map(|input| DeviceBuffer::from_slice(input).unwrap())
+        .collect();
+    for ((stream, keys), order) in
+        streams
+            .iter()
+            .zip(&mut keys)
+            .zip([Order::Ascending, Order::Descending, Order::Ascending])
+    {
+        workspace.sort(stream, keys, order).unwrap();
+    }
+    for (i, stream) in streams.iter().enumerate() {
+        stream.synchronize().unwrap();
+        let order = [Order::Ascending, Order::Descending, Order::Ascending][i];
+        assert_same_keys(
+            &keys[i].to_vec().unwrap(),
+            &cpu_sorted(&inputs[i], order),
+            &format!("stream {i}"),
+        );
+    }
+    // Pairs from three threads at once, each on its stream, one workspace shared.
+    let mut keys: Vec<DeviceBuffer<u32>> = inputs
+        .iter()
+        .map(|input| DeviceBuffer::from_slice(input).unwrap())
+        .collect();
+    let mut values: Vec<DeviceBuffer<u64>> = sizes
+        .iter()
+        .map(|&n| DeviceBuffer::from_slice(&(0..n as u64).collect::<Vec<_>>()).unwrap())
+        .collect();
+    std::thread::scope(|t| {
+        for ((stream, keys), values) in streams.iter().zip(&mut keys).zip(&mut values) {
+            let workspace = &workspace;
+            t.spawn(move || {
+                workspace
+                    .sort_pairs(stream, keys, values, Order::Descending)
+                    .unwrap();
+                // The thread that queued a sort is the one its deferred errors go to.
+                stream.synchronize().unwrap();
+            });
+        }
+    });
+    for i in 0..3 {
+        let permutation = cpu_permutation(&inputs[i], Order::Descending);
+        assert_eq!(
+            values[i].to_vec().unwrap(),
+            permutation.iter().map(|&p| p as u64).collect::<Vec<_>>(),
+            "pairs on stream {i}"
+        );
+        assert_same_keys(
+            &keys[i].to_vec().unwrap(),
+            &cpu_sorted(&inputs[i], Order::Descending),
+            &format!("pairs on stream {i}"),
+        );
+    }
+    assert_eq!(workspace.device_bytes(), 0);
+    assert!(drain_deferred().is_empty());
+}
+
+/// `sort` does not wait: queued behind a host function that holds the stream until the test
+/// opens a gate, it returns while the stream is still busy; so does `sort_pairs`. The keys are
+/// sorted once the gate opens.
+#[test]
+fn sort_returns_while_its_stream_is_still_busy() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let stream = Stream::new().unwrap();
+    let workspace = SortWorkspace::new();
+    let input: Vec<u32> = make(Dist::Uniform, 1 << 20, 70);
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    let mut pair_keys = DeviceBuffer::from_slice(&input).unwrap();
+    let mut values =
+        DeviceBuffer::from_slice(&(0..input.len() as u32).collect::<Vec<_>>()).unwrap();
+    // Once before the gate: the kernels are loaded and the pool of status slots has grown, so
+    // that nothing below has a first-use cost.
+    let mut warm = DeviceBuffer::from_slice(&input).unwrap();
+    let mut warm_values = DeviceBuffer::from_slice(&vec![0u32; input.len()]).unwrap();
+    workspace
+        .sort_and_synchronize(&stream, &mut warm, Order::Ascending)
+        .unwrap();
+    workspace
+        .sort_pairs_and_synchronize(&stream, &mut warm, &mut warm_values, Order::Ascending)
+        .unwrap();
+    let (gate, gate_rx) = mpsc::channel::<()>();
+    // The gate closes itself after a minute, so that a sort that waits cannot hang the test.
+    stream
+        .launch_host_fn(move || {
+            let _ = gate_rx.recv_timeout(Duration::from_secs(60));
+        })
+        .unwrap();
+    let start = Instant::now();
+    let queued = workspace.sort(&stream, &mut keys, Order::Ascending);
+    let queued_pairs = workspace.sort_pairs(&stream, &mut pair_keys, &mut values, Order::Ascending);
+    let returned_after = start.elapsed();
+    let busy = !stream.is_complete().unwrap();
+    gate.send(()).unwrap();
+    queued.unwrap();
+    queued_pairs.unwrap();
+    assert!(
+        busy && returned_after < Duration::from_secs(30),
+        "the sorts returned after {returned_after:?}, stream busy then: {busy}"
+    );
+    stream.synchronize().unwrap();
+    let want = cpu_sorted(&input, Order::Ascending);
+    assert_same_keys(&keys.to_vec().unwrap(), &want, "sorted behind the gate");
+    assert_same_keys(&pair_keys.to_vec().unwrap(), &want, "pairs behind the gate");
+    let permutation = cpu_permutation(&input, Order::Ascending);
+    assert_eq!(
+        values.to_vec().unwrap(),
+        permutation.iter().map(|&p| p as u32).collect::<Vec<_>>()
+    );
+}
+
+/// A device-driven sort whose first device-side launch fails (the sort's fault injection):
+/// `sort` reports it later, through cuda-rt's deferred errors, exactly once, to the thread
+/// that queued it; `sort_and_synchronize` and `sort_async` return it as a `SortError` and defer
+/// nothing; a `sort_async` future dropped before it finished leaves it to the deferred path,
+/// once.
+#[test]
+fn a_device_side_failure_is_reported_once_deferred_or_returned() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    if host_driver_only() {
+        println!(
+            "skipped a_device_side_failure_is_reported_once_deferred_or_returned: \
+             CUDA_RT_SORT_TEST_DRIVER=host"
+        );
+        return;
+    }
+    let _ = drain_deferred();
+    let stage = 1u32;
+    let failing = SortWorkspace::with_strategy(Strategy {
+        driver: Driver::Device,
+        cuts: Cuts::Fused,
+        ..Strategy::default()
+    })
+    .with_test_flags(((stage + 1) << FAIL_STAGE_SHIFT) | LAUNCH_QUEUED);
+    let n = 5 * sort_tile_len::<u32>(0).unwrap();
+    let input: Vec<u32> = make(Dist::Uniform, n, 80);
+    let stream = Stream::new().unwrap();
+    let is_the_failure =
+        |e: &SortError| matches!(e, SortError::DeviceLaunch { stage: s, .. } if *s == stage);
+
+    // Queued: the failure arrives with the next synchronize, once.
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    failing.sort(&stream, &mut keys, Order::Ascending).unwrap();
+    let e = stream.synchronize().unwrap_err();
+    println!("  deferred: {e}");
+    assert!(e.is_deferred(), "{e}");
+    assert_eq!(e.what(), "sort: the device-side outcome (status word)");
+    assert!(
+        e.code().is_some_and(|c| c != cuda_rt_sys::cudaSuccess),
+        "{e}"
+    );
+    stream.synchronize().unwrap();
+    assert!(drain_deferred().is_empty(), "reported more than once");
+    assert_ne!(keys.to_vec().unwrap(), cpu_sorted(&input, Order::Ascending));
+
+    // Waited for: returned, not also deferred.
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    let returned = failing
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
+        .unwrap_err();
+    assert!(is_the_failure(&returned), "{returned:?}");
+    stream.synchronize().unwrap();
+    assert!(
+        drain_deferred().is_empty(),
+        "sort_and_synchronize also deferred it"
+    );
+
+    let mut values = DeviceBuffer::from_slice(&vec![1u64; n]).unwrap();
+    let returned = failing
+        .sort_pairs_and_synchronize(&stream, &mut keys, &mut values, Order::Descending)
+        .unwrap_err();
+    assert!(is_the_failure(&returned), "{returned:?}");
+    stream.synchronize().unwrap();
+    assert!(
+        drain_deferred().is_empty(),
+        "sort_pairs_and_synchronize also deferred it"
+    );
+
+    let awaited = block_on(failing.sort_async(&stream, &mut keys, Order::Ascending)).unwrap_err();
+    assert!(is_the_failure(&awaited), "{awaited:?}");
+    stream.synchronize().unwrap();
+    assert!(drain_deferred().is_empty(), "sort_async also deferred it");
+
+    // A future dropped after its first poll: the failure is deferred, once.
+    {
+        let waker = thread_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut future = std::pin::pin!(failing.sort_async(&stream, &mut keys, Order::Ascending));
+        let _ = future.as_mut().poll(&mut cx);
+    }
+    let e = stream.synchronize().unwrap_err();
+    assert!(e.is_deferred(), "{e}");
+    stream.synchronize().unwrap();
+    assert!(drain_deferred().is_empty(), "reported more than once");
+
+    // The same workspace without the fault sorts.
+    let working = SortWorkspace::with_strategy(Strategy {
+        driver: Driver::Device,
+        ..Strategy::default()
+    });
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    working
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
+        .unwrap();
+    assert_same_keys(
+        &keys.to_vec().unwrap(),
+        &cpu_sorted(&input, Order::Ascending),
+        "after the failures",
+    );
+}
+
+/// A sort captured into a graph (`sort_captured`, `sort_pairs_captured`) replays on new data:
+/// three launches, each with new keys staged in, each checked against the CPU. `sort` on the
+/// capturing stream is refused, and the capture survives the refusal.
+#[test]
+fn a_captured_sort_replays_on_new_data() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _ = drain_deferred();
+    let n = (1 << 20) + 3;
+    let mut stream = Stream::new().unwrap();
+    let workspace = SortWorkspace::new();
+    let mut keys = DeviceBuffer::<u32>::new(n).unwrap();
+    let mut pair_keys = DeviceBuffer::<u32>::new(n).unwrap();
+    let mut values = DeviceBuffer::<u32>::new(n).unwrap();
+    let mut other = DeviceBuffer::from_slice(&[3u32, 2, 1]).unwrap();
+    // A sort before the capture: the kernels are loaded and the pool of status slots has a
+    // page (growing it during a capture works too, registering in relaxed capture mode).
+    workspace
+        .sort_and_synchronize(&stream, &mut keys, Order::Ascending)
+        .unwrap();
+    let input = PinnedBuffer::<u32>::new(n).unwrap();
+    let output = PinnedBuffer::<u32>::new(n).unwrap();
+    let pair_output = PinnedBuffer::<u32>::new(n).unwrap();
+    let value_output = PinnedBuffer::<u32>::new(n).unwrap();
+    let iota = PinnedBuffer::from_slice(&(0..n as u32).collect::<Vec<_>>()).unwrap();
+    let mut stages = None;
+    let mut refused = None;
+    let graph = stream
+        .capture(CaptureMode::Global, |c| {
+            let (input, iota) = (c.adopt_pinned(input), c.adopt_pinned(iota));
+            let (output, pair_output, value_output) = (
+                c.adopt_pinned(output),
+                c.adopt_pinned(pair_output),
+                c.adopt_pinned(value_output),
+            );
+            let keys = c.bind_mut(&mut keys);
+            let (pair_keys, values) = (c.bind_mut(&mut pair_keys), c.bind_mut(&mut values));
+            c.copy_stage_to_device(&input, &keys)?;
+            c.copy_stage_to_device(&input, &pair_keys)?;
+            c.copy_stage_to_device(&iota, &values)?;
+            // SAFETY: the capturing stream, live for the capture.
+            let capturing = unsafe { StreamRef::from_raw(c.as_raw_stream()) };
+            refused = Some(workspace.sort(capturing, &mut other, Order::Ascending));
+            workspace.sort_captured(c, &keys, Order::Ascending)?;
+            workspace.sort_pairs_captured(c, &pair_keys, &values, Order::Descending)?;
+            c.copy_device_to_stage(&keys, &output)?;
+            c.copy_device_to_stage(&pair_keys, &pair_output)?;
+            c.copy_device_to_stage(&values, &value_output)?;
+            stages = Some((input, output, pair_output, value_output));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(refused, Some(Err(SortError::StreamCapturing)));
+    let (input, output, pair_output, value_output) = stages.unwrap();
+    let mut exec = graph.instantiate().unwrap();
+    for round in 0..3u64 {
+        let data: Vec<u32> = make(Dist::Uniform, n, 90 + round);
+        exec.stage_mut(&input).unwrap().copy_from_slice(&data);
+        cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).unwrap();
+        let what = format!("replay {round}");
+        assert_same_keys(
+            exec.stage(&output).unwrap(),
+            &cpu_sorted(&data, Order::Ascending),
+            &what,
+        );
+        assert_same_keys(
+            exec.stage(&pair_output).unwrap(),
+            &cpu_sorted(&data, Order::Descending),
+            &format!("{what}, pairs"),
+        );
+        let permutation = cpu_permutation(&data, Order::Descending);
+        assert_eq!(
+            exec.stage(&value_output).unwrap(),
+            permutation.iter().map(|&p| p as u32).collect::<Vec<_>>(),
+            "{what}, values"
+        );
+    }
+    drop(exec);
+    stream.synchronize().unwrap();
+    assert!(
+        drain_deferred().is_empty(),
+        "a replay's check reported a failure"
+    );
+    assert_eq!(
+        other.to_vec().unwrap(),
+        [3, 2, 1],
+        "the refused sort wrote nothing"
+    );
+}
+
+/// A workspace moved into a host callback and dropped there right after its sorts were queued
+/// (one queued, one awaited and dropped mid-way, one of a host slice that left staging behind)
+/// never waits there: the stream drains, the staging is reported leaked, and the queued sorts
+/// finish right. Runs on a thread of its own under a time limit, so that a hang fails the test.
+#[test]
+fn a_workspace_dropped_in_a_host_callback_after_queued_sorts_does_not_hang() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let input: Vec<u32> = make(Dist::Uniform, 4 << 20, 100);
+    let want = cpu_sorted(&input, Order::Ascending);
+    let (keys, errors) = within(
+        Duration::from_secs(120),
+        "drop in a host callback",
+        move || {
+            let _ = drain_deferred();
+            let stream = Stream::new().unwrap();
+            let mut workspace = SortWorkspace::new();
+            let mut host = input[..100_000].to_vec();
+            workspace
+                .sort_slice(&stream, &mut host, Order::Ascending)
+                .unwrap();
+            let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+            let mut awaited = DeviceBuffer::from_slice(&input).unwrap();
+            workspace
+                .sort(&stream, &mut keys, Order::Ascending)
+                .unwrap();
+            {
+                let waker = thread_waker();
+                let mut cx = std::task::Context::from_waker(&waker);
+                let mut future =
+                    std::pin::pin!(workspace.sort_async(&stream, &mut awaited, Order::Ascending));
+                let _ = future.as_mut().poll(&mut cx);
+            }
+            stream.launch_host_fn(move || drop(workspace)).unwrap();
+            let mut errors = Vec::new();
+            while let Err(e) = stream.synchronize() {
+                errors.push(e);
+                assert!(errors.len() < 10, "{errors:?}");
+            }
+            ([keys.to_vec().unwrap(), awaited.to_vec().unwrap()], errors)
+        },
+    );
+    println!("  {errors:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].kind(), cuda_rt::ErrorKind::LeakedInCallback);
+    assert_eq!(errors[0].call(), "sort staging: drop");
+    assert_same_keys(&keys[0], &want, "queued sort");
+    assert_same_keys(&keys[1], &want, "awaited sort whose future was dropped");
+}
