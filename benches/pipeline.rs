@@ -10,17 +10,17 @@
 //!
 //! Without `--bench` (as `cargo test --all-targets --features cub-bench` runs it) it makes a
 //! short smoke run with small batches; without a CUDA device it says so and exits successfully
-//! (or fails under `CUDA_RT_REQUIRE_GPU=1`). `--reps N` sets the timed runs per row (default 9),
-//! `--busy-us N` the host's busy work per batch in the CPU-heavy mode (default 300).
+//! (or fails under `CUDA_RT_REQUIRE_GPU=1`). `--reps N` sets the timed runs per row (default
+//! 15), `--busy-us N` the host's busy work per batch in the CPU-heavy mode (default 300).
 //!
 //! # The workload
 //! 64 batches; per batch: upload 4 Mi `u32` keys (16 MiB) from page-locked host memory, the
-//! light kernel `keys[i] = keys[i] * A + B` (every key read and written once; one kernel,
-//! `cuda_rt_bench_pipeline_affine` of pipeline_raw.cu, launched by both sides with the same
-//! grid), a stable sort of the keys, and the download into page-locked host memory. Batch `i`
-//! runs on stream `i % S`, for S = 1 and 3.
+//! light kernel `keys[i] = keys[i] * A + B` (every key read and written once: the test kernels'
+//! `cuda_rt_typed_affine`, which both sides launch with the same grid), a stable sort of the
+//! keys, and the download into page-locked host memory. Batch `i` runs on stream `i % S`, for
+//! S = 1 and 3.
 //!
-//! - **Raw CUDA + CUB**: `cudaMemcpyAsync`, the kernel's triple-chevron launch,
+//! - **Raw CUDA + CUB**: `cudaMemcpyAsync`, `cudaLaunchKernel` of the kernel,
 //!   `cub::DeviceMergeSort::StableSortKeys` (and, as information, `cub::DeviceRadixSort::SortKeys`
 //!   into a second buffer), every status checked. Memory either *reused* (keys, radix output
 //!   and CUB's temporary storage allocated once per stream with `cudaMalloc`) or *per batch*
@@ -68,6 +68,7 @@ use cuda_rt::prelude::*;
 use cuda_rt::{Device, MemPool, Pending};
 use cuda_rt_kernels::sort::{Order, SortError, SortWorkspace};
 use cuda_rt_sys as sys;
+use cuda_rt_test_kernels::typed::cuda_rt_typed_affine;
 use cuda_rt_testing::SplitMix64;
 use rayon::prelude::*;
 use std::cell::Cell;
@@ -90,17 +91,10 @@ const B: u32 = 12_345;
 const STREAM_COUNTS: [usize; 2] = [1, 3];
 /// Keys of the sample the CPU-heavy mode checks per consumed batch.
 const CONSUME_SAMPLE: usize = 1024;
+/// Threads per block of the light kernel's launch (a grid-stride loop; one key per thread).
+const THREADS_PER_BLOCK: u32 = 256;
 
 unsafe extern "C" {
-    fn cuda_rt_bench_pipeline_affine_blocks(n: usize) -> u32;
-    fn cuda_rt_bench_pipeline_affine_threads() -> u32;
-    fn cuda_rt_bench_pipeline_affine_launch(
-        keys: *mut u32,
-        n: usize,
-        a: u32,
-        b: u32,
-        stream: sys::cudaStream_t,
-    ) -> sys::cudaError_t;
     fn cuda_rt_bench_pipeline_cub_merge(
         temp: *mut c_void,
         temp_bytes: *mut usize,
@@ -116,11 +110,6 @@ unsafe extern "C" {
         n: c_int,
         stream: sys::cudaStream_t,
     ) -> sys::cudaError_t;
-}
-
-cuda_rt::kernels! {
-    /// `keys[i] = keys[i] * a + b` (wrapping), benches/pipeline_raw.cu.
-    unsafe fn cuda_rt_bench_pipeline_affine(keys: SliceMut<u32>, a: u32, b: u32);
 }
 
 /// The merge sort of one batch's keys, queued on `stream`. The one sort call of the blocking
@@ -163,7 +152,7 @@ impl Settings {
             batches: 64,
             keys: 4 << 20,
             warmups: 2,
-            reps: flag_value(args, "--reps")?.unwrap_or(9).max(1),
+            reps: flag_value(args, "--reps")?.unwrap_or(15).max(1),
             busy: Duration::from_micros(flag_value(args, "--busy-us")?.unwrap_or(300) as u64),
         })
     }
@@ -515,6 +504,29 @@ fn raw_call(
     check(timed(spent, f), call)
 }
 
+/// The light kernel as the raw side launches it: its address and grid.
+struct RawKernel {
+    func: *const c_void,
+    grid: sys::dim3,
+    block: sys::dim3,
+}
+
+impl RawKernel {
+    /// The kernel and grid of the cuda-rt side's launch.
+    fn of(context: &RtContext<'_>) -> RawKernel {
+        let dim3 = |d: cuda_rt::Dim3| sys::dim3 {
+            x: d.x,
+            y: d.y,
+            z: d.z,
+        };
+        RawKernel {
+            func: context.kernel.as_raw(),
+            grid: dim3(context.config.grid),
+            block: dim3(context.config.block),
+        }
+    }
+}
+
 /// One stream's raw resources: the stream, and the reused memory (keys, the radix sort's output,
 /// CUB's temporary storage for either sort).
 struct RawLane {
@@ -629,8 +641,10 @@ fn raw_sort_bytes(
 /// `input` and `output` are page-locked and hold `n` keys each, and stay alive (and `output`
 /// unread) until the stream has been synchronized; `lane`'s reused memory holds `n` keys and
 /// is used only on its stream.
+#[allow(clippy::too_many_arguments)]
 unsafe fn raw_queue_batch(
     lane: &RawLane,
+    kernel: &RawKernel,
     sort: RawSort,
     memory: Memory,
     input: *const u32,
@@ -667,9 +681,27 @@ unsafe fn raw_queue_batch(
             )
         }
     })?;
-    raw_call(spent, "kernel launch", || {
-        // SAFETY: `keys` holds n device keys, written only by work on this stream.
-        unsafe { cuda_rt_bench_pipeline_affine_launch(keys, n, A, B, stream) }
+    let (mut kernel_keys, mut kernel_n, mut a, mut b) = (keys, n, A, B);
+    let mut args: [*mut c_void; 4] = [
+        ptr::addr_of_mut!(kernel_keys).cast(),
+        ptr::addr_of_mut!(kernel_n).cast(),
+        ptr::addr_of_mut!(a).cast(),
+        ptr::addr_of_mut!(b).cast(),
+    ];
+    raw_call(spent, "cudaLaunchKernel", || {
+        // SAFETY: `kernel.func` is `cuda_rt_typed_affine(uint32_t* data, size_t n, uint32_t a,
+        // uint32_t b)`, and `args` points to one value of each parameter's type, alive for the
+        // call; `keys` holds n device keys, written only by work on this stream.
+        unsafe {
+            sys::cudaLaunchKernel(
+                kernel.func,
+                kernel.grid,
+                kernel.block,
+                args.as_mut_ptr(),
+                0,
+                stream,
+            )
+        }
     })?;
     let result = match sort {
         RawSort::Merge => {
@@ -727,8 +759,10 @@ unsafe fn raw_queue_batch(
 }
 
 /// One run of the raw pipeline.
+#[allow(clippy::too_many_arguments)]
 fn run_raw(
     lanes: &[RawLane],
+    kernel: &RawKernel,
     sort: RawSort,
     memory: Memory,
     mode: Mode,
@@ -761,7 +795,18 @@ fn run_raw(
         // SAFETY: both buffers are page-locked, hold `keys` keys, and stay in `data` until the
         // stream is synchronized below (or before the slot's next use); the lane's memory holds
         // `keys` keys.
-        unsafe { raw_queue_batch(lane, sort, memory, input, output, settings.keys, &mut spent) }?;
+        unsafe {
+            raw_queue_batch(
+                lane,
+                kernel,
+                sort,
+                memory,
+                input,
+                output,
+                settings.keys,
+                &mut spent,
+            )
+        }?;
         if mode == Mode::CpuHeavy {
             busy_work(settings.busy);
         }
@@ -1123,14 +1168,22 @@ fn measure_group(
     let mut rt_lanes = (0..streams)
         .map(|_| RtLane::new(settings.keys))
         .collect::<BenchResult<Vec<_>>>()?;
+    let raw_kernel = RawKernel::of(context);
     let mut runs: Vec<Vec<RunStats>> = ROWS.iter().map(|_| Vec::new()).collect();
     for round in 0..settings.warmups + settings.reps {
         let verify = round == 0;
         for (row, row_runs) in ROWS.iter().zip(runs.iter_mut()) {
             let stats = match row.variant {
-                Variant::Raw(sort) => {
-                    run_raw(&raw_lanes, sort, row.memory, mode, data, settings, verify)
-                }
+                Variant::Raw(sort) => run_raw(
+                    &raw_lanes,
+                    &raw_kernel,
+                    sort,
+                    row.memory,
+                    mode,
+                    data,
+                    settings,
+                    verify,
+                ),
                 Variant::CudaRt => {
                     run_cuda_rt(&mut rt_lanes, row.memory, mode, data, context, verify)
                 }
@@ -1197,17 +1250,9 @@ fn run(settings: Settings) -> BenchResult<()> {
     );
     // Both sides allocate per batch from the device's default pool: let it keep its memory.
     MemPool::device_default(device)?.set_release_threshold(u64::MAX)?;
-    let kernel = cuda_rt_bench_pipeline_affine()?;
-    // SAFETY: pure functions of their arguments.
-    let (blocks, threads) = unsafe {
-        (
-            cuda_rt_bench_pipeline_affine_blocks(settings.keys),
-            cuda_rt_bench_pipeline_affine_threads(),
-        )
-    };
     let context = RtContext {
-        kernel,
-        config: LaunchConfig::new(blocks, threads),
+        kernel: cuda_rt_typed_affine()?,
+        config: LaunchConfig::for_items(u32::try_from(settings.keys)?, THREADS_PER_BLOCK),
         settings: &settings,
     };
     let prepared = Instant::now();
