@@ -7,8 +7,8 @@
 //! without its device-side launches, for the sorts whose stages the host queues (faster
 //! launches). Feature `cub-bench` also compiles the benchmarks' CUDA code, as ordinary
 //! whole-program device code: `benches/cub_sort.cu` (the CUB sorts the merge-sort benchmark
-//! compares against) and `benches/pipeline_raw.cu` (the raw side of the batch-pipeline
-//! benchmark).
+//! compares against) and `benches/pipeline_raw.cu` (CUB's sorts for the raw side of the
+//! batch-pipeline benchmark).
 //!
 //! Variables: those of cuda-rt-build (`CUDA_RT_ARCHS`, `CUDA_RT_LINEINFO`,
 //! `CUDA_RT_NVCC_FLAGS`). The kernels run on compute capability 7.5 (Turing) and newer: code

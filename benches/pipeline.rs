@@ -31,7 +31,8 @@
 //!   the same kernel, and the merge sort through a `SortWorkspace` per stream. Keys reused (a
 //!   `DeviceBuffer` per stream) or per batch (`DeviceBuffer::new_async` on the batch's stream,
 //!   dropped once the download is queued, which queues `cudaFreeAsync`). The workspace's
-//!   scratch is kept in both modes.
+//!   scratch is kept in both modes. The sort is the one call of `sort_keys`: while
+//!   `SortWorkspace::sort` waits for its sort, these rows wait once per batch.
 //! - **cuda-rt futures**: the same calls, the sort through `sort_async`, and the copies awaited
 //!   (`Pending` is a future); one task per stream, all joined on the benchmark's thread by a
 //!   minimal executor that parks the thread while no task can run.
