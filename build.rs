@@ -5,8 +5,10 @@
 //!
 //! `kernels/mergesort.cu` is compiled a second time without relocatable device code and
 //! without its device-side launches, for the sorts whose stages the host queues (faster
-//! launches). Feature `cub-bench` also compiles `benches/cub_sort.cu` (the CUB sorts the
-//! merge-sort benchmark compares against), as ordinary whole-program device code.
+//! launches). Feature `cub-bench` also compiles the benchmarks' CUDA code, as ordinary
+//! whole-program device code: `benches/cub_sort.cu` (the CUB sorts the merge-sort benchmark
+//! compares against) and `benches/pipeline_raw.cu` (CUB's sorts for the raw side of the
+//! batch-pipeline benchmark).
 //!
 //! Variables: those of cuda-rt-build (`CUDA_RT_ARCHS`, `CUDA_RT_LINEINFO`,
 //! `CUDA_RT_NVCC_FLAGS`). The kernels run on compute capability 7.5 (Turing) and newer: code
@@ -42,6 +44,7 @@ fn main() {
     if cuda_rt_build::env("CARGO_FEATURE_CUB_BENCH").is_some() {
         Build::new()
             .file("benches/cub_sort.cu")
+            .file("benches/pipeline_raw.cu")
             .cccl(true)
             .compile("cuda_rt_cub_bench");
     }

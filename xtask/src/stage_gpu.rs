@@ -20,10 +20,11 @@
 //! of a `links` dependency (cuda-rt-sys), or the profile or a registered variable. So every
 //! invocation below asks for the same features of the crates they share:
 //! - the `static` set: every package's default features plus `cuda-rt-kernels/cub-bench`
-//!   (the CUB benchmark's kernels, a few seconds of nvcc more, in the one build everything
-//!   else uses). `--workspace` selects every package with its default features; a build of
-//!   `-p cuda-rt-interop` alone (the CMake example's) names the same ones
-//!   ([`cmake::WORKSPACE_DEFAULTS`]).
+//!   (the CUB benchmarks' CUDA code, benches/cub_sort.cu and benches/pipeline_raw.cu, a few
+//!   seconds of nvcc more, in the one build everything else uses; so the batch-pipeline
+//!   benchmark adds no build of the sort). `--workspace` selects every package with its
+//!   default features; a build of `-p cuda-rt-interop` alone (the CMake example's) names the
+//!   same ones ([`cmake::WORKSPACE_DEFAULTS`]).
 //! - the `dynamic` set, for the interop tests in that mode and the C++ programs linked with the
 //!   shared runtime: cuda-rt-interop's `--no-default-features --features dynamic`, plus
 //!   `cub-bench`, plus `static` of cuda-rt-sys and cuda-rt, which the tests' dev-dependency
@@ -45,6 +46,11 @@ use std::time::Instant;
 const STATIC_WORKSPACE: &str = "cuda-rt-kernels/cub-bench";
 /// The `dynamic` set's addition to `--no-default-features --features dynamic` of cuda-rt-interop.
 const DYNAMIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-sys/static,cuda-rt/static";
+
+/// The root package's benchmarks that need `cuda-rt-kernels/cub-bench` (CUB's sorts, compiled by
+/// its build script in the one build of the kernels that everything else uses), staged as
+/// `bench-NAME-cub`: the merge sort against CUB, and the batch pipeline against raw CUDA + CUB.
+const CUB_BENCHES: [&str; 2] = ["sort", "pipeline"];
 
 /// The shared libraries that tests/runtimes.rs of cuda-rt-interop loads from beside itself.
 const INTEROP_SHARED_LIBRARIES: [&str; 2] =
@@ -245,11 +251,12 @@ impl Manifest {
         let name = if artifact.kind.iter().any(|k| k == "lib") {
             format!("{prefix}{}-lib", artifact.package)
         } else if artifact.package == "cuda-rt-kernels"
-            && artifact.target == "sort"
+            && CUB_BENCHES.contains(&artifact.target.as_str())
             && artifact.kind.iter().any(|k| k == "bench")
         {
-            // The merge-sort benchmark, which the `cub-bench` feature builds with CUB's sorts.
-            format!("{prefix}sort-cub")
+            // A benchmark that the `cub-bench` feature builds with CUB's sorts: `sort-cub`,
+            // `pipeline-cub`.
+            format!("{prefix}{}-cub", artifact.target)
         } else {
             format!("{prefix}{}", artifact.target)
         };
