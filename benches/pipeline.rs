@@ -113,9 +113,9 @@ unsafe extern "C" {
     ) -> sys::cudaError_t;
 }
 
-/// The merge sort of one batch's keys, queued on `stream`. The one sort call of the blocking
-/// cuda-rt rows: `SortWorkspace::sort` waits for the sort today; when it becomes stream-ordered
-/// (queues and returns; the blocking form is then `sort_and_wait`), this stays `sort`.
+/// The merge sort of one batch's keys, queued on `stream` (`SortWorkspace::sort` is
+/// stream-ordered: it returns without waiting; its device-side outcome is checked by a host
+/// function on the stream and reported by the next synchronize).
 fn sort_keys(
     workspace: &mut SortWorkspace,
     stream: &Stream,
