@@ -20,7 +20,11 @@
 //! - Errors it defers (a panic, a leak) are reported to the thread that queued it (see
 //!   [`error`](crate::error)).
 //! - A panic inside it is caught (it never unwinds into C) and reported as
-//!   [`ErrorKind::CallbackPanicked`] by the next synchronize.
+//!   [`ErrorKind::CallbackPanicked`] by the next synchronize, once, whatever its payload. The
+//!   payload is dropped after the catch; if that drop panics as well, the payload of that
+//!   second panic is leaked (never dropped: its own drop could panic outside any catch and
+//!   abort the process), and the one report's context says so. The same holds for a closure
+//!   whose captures' drop panics when a scope or a graph drops it unrun.
 //! - If the stream fails before reaching it (a sticky error), CUDA may never call it; the closure
 //!   (and what it owns) is then leaked, never freed while CUDA may still call it. In a scope the
 //!   scope drops such a closure before returning (within the lifetime of what it borrows).
@@ -65,16 +69,42 @@ pub fn in_host_callback() -> bool {
 /// Runs `f` as a callback queued by the thread `owner`: no panic escapes (it is recorded
 /// instead), CUDA-owning values dropped inside are leaked rather than freed, every CUDA call of
 /// this crate is refused, and errors deferred inside belong to `owner`.
+///
+/// One panic is one [`ErrorKind::CallbackPanicked`]: dropping its payload (see
+/// [`drop_panic_payload`]) adds no second report, only a note in the report's context.
 pub(crate) fn run_guarded(owner: ThreadTag, f: impl FnOnce()) {
     let _inside = context::InCallback::enter(owner);
     if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-        defer(Error::new(ErrorKind::CallbackPanicked, "host callback"));
-        // Dropping the payload runs user code too (a panic payload's Drop may panic).
-        if catch_unwind(AssertUnwindSafe(move || drop(payload))).is_err() {
-            defer(Error::new(
-                ErrorKind::CallbackPanicked,
-                "host callback: dropping a panic payload",
-            ));
+        report_panic(payload, "host callback");
+    }
+}
+
+/// What the report of a caught panic says when dropping the payload panicked too.
+pub(crate) const PAYLOAD_LEAKED: &str =
+    "the panic payload's drop panicked too (that second payload was leaked)";
+
+/// Drops the payload of a caught panic and records one [`ErrorKind::CallbackPanicked`] for
+/// `call` (for the thread of [`context::cause_tag`]), whose context says whether the payload's
+/// drop panicked ([`PAYLOAD_LEAKED`]).
+pub(crate) fn report_panic(payload: Box<dyn std::any::Any + Send>, call: &'static str) {
+    let error = Error::new(ErrorKind::CallbackPanicked, call);
+    defer(if drop_panic_payload(payload) {
+        error
+    } else {
+        error.context(PAYLOAD_LEAKED)
+    });
+}
+
+/// Drops a caught panic's payload, which runs user code (its `Drop` may panic): one attempt,
+/// under `catch_unwind`. Returns false if that drop panicked; the payload of that second panic
+/// is then leaked, never dropped, as its own drop could panic again, outside any
+/// `catch_unwind`, and unwind into C (an abort).
+pub(crate) fn drop_panic_payload(payload: Box<dyn std::any::Any + Send>) -> bool {
+    match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        Ok(()) => true,
+        Err(second) => {
+            std::mem::forget(second);
+            false
         }
     }
 }
@@ -243,6 +273,23 @@ impl StreamRef<'_> {
     host_fn_methods!();
 }
 
+/// A value whose drop panics (a panic payload, or a closure's capture); with `again`, the
+/// payload of that panic panics when dropped too.
+#[cfg(test)]
+pub(crate) struct PanicsOnDrop {
+    pub(crate) again: bool,
+}
+
+#[cfg(test)]
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if self.again {
+            std::panic::panic_any(PanicsOnDrop { again: false });
+        }
+        panic!("deliberate: dropping a PanicsOnDrop");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +311,55 @@ mod tests {
             found |= e.kind() == ErrorKind::CallbackPanicked;
         }
         assert!(found);
+    }
+
+    /// Every deferred error of the calling thread, taken.
+    fn take_all() -> Vec<Error> {
+        std::iter::from_fn(crate::take_deferred_error).collect()
+    }
+
+    #[test]
+    fn each_panic_is_reported_once_whatever_its_payload() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        take_all();
+        let me = thread_tag();
+        let payloads: [fn(); 4] = [
+            || panic!("a {} payload", "String"),
+            || panic!("a &str payload"),
+            || std::panic::panic_any(7u64),
+            || std::panic::panic_any(PanicsOnDrop { again: false }),
+        ];
+        for (i, payload) in payloads.into_iter().enumerate() {
+            run_guarded(me, payload);
+            let reports = take_all();
+            assert_eq!(reports.len(), 1, "payload {i}: {reports:?}");
+            assert_eq!(reports[0].kind(), ErrorKind::CallbackPanicked);
+            assert_eq!(reports[0].call(), "host callback");
+            // Only the payload whose drop panics is mentioned.
+            assert_eq!(
+                reports[0].what() == PAYLOAD_LEAKED,
+                i == 3,
+                "{}",
+                reports[0]
+            );
+        }
+    }
+
+    #[test]
+    fn a_payload_whose_drop_panics_with_such_a_payload_is_leaked_not_unwound() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        take_all();
+        // Dropping the payload panics with a payload whose drop panics again: dropping that one
+        // outside `catch_unwind` would unwind out of the trampoline (an abort).
+        run_guarded(thread_tag(), || {
+            std::panic::panic_any(PanicsOnDrop { again: true })
+        });
+        let reports = take_all();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(reports[0].kind(), ErrorKind::CallbackPanicked);
+        assert_eq!(reports[0].what(), PAYLOAD_LEAKED);
+        assert!(drop_panic_payload(Box::new(7u64)));
+        assert!(!drop_panic_payload(Box::new(PanicsOnDrop { again: true })));
     }
 
     /// Packs `f` as `launch_host_fn` does, with the trampoline made for its type.

@@ -296,6 +296,52 @@ fn callback_panics_and_leaks_are_reported_by_the_next_synchronize() {
     stream.synchronize().unwrap();
 }
 
+/// A panic payload whose drop panics.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("deliberate: dropping a panic payload");
+    }
+}
+
+#[test]
+fn each_callback_panic_is_reported_once_and_nothing_comes_later() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    let stream = Stream::new().unwrap();
+    let payloads: [fn(); 3] = [
+        || panic!("a {} payload", "String"),
+        || std::panic::panic_any(7u64),
+        || std::panic::panic_any(PanicsOnDrop),
+    ];
+    for (i, panics) in payloads.into_iter().enumerate() {
+        stream.launch_host_fn(panics).unwrap();
+        let e = stream.synchronize().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::CallbackPanicked, "payload {i}: {e}");
+        assert!(e.is_deferred());
+    }
+    stream
+        .add_callback(|_| std::panic::panic_any(PanicsOnDrop))
+        .unwrap();
+    assert_eq!(
+        stream.synchronize().unwrap_err().kind(),
+        ErrorKind::CallbackPanicked
+    );
+    let scoped = cuda_rt::scope(|s| s.launch_host_fn(&stream, || panic!("scoped")));
+    assert_eq!(scoped.unwrap_err().kind(), ErrorKind::CallbackPanicked);
+    let scoped =
+        cuda_rt::scope(|s| s.launch_host_fn(&stream, || std::panic::panic_any(PanicsOnDrop)));
+    assert_eq!(scoped.unwrap_err().kind(), ErrorKind::CallbackPanicked);
+    // One panic, one report: nothing is left for a later synchronize.
+    Device::current().unwrap().synchronize().unwrap();
+    stream.synchronize().unwrap();
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
 #[test]
 fn callbacks_see_the_stream_status() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
