@@ -343,6 +343,66 @@ fn each_callback_panic_is_reported_once_and_nothing_comes_later() {
 }
 
 #[test]
+fn threads_a_callback_starts_through_spawn_scoped_are_refused_not_deadlocked() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    let stream = Arc::new(Stream::new().unwrap());
+    let in_callback = Arc::clone(&stream);
+    let (report, reported) = mpsc::channel();
+    stream
+        .launch_host_fn(move || {
+            // A helper thread that waits for the stream running this callback: refused at
+            // once, where it would wait for the callback forever (and the callback for it).
+            let waited = std::thread::scope(|t| {
+                cuda_rt::callback::spawn_scoped(t, || {
+                    in_callback.synchronize().map_err(|e| e.kind())
+                })
+                .join()
+                .unwrap()
+            });
+            let entered = std::thread::scope(|t| {
+                let token = cuda_rt::callback::CallbackToken::current().unwrap();
+                t.spawn(move || {
+                    let _inside = token.enter();
+                    Device::current().map(drop).map_err(|e| e.kind())
+                })
+                .join()
+                .unwrap()
+            });
+            report.send((waited, entered)).unwrap();
+        })
+        .unwrap();
+    // A watchdog instead of the stream's synchronize: a deadlock fails the run instead of
+    // hanging it (the stuck callback thread cannot be stopped, so the process is).
+    match reported.recv_timeout(Duration::from_secs(60)) {
+        Ok((waited, entered)) => {
+            assert_eq!(waited, Err(ErrorKind::InHostCallback));
+            assert_eq!(entered, Err(ErrorKind::InHostCallback));
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            panic!(
+                "the callback ended without a report: {}",
+                stream.synchronize().unwrap_err()
+            )
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            eprintln!(
+                "threads_a_callback_starts_through_spawn_scoped_are_refused_not_deadlocked: no \
+                 report from the callback within 60 s: its helper thread deadlocked"
+            );
+            std::process::abort();
+        }
+    }
+    stream.synchronize().unwrap();
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
+#[test]
 fn callbacks_see_the_stream_status() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
         return;
