@@ -81,7 +81,9 @@
 //! lock, and one atomic store once the work is queued. On the legacy default stream: the same,
 //! and one `cudaGetDevice` (the handle names the current device's stream). When the stream
 //! changes: one `cudaEventRecord` of the previous stream's marker and one `cudaStreamWaitEvent`
-//! per stream to follow. On the per-thread default stream: one `cudaEventRecord` per use; on
+//! per stream to follow; a stream that stays one stream (an owned one, the legacy stream of a
+//! device, a thread's per-thread stream) waits for a given record of a marker once, so reads
+//! repeated after one write on another stream wait for it the first time only. On the per-thread default stream: one `cudaEventRecord` per use; on
 //! foreign streams, also one `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
 //! with an `unsafe` launch.
 

@@ -8,7 +8,7 @@
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, Kernel, LaunchConfig, Library, SliceMut, StreamRef};
 use cuda_rt_test_kernels::images::MODULE_FATBIN;
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
 
 /// Tests run one at a time: the spinning kernels occupy the device, and deferred errors are
 /// process-wide.
@@ -165,21 +165,36 @@ fn default_stream_uses_are_seen_from_other_threads() {
             }
         });
 
-        // Written on another thread's default stream (which exits), then read here.
+        // Written on another thread's default stream, then read here while its work may still
+        // run: for the legacy stream the writer exits at once, leaving its marker to be
+        // recorded here. A writer on its per-thread stream stays until the read is done: a
+        // thread that exits with work pending on its per-thread stream has been seen to hang
+        // in its exit, inside CUDA (with or without this crate's markers on that stream), which
+        // this test is not about.
+        let (handed, received) = mpsc::channel();
+        let (read, reading_done) = mpsc::channel::<()>();
+        let spin = &spin;
         let moved = std::thread::scope(|t| {
-            t.spawn(|| {
+            let writer = t.spawn(move || {
                 let stream = if per_thread {
                     StreamRef::per_thread()
                 } else {
                     StreamRef::legacy()
                 };
                 spin.fill(stream, &mut buffer, 22);
-                buffer
-            })
-            .join()
-            .unwrap()
+                handed.send(buffer).unwrap();
+                if per_thread {
+                    reading_done.recv().unwrap();
+                }
+            });
+            let moved = received.recv().unwrap();
+            assert_all(&read_on_an_owned_stream(&moved), 22, name);
+            if per_thread {
+                read.send(()).unwrap();
+            }
+            writer.join().unwrap();
+            moved
         });
-        assert_all(&read_on_an_owned_stream(&moved), 22, name);
         assert_all(&moved.to_vec().unwrap(), 22, name);
     }
     Device::current().unwrap().synchronize().unwrap();

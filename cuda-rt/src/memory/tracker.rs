@@ -5,7 +5,7 @@ use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{HoldState, StreamHold, StreamRef};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a use touches the memory.
@@ -154,6 +154,22 @@ struct Marker {
     event_device: i32,
     /// Lazy markers: uses were queued since the event was last recorded.
     dirty: bool,
+    /// The record of `event` that the marker's uses were last recorded by: a number unique in
+    /// the process ([`next_stamp`]; 0 before the first record).
+    stamp: u64,
+    /// Records of other markers that this marker's stream has waited for (`cudaStreamWaitEvent`)
+    /// already: (marker index, stamp). Kept only for a stream that stays one stream while the
+    /// marker lives (an owned stream, the legacy stream of one device, the per-thread stream
+    /// of one thread): its later work follows those records without waiting again.
+    waited: Vec<(usize, u64)>,
+}
+
+/// Numbers the records of the markers' events (see `Marker::stamp`), never reused, so that a
+/// marker slot made again has new numbers.
+static NEXT_STAMP: AtomicU64 = AtomicU64::new(1);
+
+fn next_stamp() -> u64 {
+    NEXT_STAMP.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The same-stream case of [`State::fast`] kept inline, so that a use repeated on one stream
@@ -543,6 +559,7 @@ impl Marker {
             raw::event_record(event, raw::STREAM_LEGACY)
         })?;
         self.dirty = false;
+        self.stamp = next_stamp();
         Ok(event)
     }
 
@@ -697,10 +714,22 @@ impl State {
             if index == marker && ordered_by_stream {
                 continue; // this stream's own earlier uses are ordered by the stream
             }
-            if let Some(event) = self.flush(index, queued)? {
-                // SAFETY: the stream is live for its lifetime; the event is live (the marker's,
-                // or that of a hold the marker keeps).
-                unsafe { raw::stream_wait_event(stream.as_raw(), event) }?;
+            let Some(event) = self.flush(index, queued)? else {
+                continue;
+            };
+            let record = if ordered_by_stream {
+                self.record_of(index)
+            } else {
+                None
+            };
+            if record.is_some_and(|stamp| self.has_waited(marker, index, stamp)) {
+                continue; // this stream waited for that very record already
+            }
+            // SAFETY: the stream is live for its lifetime; the event is live (the marker's,
+            // or that of a hold the marker keeps).
+            unsafe { raw::stream_wait_event(stream.as_raw(), event) }?;
+            if let Some(stamp) = record {
+                self.note_waited(marker, index, stamp);
             }
         }
         self.devices |= device_bit(device);
@@ -733,8 +762,9 @@ impl State {
             .ensure_event(begun.device)
             // SAFETY: the event is live and of the stream's device; the stream is live.
             .and_then(|()| unsafe { raw::event_record(marker.event, stream.as_raw()) });
-        if recorded.is_err() {
-            self.poisoned = true;
+        match recorded {
+            Ok(()) => marker.stamp = next_stamp(),
+            Err(_) => self.poisoned = true,
         }
         recorded
     }
@@ -786,6 +816,8 @@ impl State {
             event: std::ptr::null_mut(),
             event_device: -1,
             dirty: false,
+            stamp: 0,
+            waited: Vec::new(),
         };
         match self.markers.iter().position(Option::is_none) {
             Some(free) => {
@@ -795,6 +827,32 @@ impl State {
             None => {
                 self.markers.push(Some(marker));
                 (self.markers.len() - 1, eager)
+            }
+        }
+    }
+
+    /// The stamp of the record that [`flush`](Self::flush) of marker `index` returned, when that
+    /// is the marker's own event as its uses were last recorded (not dirty): `None` for a
+    /// marker that still has unrecorded uses (whose flush returned a hold's event instead).
+    fn record_of(&self, index: usize) -> Option<u64> {
+        match self.markers.get(index) {
+            Some(Some(m)) if !m.dirty && m.stamp != 0 && !m.event.is_null() => Some(m.stamp),
+            _ => None,
+        }
+    }
+
+    /// Whether the stream of marker `waiter` has waited for record `stamp` of marker `index`.
+    fn has_waited(&self, waiter: usize, index: usize, stamp: u64) -> bool {
+        matches!(self.markers.get(waiter), Some(Some(m)) if m.waited.contains(&(index, stamp)))
+    }
+
+    /// Notes that the stream of marker `waiter` waits for record `stamp` of marker `index` (an
+    /// older record of that marker is forgotten: the newer one covers it).
+    fn note_waited(&mut self, waiter: usize, index: usize, stamp: u64) {
+        if let Some(Some(m)) = self.markers.get_mut(waiter) {
+            match m.waited.iter_mut().find(|(i, _)| *i == index) {
+                Some(entry) => entry.1 = stamp,
+                None => m.waited.push((index, stamp)),
             }
         }
     }
@@ -947,6 +1005,7 @@ impl State {
                 drop(guard);
                 recorded?;
                 marker.dirty = false;
+                marker.stamp = next_stamp();
                 Ok(Some(marker.event))
             }
             HoldState::Capturing | HoldState::Closed => {
@@ -1013,6 +1072,8 @@ mod tests {
             event: std::ptr::null_mut(),
             event_device: -1,
             dirty: false,
+            stamp: 0,
+            waited: Vec::new(),
         })
     }
 
@@ -1137,6 +1198,45 @@ mod tests {
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         assert!(!s.markers[per_thread].as_ref().unwrap().dirty);
         assert!(!queued.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn a_stream_waits_for_one_record_of_a_marker_once() {
+        let mut s = state();
+        let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
+        let (per_thread, _) = s.marker_for(StreamRef::per_thread(), 0);
+        // Never recorded, or with uses not recorded yet: nothing to go by.
+        assert_eq!(s.record_of(per_thread), None);
+        {
+            let m = s.markers[per_thread].as_mut().unwrap();
+            // A stand-in handle, never given to CUDA here.
+            m.event = std::ptr::NonNull::<u8>::dangling().as_ptr().cast();
+            m.stamp = next_stamp();
+        }
+        let first = s.record_of(per_thread).unwrap();
+        assert!(!s.has_waited(legacy, per_thread, first));
+        s.note_waited(legacy, per_thread, first);
+        assert!(s.has_waited(legacy, per_thread, first));
+        // A new record of the marker is waited for again; it replaces the older one.
+        let second = next_stamp();
+        s.markers[per_thread].as_mut().unwrap().stamp = second;
+        assert_eq!(s.record_of(per_thread), Some(second));
+        assert!(!s.has_waited(legacy, per_thread, second));
+        s.note_waited(legacy, per_thread, second);
+        assert_eq!(
+            s.markers[legacy].as_ref().unwrap().waited,
+            [(per_thread, second)]
+        );
+        // A lazy marker with unrecorded uses says nothing of its record.
+        s.markers[legacy].as_mut().unwrap().stamp = next_stamp();
+        s.markers[legacy].as_mut().unwrap().event = s.markers[per_thread].as_ref().unwrap().event;
+        assert!(s.record_of(legacy).is_some());
+        s.markers[legacy].as_mut().unwrap().dirty = true;
+        assert_eq!(s.record_of(legacy), None);
+        // The stand-in handles are not events: keep them from being destroyed.
+        for m in s.markers.iter_mut().flatten() {
+            m.event = std::ptr::null_mut();
+        }
     }
 
     #[test]
