@@ -36,7 +36,7 @@
 use cuda_rt::{
     elapsed_time_between, launch_kernel, scope, CaptureMode, Device, DeviceBuffer, DeviceMemory,
     DeviceMemoryMut, Event, EventFlags, HostRegisterFlags, LaunchConfig, MemPool, PinnedBuffer,
-    PinnedPool, RegisteredHost, Stream, StreamFlags,
+    PinnedPool, RegisteredHost, Stream, StreamFlags, StreamRef,
 };
 use cuda_rt_sys as sys;
 use cuda_rt_test_kernels::ffi::{cuda_rt_bench_empty_kernel, cuda_rt_bench_empty_launch};
@@ -585,6 +585,15 @@ const LAUNCH_ROWS: [&str; 5] = [
     "empty-kernel launch inside DeviceBuffer::with_ptr_on (whole buffer, &)",
     "empty-kernel launch inside DeviceViewMut::with_ptr_mut_on (a quarter of a buffer)",
     "empty-kernel launch inside a closure shaped like with_ptr_mut_on, untracked (control)",
+];
+
+/// Launches and copies on the two default streams, each side on the same handle (the raw
+/// side's `cudaStreamLegacy` / `cudaStreamPerThread`).
+const DEFAULT_STREAM_ROWS: [&str; 4] = [
+    "empty-kernel launch on the legacy default stream inside DeviceBuffer::with_ptr_mut_on (&mut)",
+    "empty-kernel launch on the per-thread default stream inside DeviceBuffer::with_ptr_mut_on (&mut)",
+    "4 KiB device-to-device copy on the legacy default stream (copy_from_device_async)",
+    "4 KiB device-to-device copy on the per-thread default stream (copy_from_device_async)",
 ];
 
 /// Streams and settings shared by the sections. Each side has its own non-blocking stream.
@@ -1270,7 +1279,138 @@ impl Bench {
         ];
         rows.extend(alone_rows);
         rows.extend(self.typed_launches());
+        rows.extend(self.default_streams());
         rows
+    }
+
+    /// Empty-kernel launches and small device-to-device copies on the legacy and the per-thread
+    /// default stream: raw (`cudaLaunchKernel`, `cudaMemcpyAsync`) against the same work through
+    /// the tracking of device memory (`with_ptr_mut_on`, `copy_from_device_async`), many short
+    /// trials as for the other launch rows. The buffers are used on that default stream only, as
+    /// a program that uses no stream of its own does.
+    fn default_streams(&self) -> Vec<Outcome> {
+        let handles = [
+            (cuda_rt::raw::STREAM_LEGACY, StreamRef::legacy()),
+            (cuda_rt::raw::STREAM_PER_THREAD, StreamRef::per_thread()),
+        ];
+        let mut rows = Vec::new();
+        for (i, (raw, stream)) in handles.into_iter().enumerate() {
+            rows.push(outcome(
+                DEFAULT_STREAM_ROWS[i],
+                Goal::MaxOverheadNs(50.0),
+                self.default_stream_launches(raw, stream),
+            ));
+        }
+        for (i, (raw, stream)) in handles.into_iter().enumerate() {
+            rows.push(outcome(
+                DEFAULT_STREAM_ROWS[2 + i],
+                Goal::MaxOverheadNs(50.0),
+                self.default_stream_copies(raw, stream),
+            ));
+        }
+        rows
+    }
+
+    /// One row of [`default_streams`](Self::default_streams): launches on `raw` / `stream` (one
+    /// default stream, named by its handle on each side).
+    fn default_stream_launches(
+        &self,
+        raw: sys::cudaStream_t,
+        stream: StreamRef<'static>,
+    ) -> BenchResult<(Vec<f64>, Vec<f64>)> {
+        let Settings {
+            graph_launches: launches,
+            graph_trials: op_trials,
+            ..
+        } = self.settings;
+        // SAFETY: returns the address of a kernel compiled into this program.
+        let kernel = unsafe { cuda_rt_bench_empty_kernel() };
+        let one = sys::dim3 { x: 1, y: 1, z: 1 };
+        let config = LaunchConfig::new(1, 1);
+        let mut no_args: [*mut c_void; 0] = [];
+        let mut buffer = DeviceBuffer::<u8>::new(1024)?;
+        let measured = self.interleave(op_trials, |side| match side {
+            Side::Raw => {
+                let ns = per_op(launches, || {
+                    // SAFETY: `kernel` is a `__global__` function of this program taking no
+                    // parameters (so no argument pointers) and touching no memory; `raw` is a
+                    // default stream's handle.
+                    check(
+                        unsafe {
+                            sys::cudaLaunchKernel(kernel, one, one, no_args.as_mut_ptr(), 0, raw)
+                        },
+                        "cudaLaunchKernel",
+                    )
+                })?;
+                raw_stream_synchronize(raw)?;
+                Ok(ns)
+            }
+            Side::Safe => {
+                let ns = per_op(launches, || -> BenchResult<()> {
+                    buffer.with_ptr_mut_on(stream, |_| {
+                        // SAFETY: as for the raw launch; queued on the stream given to
+                        // with_ptr_mut_on, as it requires.
+                        unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
+                    })??;
+                    Ok(())
+                })?;
+                stream.synchronize()?;
+                Ok(ns)
+            }
+        });
+        buffer.close()?;
+        measured
+    }
+
+    /// One row of [`default_streams`](Self::default_streams): 4 KiB device-to-device copies on
+    /// `raw` / `stream`.
+    fn default_stream_copies(
+        &self,
+        raw: sys::cudaStream_t,
+        stream: StreamRef<'static>,
+    ) -> BenchResult<(Vec<f64>, Vec<f64>)> {
+        const BYTES: usize = 4096;
+        let Settings {
+            graph_launches: copies,
+            graph_trials: op_trials,
+            ..
+        } = self.settings;
+        let (raw_src, raw_dst) = (raw_malloc(BYTES)?, raw_malloc(BYTES)?);
+        let (src, mut dst) = (
+            DeviceBuffer::<u8>::zeroed(BYTES)?,
+            DeviceBuffer::<u8>::new(BYTES)?,
+        );
+        let measured = self.interleave(op_trials, |side| match side {
+            Side::Raw => {
+                let ns = per_op(copies, || {
+                    check(
+                        // SAFETY: two live `BYTES`-byte device allocations; `raw` is a default
+                        // stream's handle.
+                        unsafe {
+                            sys::cudaMemcpyAsync(
+                                raw_dst,
+                                raw_src,
+                                BYTES,
+                                sys::cudaMemcpyDeviceToDevice,
+                                raw,
+                            )
+                        },
+                        "cudaMemcpyAsync",
+                    )
+                })?;
+                raw_stream_synchronize(raw)?;
+                Ok(ns)
+            }
+            Side::Safe => {
+                let ns = per_op(copies, || dst.copy_from_device_async(stream, &src))?;
+                stream.synchronize()?;
+                Ok(ns)
+            }
+        });
+        release(vec![RawHandle::Device(raw_src), RawHandle::Device(raw_dst)])?;
+        src.close()?;
+        dst.close()?;
+        measured
     }
 
     /// Typed launches (`Kernel::launch`) against `cudaLaunchKernel` of the same kernel with the
@@ -1933,6 +2073,7 @@ fn run(settings: Settings) -> BenchResult<()> {
     for row in LAUNCH_ROWS
         .iter()
         .chain(&TYPED_LAUNCH_ROWS)
+        .chain(&DEFAULT_STREAM_ROWS)
         .chain([&GRAPH_LAUNCH_ROW])
     {
         print_median_interval(&outcomes, row);

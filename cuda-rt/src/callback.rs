@@ -20,10 +20,53 @@
 //! - Errors it defers (a panic, a leak) are reported to the thread that queued it (see
 //!   [`error`](crate::error)).
 //! - A panic inside it is caught (it never unwinds into C) and reported as
-//!   [`ErrorKind::CallbackPanicked`] by the next synchronize.
+//!   [`ErrorKind::CallbackPanicked`] by the next synchronize, once, whatever its payload. The
+//!   payload is dropped after the catch; if that drop panics as well, the payload of that
+//!   second panic is leaked (never dropped: its own drop could panic outside any catch and
+//!   abort the process), and the one report's context says so. The same holds for a closure
+//!   whose captures' drop panics when a scope or a graph drops it unrun.
 //! - If the stream fails before reaching it (a sticky error), CUDA may never call it; the closure
 //!   (and what it owns) is then leaked, never freed while CUDA may still call it. In a scope the
 //!   scope drops such a closure before returning (within the lifetime of what it borrows).
+//!
+//! # Threads a callback starts
+//! A callback that starts a thread and joins it (`std::thread::scope` in a host function, a
+//! parallel loop) must keep that thread from calling CUDA too: a `Stream::synchronize` of the
+//! stream running the callback, made by such a thread while the callback waits for it to
+//! join, waits for the callback itself and never returns. This crate knows the callback's
+//! thread only: a thread started with `std::thread` is not marked, and nothing can tell that
+//! it works for a callback, so its CUDA calls are not refused. The callback lends its state to
+//! the threads it starts instead:
+//! - [`spawn_scoped`] is `std::thread::Scope::spawn` for a callback: the new thread runs
+//!   marked as inside the callback;
+//! - for other ways of starting threads (a thread pool), [`CallbackToken::current`] inside the
+//!   callback gives a `Copy + Send` token, and [`CallbackToken::enter`] on the other thread
+//!   marks it until the guard it returns is dropped.
+//!
+//! A marked thread is refused like the callback ([`ErrorKind::InHostCallback`]), leaks the
+//! CUDA resources it drops, and defers its errors to the thread that queued the callback. A
+//! thread that outlives the callback may stay marked: it is then refused CUDA calls it could
+//! have made, never allowed one it must not make.
+//!
+//! ```no_run
+//! use cuda_rt::callback::spawn_scoped;
+//! use cuda_rt::ErrorKind;
+//! let stream = cuda_rt::Stream::new()?;
+//! let s = stream.as_raw() as usize;
+//! stream.launch_host_fn(move || {
+//!     std::thread::scope(|t| {
+//!         let helper = spawn_scoped(t, || {
+//!             // SAFETY: the stream outlives the callback (synchronized below).
+//!             let stream = unsafe { cuda_rt::StreamRef::from_raw(s as cuda_rt::raw::RawStream) };
+//!             // Refused at once, where it would wait for this callback forever.
+//!             stream.synchronize().unwrap_err().kind()
+//!         });
+//!         assert_eq!(helper.join().unwrap(), ErrorKind::InHostCallback);
+//!     })
+//! })?;
+//! stream.synchronize()?;
+//! # Ok::<(), cuda_rt::Error>(())
+//! ```
 //!
 //! # Cost
 //! The closure is boxed once, with the tag of the thread that queued it (a closure that captures
@@ -37,6 +80,7 @@ use crate::error::{defer, Error, ErrorKind, Result};
 use crate::raw::{self, RawStatus, RawStream};
 use crate::stream::{Stream, StreamRef};
 use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
@@ -65,16 +109,142 @@ pub fn in_host_callback() -> bool {
 /// Runs `f` as a callback queued by the thread `owner`: no panic escapes (it is recorded
 /// instead), CUDA-owning values dropped inside are leaked rather than freed, every CUDA call of
 /// this crate is refused, and errors deferred inside belong to `owner`.
+///
+/// One panic is one [`ErrorKind::CallbackPanicked`]: dropping its payload (see
+/// [`drop_panic_payload`]) adds no second report, only a note in the report's context.
 pub(crate) fn run_guarded(owner: ThreadTag, f: impl FnOnce()) {
     let _inside = context::InCallback::enter(owner);
     if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-        defer(Error::new(ErrorKind::CallbackPanicked, "host callback"));
-        // Dropping the payload runs user code too (a panic payload's Drop may panic).
-        if catch_unwind(AssertUnwindSafe(move || drop(payload))).is_err() {
-            defer(Error::new(
-                ErrorKind::CallbackPanicked,
-                "host callback: dropping a panic payload",
-            ));
+        report_panic(payload, "host callback");
+    }
+}
+
+/// The "inside a host callback" state of the callback that the calling thread runs, to lend to
+/// threads it starts (see [Threads a callback starts](self#threads-a-callback-starts)).
+///
+/// # Thread safety
+/// `Copy`, `Send` and `Sync`: plain data, meant to be sent to the threads the callback starts.
+///
+/// # Examples
+/// ```
+/// // Outside a callback there is nothing to lend.
+/// assert!(cuda_rt::callback::CallbackToken::current().is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallbackToken {
+    /// The thread that queued the callback (its errors are reported to that thread).
+    owner: ThreadTag,
+}
+
+impl CallbackToken {
+    /// The token of the callback the calling thread runs (or works for, having entered its
+    /// token); `None` outside host callbacks of this crate. Calls no CUDA function.
+    pub fn current() -> Option<CallbackToken> {
+        context::callback_owner().map(|owner| CallbackToken { owner })
+    }
+
+    /// Marks the calling thread as inside the callback until the guard is dropped: every
+    /// function of this crate that calls CUDA refuses with [`ErrorKind::InHostCallback`]
+    /// ([`in_host_callback`] is true), CUDA resources dropped are leaked and reported, and
+    /// deferred errors go to the thread that queued the callback. Calls no CUDA function.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cuda_rt::callback::CallbackToken;
+    /// let stream = cuda_rt::Stream::new()?;
+    /// stream.launch_host_fn(|| {
+    ///     let token = CallbackToken::current().unwrap();
+    ///     std::thread::scope(|t| {
+    ///         t.spawn(move || {
+    ///             let _inside = token.enter();
+    ///             assert!(cuda_rt::in_host_callback());
+    ///         });
+    ///     });
+    /// })?;
+    /// stream.synchronize()?;
+    /// # Ok::<(), cuda_rt::Error>(())
+    /// ```
+    #[must_use = "the thread is marked only while the guard lives"]
+    pub fn enter(self) -> CallbackGuard {
+        CallbackGuard {
+            _inside: context::InCallback::enter(self.owner),
+            _this_thread: PhantomData,
+        }
+    }
+}
+
+/// Marks the thread that made it (with [`CallbackToken::enter`]) as inside a host callback;
+/// dropping it restores what the thread was before.
+///
+/// # Thread safety
+/// Neither `Send` nor `Sync`: it restores the state of the thread that made it.
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// send(cuda_rt::callback::CallbackToken::current().unwrap().enter());
+/// ```
+#[derive(Debug)]
+pub struct CallbackGuard {
+    _inside: context::InCallback,
+    _this_thread: PhantomData<*const ()>,
+}
+
+/// `std::thread::Scope::spawn` for code that may run inside a host callback: inside one, the
+/// new thread runs marked as inside it too ([`CallbackToken::enter`]), so that its CUDA calls
+/// are refused like the callback's; outside callbacks it is a plain `spawn`. Calls no CUDA
+/// function.
+///
+/// # Panics
+/// As `std::thread::Scope::spawn`: if the operating system cannot start a thread.
+///
+/// # Examples
+/// ```
+/// use cuda_rt::callback::spawn_scoped;
+/// std::thread::scope(|t| {
+///     let marked = spawn_scoped(t, cuda_rt::in_host_callback);
+///     assert!(!marked.join().unwrap()); // not inside a callback here
+/// });
+/// ```
+pub fn spawn_scoped<'scope, 'env, T, F>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    f: F,
+) -> std::thread::ScopedJoinHandle<'scope, T>
+where
+    F: FnOnce() -> T + Send + 'scope,
+    T: Send + 'scope,
+{
+    let token = CallbackToken::current();
+    scope.spawn(move || {
+        let _inside = token.map(CallbackToken::enter);
+        f()
+    })
+}
+
+/// What the report of a caught panic says when dropping the payload panicked too.
+pub(crate) const PAYLOAD_LEAKED: &str =
+    "the panic payload's drop panicked too (that second payload was leaked)";
+
+/// Drops the payload of a caught panic and records one [`ErrorKind::CallbackPanicked`] for
+/// `call` (for the thread of [`context::cause_tag`]), whose context says whether the payload's
+/// drop panicked ([`PAYLOAD_LEAKED`]).
+pub(crate) fn report_panic(payload: Box<dyn std::any::Any + Send>, call: &'static str) {
+    let error = Error::new(ErrorKind::CallbackPanicked, call);
+    defer(if drop_panic_payload(payload) {
+        error
+    } else {
+        error.context(PAYLOAD_LEAKED)
+    });
+}
+
+/// Drops a caught panic's payload, which runs user code (its `Drop` may panic): one attempt,
+/// under `catch_unwind`. Returns false if that drop panicked; the payload of that second panic
+/// is then leaked, never dropped, as its own drop could panic again, outside any
+/// `catch_unwind`, and unwind into C (an abort).
+pub(crate) fn drop_panic_payload(payload: Box<dyn std::any::Any + Send>) -> bool {
+    match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        Ok(()) => true,
+        Err(second) => {
+            std::mem::forget(second);
+            false
         }
     }
 }
@@ -243,6 +413,23 @@ impl StreamRef<'_> {
     host_fn_methods!();
 }
 
+/// A value whose drop panics (a panic payload, or a closure's capture); with `again`, the
+/// payload of that panic panics when dropped too.
+#[cfg(test)]
+pub(crate) struct PanicsOnDrop {
+    pub(crate) again: bool,
+}
+
+#[cfg(test)]
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        if self.again {
+            std::panic::panic_any(PanicsOnDrop { again: false });
+        }
+        panic!("deliberate: dropping a PanicsOnDrop");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +451,55 @@ mod tests {
             found |= e.kind() == ErrorKind::CallbackPanicked;
         }
         assert!(found);
+    }
+
+    /// Every deferred error of the calling thread, taken.
+    fn take_all() -> Vec<Error> {
+        std::iter::from_fn(crate::take_deferred_error).collect()
+    }
+
+    #[test]
+    fn each_panic_is_reported_once_whatever_its_payload() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        take_all();
+        let me = thread_tag();
+        let payloads: [fn(); 4] = [
+            || panic!("a {} payload", "String"),
+            || panic!("a &str payload"),
+            || std::panic::panic_any(7u64),
+            || std::panic::panic_any(PanicsOnDrop { again: false }),
+        ];
+        for (i, payload) in payloads.into_iter().enumerate() {
+            run_guarded(me, payload);
+            let reports = take_all();
+            assert_eq!(reports.len(), 1, "payload {i}: {reports:?}");
+            assert_eq!(reports[0].kind(), ErrorKind::CallbackPanicked);
+            assert_eq!(reports[0].call(), "host callback");
+            // Only the payload whose drop panics is mentioned.
+            assert_eq!(
+                reports[0].what() == PAYLOAD_LEAKED,
+                i == 3,
+                "{}",
+                reports[0]
+            );
+        }
+    }
+
+    #[test]
+    fn a_payload_whose_drop_panics_with_such_a_payload_is_leaked_not_unwound() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        take_all();
+        // Dropping the payload panics with a payload whose drop panics again: dropping that one
+        // outside `catch_unwind` would unwind out of the trampoline (an abort).
+        run_guarded(thread_tag(), || {
+            std::panic::panic_any(PanicsOnDrop { again: true })
+        });
+        let reports = take_all();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(reports[0].kind(), ErrorKind::CallbackPanicked);
+        assert_eq!(reports[0].what(), PAYLOAD_LEAKED);
+        assert!(drop_panic_payload(Box::new(7u64)));
+        assert!(!drop_panic_payload(Box::new(PanicsOnDrop { again: true })));
     }
 
     /// Packs `f` as `launch_host_fn` does, with the trampoline made for its type.
@@ -350,6 +586,52 @@ mod tests {
             assert_eq!(result.unwrap_err().kind(), ErrorKind::InHostCallback);
         }
         assert!(crate::take_deferred_error().is_none());
+    }
+
+    #[test]
+    fn threads_a_callback_starts_are_refused_like_it() {
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        while crate::take_deferred_error().is_some() {}
+        let me = thread_tag();
+        let mut seen = Vec::new();
+        run_guarded(me, || {
+            let token = CallbackToken::current();
+            assert_eq!(token, Some(CallbackToken { owner: me }));
+            std::thread::scope(|t| {
+                // Lent through spawn_scoped, through a token, and not lent at all.
+                let lent = spawn_scoped(t, || {
+                    // SAFETY: refused before CUDA is called (no preconditions either way).
+                    let refused = unsafe { raw::stream_synchronize(raw::STREAM_LEGACY) };
+                    defer(Error::new(ErrorKind::OutOfRange, "helper thread"));
+                    (in_host_callback(), refused.map_err(|e| e.kind()))
+                });
+                let entered = t.spawn(move || {
+                    let _inside = token.unwrap().enter();
+                    in_host_callback()
+                });
+                let plain = t.spawn(in_host_callback);
+                seen.push(lent.join().unwrap());
+                seen.push((entered.join().unwrap(), Ok(())));
+                seen.push((plain.join().unwrap(), Ok(())));
+            });
+        });
+        assert_eq!(seen[0], (true, Err(ErrorKind::InHostCallback)));
+        assert!(seen[1].0);
+        // A thread started with std::thread is not marked (nothing can tell).
+        assert!(!seen[2].0);
+        // The helper's error went to the thread that queued the callback.
+        assert_eq!(
+            crate::take_deferred_error().unwrap().call(),
+            "helper thread"
+        );
+        // The guard restores the thread's state; outside callbacks nothing is lent.
+        assert!(CallbackToken::current().is_none());
+        std::thread::scope(|t| assert!(!spawn_scoped(t, in_host_callback).join().unwrap()));
+        {
+            let _inside = CallbackToken { owner: me }.enter();
+            assert!(in_host_callback());
+        }
+        assert!(!in_host_callback());
     }
 
     #[test]

@@ -20,16 +20,33 @@
 //!   the host**. Only memory from `cudaMalloc`
 //!   ([`DeviceBuffer::new_synchronous`]) is freed after a host wait.
 //!
-//! **Markers are recorded lazily.** A use on an owned `Stream` records nothing: the marker
-//! notes that the stream has unrecorded uses, and `cudaEventRecord` runs only when another
-//! stream, a host wait or a free needs the marker. The record then lands after *all* work queued
-//! on that stream so far, which includes the uses (it may also include later, unrelated work of
-//! that stream: a wait can be longer than needed, never shorter). To be able to record later,
-//! the marker keeps a shared handle on the stream; if the stream has been dropped (or is
-//! capturing a graph) meanwhile, its owner recorded an event after all its work at that moment,
-//! and the marker waits on that. Default streams and foreign streams are recorded on right after
-//! each use instead (the handle of the per-thread default stream names another stream on
-//! another thread, and a foreign handle may be destroyed and reused).
+//! **Markers are recorded lazily.** A use on an owned `Stream` or on the legacy default stream
+//! records nothing: the marker notes that the stream has unrecorded uses, and `cudaEventRecord`
+//! runs only when another stream, a host wait or a free needs the marker. The record then lands
+//! after *all* work queued on that stream so far, which includes the uses (it may also include
+//! later, unrelated work of that stream: a wait can be longer than needed, never shorter). To
+//! be able to record later, the marker of an owned stream keeps a shared handle on the stream;
+//! if the stream has been dropped (or is capturing a graph) meanwhile, its owner recorded an
+//! event after all its work at that moment, and the marker waits on that. The legacy default
+//! stream is one stream per device for the whole process, never destroyed, and every thread
+//! names it (`cudaStreamLegacy` with that device current): its marker records on it from
+//! whichever thread needs it, with the device of the uses made current for the call. (Like any
+//! use of the legacy stream, that record is refused by CUDA, and fails the capture, while
+//! another thread captures a blocking stream of that device into a graph.)
+//!
+//! The per-thread default stream and foreign streams are recorded on right after each use
+//! instead. The per-thread handle names the stream of the thread that uses it: only that
+//! thread can record on it later, while the memory is `Send` and `Sync` and its next user, on
+//! another thread, is not known when the use is queued; no call of this crate runs on the using
+//! thread before that user needs the marker, and once the thread exits CUDA documents nothing
+//! about its stream. The only records another thread could make instead are a
+//! `cudaDeviceSynchronize` (which would block that thread's asynchronous calls and the
+//! non-blocking `is_complete`) or a record on the legacy stream (sound only while the per-thread
+//! stream exists). So each use on it is followed by one `cudaEventRecord`; as the marker of a
+//! per-thread stream belongs to one thread and device, that record covers the previous one, and
+//! the use does not wait for it. A foreign handle may be destroyed and reused for another
+//! stream: its use also waits for the previous record (`cudaStreamWaitEvent`) before
+//! re-recording it.
 //!
 //! **Why views need nothing more.** Views borrow like slices: a [`DeviceViewMut`] borrows its
 //! bytes exclusively, a [`DeviceView`] shares them. So at any time the ranges borrowed mutably
@@ -62,9 +79,14 @@
 //! # Cost
 //! Through `&mut` on a whole buffer, on the same owned stream as its previous use: a few
 //! compares (no lock, no CUDA call). Through `&self` or a view: that under an uncontended
-//! lock, and one atomic store once the work is queued. When the stream changes: one
-//! `cudaEventRecord` of the previous stream's marker and one `cudaStreamWaitEvent` per stream
-//! to follow. On default and foreign streams: one `cudaEventRecord` per use. The zero-overhead path is the raw pointer with an `unsafe` launch.
+//! lock, and one atomic store once the work is queued. On the legacy default stream: the same,
+//! and one `cudaGetDevice` (the handle names the current device's stream). When the stream
+//! changes: one `cudaEventRecord` of the previous stream's marker and one `cudaStreamWaitEvent`
+//! per stream to follow; a stream that stays one stream (an owned one, the legacy stream of a
+//! device, a thread's per-thread stream) waits for a given record of a marker once, so reads
+//! repeated after one write on another stream wait for it the first time only. On the per-thread default stream: one `cudaEventRecord` per use; on
+//! foreign streams, also one `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
+//! with an `unsafe` launch.
 
 mod tracker;
 mod view;

@@ -75,7 +75,7 @@ pub(crate) use graph_launches::{lock_launches, GraphLaunchKey, ScopedLaunch, Sco
 use registered::Registration;
 use slots::*;
 
-use crate::callback::{run_guarded, status_result};
+use crate::callback::{report_panic, run_guarded, status_result};
 use crate::context::{thread_tag, ThreadTag};
 use crate::device::with_current;
 use crate::element::{bytes_of, check_len, DeviceCopy};
@@ -524,6 +524,25 @@ mod tests {
         unsafe { run(slot.user_data(), Ok(())) };
         assert_eq!(ran.load(Ordering::SeqCst), 0);
         assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_closure_whose_drop_panics_twice_is_reported_once_when_the_scope_drops_it() {
+        use crate::callback::{PanicsOnDrop, PAYLOAD_LEAKED};
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        while take_deferred_error().is_some() {}
+        let owned = PanicsOnDrop { again: true };
+        let (slot, run) = with_runner(new_slot(move |_: Result<()>| drop(owned)));
+        // The scope drops the closure unrun: its capture's drop panics, with a payload whose
+        // drop panics too.
+        // SAFETY: the scope's share, used once.
+        unsafe { settle_slot(slot.0) };
+        // SAFETY: CUDA's share, used once, with the runner of the slot's closure type.
+        unsafe { run(slot.user_data(), Ok(())) };
+        let e = take_deferred_error().unwrap();
+        assert_eq!(e.kind(), ErrorKind::CallbackPanicked);
+        assert_eq!(e.what(), PAYLOAD_LEAKED);
+        assert!(take_deferred_error().is_none());
     }
 
     #[test]

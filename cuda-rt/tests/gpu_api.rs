@@ -303,6 +303,112 @@ fn callback_panics_and_leaks_are_reported_by_the_next_synchronize() {
     stream.synchronize().unwrap();
 }
 
+/// A panic payload whose drop panics.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("deliberate: dropping a panic payload");
+    }
+}
+
+#[test]
+fn each_callback_panic_is_reported_once_and_nothing_comes_later() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    let stream = Stream::new().unwrap();
+    let payloads: [fn(); 3] = [
+        || panic!("a {} payload", "String"),
+        || std::panic::panic_any(7u64),
+        || std::panic::panic_any(PanicsOnDrop),
+    ];
+    for (i, panics) in payloads.into_iter().enumerate() {
+        stream.launch_host_fn(panics).unwrap();
+        let e = stream.synchronize().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::CallbackPanicked, "payload {i}: {e}");
+        assert!(e.is_deferred());
+    }
+    stream
+        .add_callback(|_| std::panic::panic_any(PanicsOnDrop))
+        .unwrap();
+    assert_eq!(
+        stream.synchronize().unwrap_err().kind(),
+        ErrorKind::CallbackPanicked
+    );
+    let scoped = cuda_rt::scope(|s| s.launch_host_fn(&stream, || panic!("scoped")));
+    assert_eq!(scoped.unwrap_err().kind(), ErrorKind::CallbackPanicked);
+    let scoped =
+        cuda_rt::scope(|s| s.launch_host_fn(&stream, || std::panic::panic_any(PanicsOnDrop)));
+    assert_eq!(scoped.unwrap_err().kind(), ErrorKind::CallbackPanicked);
+    // One panic, one report: nothing is left for a later synchronize.
+    Device::current().unwrap().synchronize().unwrap();
+    stream.synchronize().unwrap();
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
+#[test]
+fn threads_a_callback_starts_through_spawn_scoped_are_refused_not_deadlocked() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    let stream = Arc::new(Stream::new().unwrap());
+    let in_callback = Arc::clone(&stream);
+    let (report, reported) = mpsc::channel();
+    stream
+        .launch_host_fn(move || {
+            // A helper thread that waits for the stream running this callback: refused at
+            // once, where it would wait for the callback forever (and the callback for it).
+            let waited = std::thread::scope(|t| {
+                cuda_rt::callback::spawn_scoped(t, || {
+                    in_callback.synchronize().map_err(|e| e.kind())
+                })
+                .join()
+                .unwrap()
+            });
+            let entered = std::thread::scope(|t| {
+                let token = cuda_rt::callback::CallbackToken::current().unwrap();
+                t.spawn(move || {
+                    let _inside = token.enter();
+                    Device::current().map(drop).map_err(|e| e.kind())
+                })
+                .join()
+                .unwrap()
+            });
+            report.send((waited, entered)).unwrap();
+        })
+        .unwrap();
+    // A watchdog instead of the stream's synchronize: a deadlock fails the run instead of
+    // hanging it (the stuck callback thread cannot be stopped, so the process is).
+    match reported.recv_timeout(Duration::from_secs(60)) {
+        Ok((waited, entered)) => {
+            assert_eq!(waited, Err(ErrorKind::InHostCallback));
+            assert_eq!(entered, Err(ErrorKind::InHostCallback));
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            panic!(
+                "the callback ended without a report: {}",
+                stream.synchronize().unwrap_err()
+            )
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            eprintln!(
+                "threads_a_callback_starts_through_spawn_scoped_are_refused_not_deadlocked: no \
+                 report from the callback within 60 s: its helper thread deadlocked"
+            );
+            std::process::abort();
+        }
+    }
+    stream.synchronize().unwrap();
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
 #[test]
 fn callbacks_see_the_stream_status() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {

@@ -8,9 +8,8 @@
 //! after another, so the lock is never contended by them; it keeps `FnMut` sound also for two
 //! executables made from one raw graph by `unsafe` code (their calls then take turns).
 
-use crate::callback::run_guarded;
+use crate::callback::{report_panic, run_guarded};
 use crate::context::{thread_tag, ThreadTag};
-use crate::error::{defer, Error, ErrorKind};
 use crate::raw::HostFn;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -51,11 +50,8 @@ unsafe extern "C" fn host_node_trampoline<F: FnMut() + Send>(user_data: *mut c_v
 unsafe fn free_host_node<F>(ptr: NonNull<c_void>) {
     // SAFETY: the function's contract: we own the box from here on.
     let node = unsafe { Box::from_raw(ptr.as_ptr().cast::<HostNode<F>>()) };
-    if catch_unwind(AssertUnwindSafe(move || drop(node))).is_err() {
-        defer(Error::new(
-            ErrorKind::CallbackPanicked,
-            "dropping a graph host node's closure",
-        ));
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(node))) {
+        report_panic(payload, "dropping a graph host node's closure");
     }
 }
 
@@ -102,6 +98,7 @@ impl Drop for OwnedHostFn<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
@@ -156,21 +153,38 @@ mod tests {
     }
 
     #[test]
-    fn a_closure_whose_drop_panics_is_reported_not_unwound() {
-        struct PanicsOnDrop;
-        impl Drop for PanicsOnDrop {
-            fn drop(&mut self) {
-                panic!("deliberate");
-            }
-        }
+    fn a_closure_whose_drop_panics_is_reported_once_not_unwound() {
+        use crate::callback::{PanicsOnDrop, PAYLOAD_LEAKED};
         let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
         while crate::take_deferred_error().is_some() {}
-        let held = PanicsOnDrop;
-        let owned = OwnedHostFn::new(move || {
-            let _held = &held;
-        });
-        drop(owned);
+        for again in [false, true] {
+            let held = PanicsOnDrop { again };
+            let owned = OwnedHostFn::new(move || {
+                let _held = &held;
+            });
+            drop(owned);
+            let e = crate::take_deferred_error().unwrap();
+            assert_eq!(e.kind(), ErrorKind::CallbackPanicked);
+            // With `again`, the payload of the drop's panic panicked when dropped: leaked, and
+            // said so in the one report.
+            assert_eq!(e.what() == PAYLOAD_LEAKED, again, "{e}");
+            assert!(crate::take_deferred_error().is_none());
+        }
+    }
+
+    #[test]
+    fn a_node_panicking_with_a_payload_whose_drop_panics_is_reported_once() {
+        use crate::callback::{PanicsOnDrop, PAYLOAD_LEAKED};
+        let _serial = crate::error::DEFERRED_TEST_LOCK.lock();
+        while crate::take_deferred_error().is_some() {}
+        let owned = OwnedHostFn::new(|| std::panic::panic_any(PanicsOnDrop { again: true }));
+        let (trampoline, user_data) = owned.host_fn();
+        // SAFETY: the user data of a live OwnedHostFn made for the trampoline's type.
+        unsafe { trampoline(user_data) };
         let e = crate::take_deferred_error().unwrap();
         assert_eq!(e.kind(), ErrorKind::CallbackPanicked);
+        assert_eq!(e.what(), PAYLOAD_LEAKED);
+        assert!(crate::take_deferred_error().is_none());
+        drop(owned);
     }
 }

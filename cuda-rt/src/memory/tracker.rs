@@ -5,7 +5,7 @@ use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{HoldState, StreamHold, StreamRef};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a use touches the memory.
@@ -80,10 +80,51 @@ struct Entry {
 enum Stream {
     /// An owned stream, recorded on lazily (kept reachable through its hold).
     Lazy { id: u64, hold: Arc<StreamHold> },
-    /// A default or foreign stream, recorded on right after each use: its handle may name
-    /// another stream later (the per-thread default stream on another thread, a foreign handle
-    /// destroyed and reused), so it is never recorded on afterwards.
+    /// The legacy default stream of `device`, recorded on lazily: one stream per device for the
+    /// whole process, never destroyed, which every thread names (`cudaStreamLegacy` with
+    /// `device` current). `id` is [`legacy_id`]`(device)`.
+    Legacy { id: u64, device: i32 },
+    /// The per-thread default stream or a foreign stream, recorded on right after each use: the
+    /// per-thread handle names the stream of the thread that uses it, which only that thread
+    /// can record on (and which may be gone once it exits), and a foreign handle may be
+    /// destroyed and reused; so it is never recorded on afterwards.
     Eager { key: EagerKey },
+}
+
+/// The identities of the legacy default streams in the ids of lazy markers: `LEGACY_IDS +
+/// device`. Owned streams are numbered from 1 up and never reach it.
+const LEGACY_IDS: u64 = 1 << 63;
+
+/// The identity of the legacy default stream of `device` among the lazy markers' streams.
+fn legacy_id(device: i32) -> u64 {
+    LEGACY_IDS | u64::from(device.unsigned_abs())
+}
+
+/// Whether `raw` names the legacy default stream (`cudaStreamLegacy`, or the null handle, which
+/// means it for code that is not compiled for per-thread default streams, as this crate's calls
+/// are not).
+fn is_legacy(raw: RawStream) -> bool {
+    raw.is_null() || raw == raw::STREAM_LEGACY
+}
+
+/// The identity and device of `stream` for [`State::fast`] when its marker records lazily: an
+/// owned stream (known without a CUDA call), or the legacy default stream of the current device
+/// (one `cudaGetDevice`). `None` for the per-thread default stream and foreign streams.
+///
+/// # Errors
+/// An error of `cudaGetDevice` (as the slow path would report it).
+#[inline(always)]
+fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
+    let id = stream.id();
+    if id != 0 {
+        return Ok(Some((id, stream.known_device())));
+    }
+    if !is_legacy(stream.as_raw()) {
+        return Ok(None);
+    }
+    // SAFETY: no preconditions.
+    let device = unsafe { raw::get_device() }.map_err(|e| e.context("device memory"))?;
+    Ok(Some((legacy_id(device), device)))
 }
 
 /// What names a default or foreign stream at the time of a use.
@@ -95,6 +136,16 @@ struct EagerKey {
     thread: u64,
 }
 
+impl EagerKey {
+    /// Whether the key names one stream for as long as the marker lives: the per-thread default
+    /// stream of one device and one live, identified thread (tags are never reused). A record
+    /// on it then covers the uses of the previous record. A foreign handle may have been
+    /// destroyed and reused for another stream; a thread that is exiting has no tag of its own.
+    fn names_one_stream(self) -> bool {
+        self.thread != 0 && self.thread != u64::MAX
+    }
+}
+
 #[derive(Debug)]
 struct Marker {
     stream: Stream,
@@ -103,6 +154,22 @@ struct Marker {
     event_device: i32,
     /// Lazy markers: uses were queued since the event was last recorded.
     dirty: bool,
+    /// The record of `event` that the marker's uses were last recorded by: a number unique in
+    /// the process ([`next_stamp`]; 0 before the first record).
+    stamp: u64,
+    /// Records of other markers that this marker's stream has waited for (`cudaStreamWaitEvent`)
+    /// already: (marker index, stamp). Kept only for a stream that stays one stream while the
+    /// marker lives (an owned stream, the legacy stream of one device, the per-thread stream
+    /// of one thread): its later work follows those records without waiting again.
+    waited: Vec<(usize, u64)>,
+}
+
+/// Numbers the records of the markers' events (see `Marker::stamp`), never reused, so that a
+/// marker slot made again has new numbers.
+static NEXT_STAMP: AtomicU64 = AtomicU64::new(1);
+
+fn next_stamp() -> u64 {
+    NEXT_STAMP.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The same-stream case of [`State::fast`] kept inline, so that a use repeated on one stream
@@ -160,6 +227,8 @@ pub(crate) fn device_allowed(access: Access, memory_device: i32, stream_device: 
 pub(crate) struct Begun {
     marker: usize,
     eager: bool,
+    /// The stream's device.
+    device: i32,
 }
 
 impl Begun {
@@ -210,9 +279,10 @@ impl Tracker {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
+        let lane = lazy_lane(&stream)?;
         let begun = {
             let mut state = self.lock_unsettled();
-            if state.fast(span, access, memory_device, &stream) {
+            if state.fast(span, access, memory_device, lane) {
                 drop(state);
                 // Raised once the work is queued, also if `with_ptr_on` panics.
                 let _raise = RaiseQueued(&self.queued);
@@ -235,9 +305,10 @@ impl Tracker {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
+        let lane = lazy_lane(&stream)?;
         let Tracker { state, queued } = self;
         let state = state.get_mut().unwrap_or_else(|p| p.into_inner());
-        if state.fast(span, access, memory_device, &stream) {
+        if state.fast(span, access, memory_device, lane) {
             // Borrowed exclusively: nobody records the marker before the work is queued.
             return enqueue(stream.as_raw());
         }
@@ -313,8 +384,14 @@ impl Tracker {
             }
         }
         let marker = state.markers.get(sole?)?.as_ref()?;
-        let Stream::Lazy { hold, .. } = &marker.stream else {
-            return None;
+        let hold = match &marker.stream {
+            Stream::Lazy { hold, .. } => hold,
+            // The legacy stream of the memory's device orders the free after the uses, as it
+            // orders them; it is never destroyed.
+            Stream::Legacy { device: on, .. } if *on == device => {
+                return Some(with_current(device, || free(raw::STREAM_LEGACY)));
+            }
+            _ => return None,
         };
         if hold.device() != device {
             return None;
@@ -461,8 +538,29 @@ impl Marker {
         }
     }
 
+    /// Whether this is the lazy marker of the stream `id` (an owned stream's id, or a
+    /// [`legacy_id`]).
     fn is_stream(&self, id: u64) -> bool {
-        matches!(self.stream, Stream::Lazy { id: own, .. } if own == id)
+        match self.stream {
+            Stream::Lazy { id: own, .. } | Stream::Legacy { id: own, .. } => own == id,
+            Stream::Eager { .. } => false,
+        }
+    }
+
+    /// Records the marker's event on the legacy default stream of `device`, the stream of its
+    /// uses: named by its handle with `device` current, and never destroyed. The record lands
+    /// after every use queued on it so far, by any thread.
+    fn record_on_legacy(&mut self, device: i32) -> Result<RawEvent> {
+        self.ensure_event(device)?;
+        let event = self.event;
+        // SAFETY: the event is live and of `device`, which is current during the call; the
+        // legacy stream is always live.
+        with_current(device, || unsafe {
+            raw::event_record(event, raw::STREAM_LEGACY)
+        })?;
+        self.dirty = false;
+        self.stamp = next_stamp();
+        Ok(event)
     }
 
     /// Makes sure the marker's event exists, on `device`.
@@ -495,11 +593,12 @@ impl State {
         span: Span,
         access: Access,
         memory_device: i32,
-        stream: &StreamRef<'_>,
+        lane: Option<(u64, i32)>,
     ) -> bool {
-        let id = stream.id();
-        if id == 0
-            || (stream.known_device() != memory_device && !access.across_devices())
+        let Some((id, device)) = lane else {
+            return false;
+        };
+        if (device != memory_device && !access.across_devices())
             || self.poisoned
             || span.is_empty()
             || crate::context::in_callback()
@@ -583,6 +682,7 @@ impl State {
             return Ok(Begun {
                 marker: usize::MAX,
                 eager: false,
+                device,
             });
         }
         self.begin_slow(span, access, device, stream, queued)
@@ -598,10 +698,12 @@ impl State {
         queued: &AtomicBool,
     ) -> Result<Begun> {
         let (marker, eager) = self.marker_for(stream, device);
-        // Wait for the uses this one must follow (for an eager stream, also its own previous
-        // record, which this use re-records: the new record then covers the old one's uses).
+        // Wait for the uses this one must follow (for an eager stream that may not be the
+        // stream of its previous record, also that record, which this use re-records: the new
+        // record then covers the old one's uses).
         let mut waits = self.markers_touching(span, access.writes());
-        if eager && !waits.contains(&marker) {
+        let ordered_by_stream = !eager || self.names_one_stream(marker);
+        if !ordered_by_stream && !waits.contains(&marker) {
             if let Some(Some(m)) = self.markers.get(marker) {
                 if !m.event.is_null() {
                     waits.push(marker);
@@ -609,13 +711,25 @@ impl State {
             }
         }
         for index in waits {
-            if !eager && index == marker {
+            if index == marker && ordered_by_stream {
                 continue; // this stream's own earlier uses are ordered by the stream
             }
-            if let Some(event) = self.flush(index, queued)? {
-                // SAFETY: the stream is live for its lifetime; the event is live (the marker's,
-                // or that of a hold the marker keeps).
-                unsafe { raw::stream_wait_event(stream.as_raw(), event) }?;
+            let Some(event) = self.flush(index, queued)? else {
+                continue;
+            };
+            let record = if ordered_by_stream {
+                self.record_of(index)
+            } else {
+                None
+            };
+            if record.is_some_and(|stamp| self.has_waited(marker, index, stamp)) {
+                continue; // this stream waited for that very record already
+            }
+            // SAFETY: the stream is live for its lifetime; the event is live (the marker's,
+            // or that of a hold the marker keeps).
+            unsafe { raw::stream_wait_event(stream.as_raw(), event) }?;
+            if let Some(stamp) = record {
+                self.note_waited(marker, index, stamp);
             }
         }
         self.devices |= device_bit(device);
@@ -625,7 +739,11 @@ impl State {
                 m.dirty = true;
             }
         }
-        Ok(Begun { marker, eager })
+        Ok(Begun {
+            marker,
+            eager,
+            device,
+        })
     }
 
     /// The second half of a use, after the work was queued.
@@ -640,13 +758,13 @@ impl State {
         if !begun.eager {
             return Ok(()); // marked as having unrecorded uses when it began
         }
-        let recorded = stream
-            .device_ordinal()
-            .and_then(|device| marker.ensure_event(device))
+        let recorded = marker
+            .ensure_event(begun.device)
             // SAFETY: the event is live and of the stream's device; the stream is live.
             .and_then(|()| unsafe { raw::event_record(marker.event, stream.as_raw()) });
-        if recorded.is_err() {
-            self.poisoned = true;
+        match recorded {
+            Ok(()) => marker.stamp = next_stamp(),
+            Err(_) => self.poisoned = true,
         }
         recorded
     }
@@ -658,13 +776,12 @@ impl State {
                 id: stream.id(),
                 hold: Arc::clone(hold),
             },
+            _ if is_legacy(stream.as_raw()) => Stream::Legacy {
+                id: legacy_id(device),
+                device,
+            },
             _ => {
                 let raw = stream.as_raw();
-                let raw = if raw.is_null() {
-                    raw::STREAM_LEGACY
-                } else {
-                    raw
-                };
                 Stream::Eager {
                     key: EagerKey {
                         raw: raw as usize,
@@ -680,7 +797,7 @@ impl State {
         };
         let eager = matches!(wanted, Stream::Eager { .. });
         let found = self.markers.iter().position(|m| match (m, &wanted) {
-            (Some(m), Stream::Lazy { id, .. }) => m.is_stream(*id),
+            (Some(m), Stream::Lazy { id, .. } | Stream::Legacy { id, .. }) => m.is_stream(*id),
             (
                 Some(Marker {
                     stream: Stream::Eager { key },
@@ -699,6 +816,8 @@ impl State {
             event: std::ptr::null_mut(),
             event_device: -1,
             dirty: false,
+            stamp: 0,
+            waited: Vec::new(),
         };
         match self.markers.iter().position(Option::is_none) {
             Some(free) => {
@@ -710,6 +829,44 @@ impl State {
                 (self.markers.len() - 1, eager)
             }
         }
+    }
+
+    /// The stamp of the record that [`flush`](Self::flush) of marker `index` returned, when that
+    /// is the marker's own event as its uses were last recorded (not dirty): `None` for a
+    /// marker that still has unrecorded uses (whose flush returned a hold's event instead).
+    fn record_of(&self, index: usize) -> Option<u64> {
+        match self.markers.get(index) {
+            Some(Some(m)) if !m.dirty && m.stamp != 0 && !m.event.is_null() => Some(m.stamp),
+            _ => None,
+        }
+    }
+
+    /// Whether the stream of marker `waiter` has waited for record `stamp` of marker `index`.
+    fn has_waited(&self, waiter: usize, index: usize, stamp: u64) -> bool {
+        matches!(self.markers.get(waiter), Some(Some(m)) if m.waited.contains(&(index, stamp)))
+    }
+
+    /// Notes that the stream of marker `waiter` waits for record `stamp` of marker `index` (an
+    /// older record of that marker is forgotten: the newer one covers it).
+    fn note_waited(&mut self, waiter: usize, index: usize, stamp: u64) {
+        if let Some(Some(m)) = self.markers.get_mut(waiter) {
+            match m.waited.iter_mut().find(|(i, _)| *i == index) {
+                Some(entry) => entry.1 = stamp,
+                None => m.waited.push((index, stamp)),
+            }
+        }
+    }
+
+    /// Whether marker `index` is eager and records on one stream for as long as it lives (see
+    /// [`EagerKey::names_one_stream`]).
+    fn names_one_stream(&self, index: usize) -> bool {
+        matches!(
+            self.markers.get(index),
+            Some(Some(Marker {
+                stream: Stream::Eager { key },
+                ..
+            })) if key.names_one_stream()
+        )
     }
 
     /// Drops the markers no range refers to, once there are many.
@@ -817,7 +974,7 @@ impl State {
     fn take_queued(&mut self, queued: &AtomicBool) {
         if queued.load(Ordering::Relaxed) && queued.swap(false, Ordering::Acquire) {
             for marker in self.markers.iter_mut().flatten() {
-                if matches!(marker.stream, Stream::Lazy { .. }) {
+                if !matches!(marker.stream, Stream::Eager { .. }) {
                     marker.dirty = true;
                 }
             }
@@ -831,15 +988,13 @@ impl State {
         let Some(Some(marker)) = self.markers.get_mut(index) else {
             return Ok(None);
         };
+        let recorded = (!marker.event.is_null()).then_some(marker.event);
         let hold = match &marker.stream {
-            Stream::Eager { .. } => {
-                return Ok((!marker.event.is_null()).then_some(marker.event));
-            }
+            Stream::Eager { .. } => return Ok(recorded),
+            _ if !marker.dirty => return Ok(recorded),
+            &Stream::Legacy { device, .. } => return marker.record_on_legacy(device).map(Some),
             Stream::Lazy { hold, .. } => Arc::clone(hold),
         };
-        if !marker.dirty {
-            return Ok((!marker.event.is_null()).then_some(marker.event));
-        }
         let guard = hold.lock();
         match guard.state {
             HoldState::Open => {
@@ -850,6 +1005,7 @@ impl State {
                 drop(guard);
                 recorded?;
                 marker.dirty = false;
+                marker.stamp = next_stamp();
                 Ok(Some(marker.event))
             }
             HoldState::Capturing | HoldState::Closed => {
@@ -916,6 +1072,8 @@ mod tests {
             event: std::ptr::null_mut(),
             event_device: -1,
             dirty: false,
+            stamp: 0,
+            waited: Vec::new(),
         })
     }
 
@@ -957,6 +1115,128 @@ mod tests {
         }
         assert!(s.entries.len() <= ENTRIES_KEPT);
         assert!(s.markers_touching(span(30, 31), true).contains(&1));
+    }
+
+    #[test]
+    fn the_legacy_stream_has_one_lazy_marker_per_device_other_default_streams_eager_ones() {
+        let mut s = state();
+        let (legacy, eager) = s.marker_for(StreamRef::legacy(), 0);
+        assert!(!eager);
+        // SAFETY: a special handle, never given to CUDA here.
+        let null = unsafe { StreamRef::from_raw(std::ptr::null_mut()) };
+        assert_eq!(s.marker_for(null, 0), (legacy, false));
+        let (other_device, eager) = s.marker_for(StreamRef::legacy(), 1);
+        assert!(!eager);
+        assert_ne!(other_device, legacy);
+        assert!(s.markers[legacy].as_ref().unwrap().is_stream(legacy_id(0)));
+        assert!(!s.markers[legacy].as_ref().unwrap().is_stream(legacy_id(1)));
+        // The per-thread default stream: eager, one stream per thread and device.
+        let (per_thread, eager) = s.marker_for(StreamRef::per_thread(), 0);
+        assert!(eager && s.names_one_stream(per_thread));
+        let there = std::thread::scope(|t| {
+            t.spawn(|| {
+                let mut s = state();
+                let (index, _) = s.marker_for(StreamRef::per_thread(), 0);
+                match &s.markers[index].as_ref().unwrap().stream {
+                    Stream::Eager { key } => *key,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .join()
+            .unwrap()
+        });
+        assert_ne!(there.thread, thread_tag());
+        // A foreign handle may be reused for another stream: its record is waited for.
+        // SAFETY: never given to CUDA here.
+        let foreign = unsafe { StreamRef::from_raw(0x1000 as RawStream) };
+        let (foreign, eager) = s.marker_for(foreign, 0);
+        assert!(eager && !s.names_one_stream(foreign));
+        assert!(!s.names_one_stream(legacy));
+        // An exiting thread has no tag of its own.
+        let exiting = EagerKey {
+            raw: raw::STREAM_PER_THREAD as usize,
+            device: 0,
+            thread: u64::MAX,
+        };
+        assert!(!exiting.names_one_stream());
+    }
+
+    #[test]
+    fn legacy_ids_are_per_device_and_never_an_owned_stream_id() {
+        assert_ne!(legacy_id(0), legacy_id(1));
+        assert!(legacy_id(0) >= LEGACY_IDS && legacy_id(63) >= LEGACY_IDS);
+        assert!(is_legacy(std::ptr::null_mut()) && is_legacy(raw::STREAM_LEGACY));
+        assert!(!is_legacy(raw::STREAM_PER_THREAD));
+        // SAFETY: never given to CUDA here.
+        let foreign = unsafe { StreamRef::from_raw(0x1000 as RawStream) };
+        assert_eq!(lazy_lane(&foreign).unwrap(), None);
+        assert_eq!(lazy_lane(&StreamRef::per_thread()).unwrap(), None);
+    }
+
+    #[test]
+    fn repeated_uses_of_the_legacy_stream_take_the_fast_path_and_mark_it_unrecorded() {
+        let mut s = state();
+        let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
+        s.note(span(0, 64), legacy, true);
+        let lane = Some((legacy_id(0), 0));
+        assert!(s.fast(span(0, 64), Access::Write, 0, lane));
+        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
+        s.settle_hint();
+        assert!(s.markers[legacy].as_ref().unwrap().dirty);
+        // Another device's legacy stream, or a stream without a lazy lane: the slow path.
+        assert!(!s.fast(span(0, 64), Access::Write, 0, Some((legacy_id(1), 1))));
+        assert!(!s.fast(span(0, 64), Access::Write, 0, None));
+        // A clean marker never recorded needs no wait, and no CUDA call.
+        let queued = AtomicBool::new(false);
+        s.markers[legacy].as_mut().unwrap().dirty = false;
+        assert_eq!(s.flush(legacy, &queued).unwrap(), None);
+        // A use through a shared borrow that queued its work since: legacy markers are
+        // marked as having unrecorded uses again, eager ones are not.
+        let (per_thread, _) = s.marker_for(StreamRef::per_thread(), 0);
+        queued.store(true, Ordering::Release);
+        s.take_queued(&queued);
+        assert!(s.markers[legacy].as_ref().unwrap().dirty);
+        assert!(!s.markers[per_thread].as_ref().unwrap().dirty);
+        assert!(!queued.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn a_stream_waits_for_one_record_of_a_marker_once() {
+        let mut s = state();
+        let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
+        let (per_thread, _) = s.marker_for(StreamRef::per_thread(), 0);
+        // Never recorded, or with uses not recorded yet: nothing to go by.
+        assert_eq!(s.record_of(per_thread), None);
+        {
+            let m = s.markers[per_thread].as_mut().unwrap();
+            // A stand-in handle, never given to CUDA here.
+            m.event = std::ptr::NonNull::<u8>::dangling().as_ptr().cast();
+            m.stamp = next_stamp();
+        }
+        let first = s.record_of(per_thread).unwrap();
+        assert!(!s.has_waited(legacy, per_thread, first));
+        s.note_waited(legacy, per_thread, first);
+        assert!(s.has_waited(legacy, per_thread, first));
+        // A new record of the marker is waited for again; it replaces the older one.
+        let second = next_stamp();
+        s.markers[per_thread].as_mut().unwrap().stamp = second;
+        assert_eq!(s.record_of(per_thread), Some(second));
+        assert!(!s.has_waited(legacy, per_thread, second));
+        s.note_waited(legacy, per_thread, second);
+        assert_eq!(
+            s.markers[legacy].as_ref().unwrap().waited,
+            [(per_thread, second)]
+        );
+        // A lazy marker with unrecorded uses says nothing of its record.
+        s.markers[legacy].as_mut().unwrap().stamp = next_stamp();
+        s.markers[legacy].as_mut().unwrap().event = s.markers[per_thread].as_ref().unwrap().event;
+        assert!(s.record_of(legacy).is_some());
+        s.markers[legacy].as_mut().unwrap().dirty = true;
+        assert_eq!(s.record_of(legacy), None);
+        // The stand-in handles are not events: keep them from being destroyed.
+        for m in s.markers.iter_mut().flatten() {
+            m.event = std::ptr::null_mut();
+        }
     }
 
     #[test]

@@ -126,11 +126,8 @@ pub(super) unsafe fn settle_slot(head: NonNull<SlotHead>) {
                 // comes, will not touch it; the slot is live (our share).
                 unsafe { ((*head.as_ptr()).drop_closure)(head) }
             }));
-            if dropped.is_err() {
-                defer(Error::new(
-                    ErrorKind::CallbackPanicked,
-                    "scope: dropping a callback",
-                ));
+            if let Err(payload) = dropped {
+                report_panic(payload, "scope: dropping a callback");
             }
         }
         Err(_) => wait_until_finished(state),
