@@ -13,7 +13,7 @@
 //!
 //! | cuda-rt | CUDA runtime |
 //! |---|---|
-//! | `DeviceBuffer::<T>::new(n)` | `cudaMallocAsync` on the thread's default stream (contents unspecified) |
+//! | `DeviceBuffer::<T>::new(n)` | `cudaMallocAsync` on a stream of cuda-rt's (contents unspecified) |
 //! | `DeviceBuffer::<T>::zeroed(n)` | `cudaMallocAsync`, `cudaMemsetAsync` to 0 (queued) |
 //! | `DeviceBuffer::from_slice(&v)` | `cudaMallocAsync`, `cudaMemcpy` host to device |
 //! | `DeviceBuffer::<T>::new_synchronous(n)` | `cudaMalloc`, for memory shared with code that knows no streams |

@@ -94,7 +94,7 @@ mod view;
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawStream};
-use crate::stream::{synchronize_stream, StreamRef};
+use crate::stream::{synchronize_stream, Stream, StreamFlags, StreamRef};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -678,6 +678,36 @@ pub(crate) fn blocking_on_device(
 // ---------------------------------------------------------------------------------------------
 // DeviceBuffer
 
+/// Devices with an ordering stream of their own; others use the per-thread default stream.
+const ORDERING_STREAM_DEVICES: usize = 64;
+
+/// The stream of `device` on which this crate queues the allocations and frees that have no
+/// stream of their own ([`DeviceBuffer::new`], a buffer's drop after uses on several streams): a
+/// non-blocking stream per device, made on first use and never destroyed. Not the per-thread
+/// default stream, which dies with its thread (a thread that exits with an allocation or a free
+/// still queued there must not matter), nor the legacy one, which would order the allocations
+/// against every blocking stream. Its uses are recorded lazily, as on any owned stream.
+fn ordering_stream(device: i32) -> Result<StreamRef<'static>> {
+    static STREAMS: [std::sync::OnceLock<Stream>; ORDERING_STREAM_DEVICES] =
+        [const { std::sync::OnceLock::new() }; ORDERING_STREAM_DEVICES];
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let Some(slot) = usize::try_from(device).ok().and_then(|d| STREAMS.get(d)) else {
+        return Ok(StreamRef::per_thread());
+    };
+    if let Some(stream) = slot.get() {
+        return Ok(stream.as_stream_ref());
+    }
+    let _making = crate::context::lock(&MAKING);
+    if slot.get().is_none() {
+        let stream = with_current(device, || Stream::with_flags(StreamFlags::NON_BLOCKING))?;
+        // Only this thread sets the slot (under `MAKING`), so it is still empty.
+        let _ = slot.set(stream);
+    }
+    slot.get()
+        .map(Stream::as_stream_ref)
+        .ok_or_else(|| Error::cuda(raw::status::INVALID_VALUE, "cudaStreamCreateWithFlags"))
+}
+
 /// How a buffer's memory was allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Allocation {
@@ -691,9 +721,9 @@ enum Allocation {
 
 /// An owned array of `T` in device memory.
 ///
-/// Allocated stream-ordered (`cudaMallocAsync` from the device's current memory pool): on the
-/// calling thread's per-thread default stream ([`new`](Self::new), [`zeroed`](Self::zeroed),
-/// [`from_slice`](Self::from_slice)), on a stream of your choice
+/// Allocated stream-ordered (`cudaMallocAsync` from the device's current memory pool): on a
+/// non-blocking stream that this crate keeps per device ([`new`](Self::new),
+/// [`zeroed`](Self::zeroed), [`from_slice`](Self::from_slice)), on a stream of your choice
 /// ([`new_async`](Self::new_async)) or from a pool of your choice
 /// ([`new_in_pool`](Self::new_in_pool)); or with `cudaMalloc`
 /// ([`new_synchronous`](Self::new_synchronous)), for memory shared with code that does not
@@ -702,8 +732,8 @@ enum Allocation {
 ///
 /// Dropping it with work pending is safe and does not block the host: the drop queues
 /// `cudaFreeAsync` behind the last queued use (on that use's stream when every use was on one
-/// owned [`Stream`](crate::Stream), otherwise on the per-thread default stream after waiting on
-/// the device for every use), see the [module docs](self). Only a
+/// owned [`Stream`](crate::Stream), otherwise on the device's stream of this crate after waiting
+/// on the device for every use), see the [module docs](self). Only a
 /// [`new_synchronous`](Self::new_synchronous) buffer's drop waits for its last use and calls
 /// `cudaFree`. A failure to free is reported to the next synchronize; if ordering the free
 /// fails the memory is leaked rather than freed under running work.
@@ -772,8 +802,9 @@ const fn assert_alignment<T>() {
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
     /// `len` elements on the calling thread's current device, allocated stream-ordered
-    /// (`cudaMallocAsync` on the thread's per-thread default stream, from the device's current
-    /// memory pool: its default pool unless `cudaDeviceSetMemPool` chose another). The host
+    /// (`cudaMallocAsync` from the device's current memory pool, its default pool unless
+    /// `cudaDeviceSetMemPool` chose another, on a non-blocking stream that this crate keeps per
+    /// device: not the thread's default stream, which dies with the thread). The host
     /// does not wait for anything: the allocation is queued, and work on any stream that uses
     /// the buffer through this crate is ordered after it (through the buffer's marker), as its
     /// drop queues `cudaFreeAsync` behind the buffer's last use. The contents are unspecified
@@ -797,12 +828,12 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         const WHAT: &str = "DeviceBuffer::new";
         // SAFETY: no preconditions.
         let device = unsafe { raw::get_device() }.map_err(|e| e.context(WHAT))?;
-        let ordered =
-            Self::stream_ordered(len, StreamRef::per_thread(), device, WHAT, |bytes, s| {
-                // SAFETY: the per-thread default stream is live; the allocation is owned by the
-                // buffer built from it.
-                unsafe { raw::malloc_async(bytes, s) }
-            });
+        let stream = ordering_stream(device).map_err(|e| e.context(WHAT))?;
+        let ordered = Self::stream_ordered(len, stream, device, WHAT, |bytes, s| {
+            // SAFETY: the ordering stream is live (never destroyed); the allocation is owned
+            // by the buffer built from it.
+            unsafe { raw::malloc_async(bytes, s) }
+        });
         match ordered {
             Err(e) if e.code() == Some(raw::status::NOT_SUPPORTED) => Self::new_synchronous(len),
             ordered => ordered,
@@ -848,14 +879,16 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
     }
 
-    /// [`new`](Self::new), then `cudaMemsetAsync` to zero on the same per-thread default
-    /// stream: queued, not waited for (every use through this crate is ordered after it).
+    /// [`new`](Self::new), then `cudaMemsetAsync` to zero on the same stream: queued, not
+    /// waited for (every use through this crate is ordered after it).
     ///
     /// # Errors
     /// As for [`new`](Self::new); errors of queuing the memset.
     pub fn zeroed(len: usize) -> Result<DeviceBuffer<T>> {
         let mut buffer = Self::new(len)?;
-        buffer.set_bytes_async(StreamRef::per_thread(), 0)?;
+        let stream =
+            ordering_stream(buffer.device).map_err(|e| e.context("DeviceBuffer::zeroed"))?;
+        buffer.set_bytes_async(stream, 0)?;
         Ok(buffer)
     }
 
@@ -1072,7 +1105,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                     return Ok(());
                 }
                 // Not freed there (the memory was used on several streams, or a default or
-                // foreign one, or that free failed): free on this thread's default stream
+                // foreign one, or that free failed): free on the device's ordering stream
                 // behind every use.
                 if let Some(Err(e)) = on_last_stream {
                     defer(e.context(WHAT));
@@ -1080,9 +1113,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                 let mut queued = false;
                 let tracker = &mut self.tracker;
                 let result = with_current(device, || {
-                    let stream = StreamRef::per_thread();
+                    let stream = ordering_stream(device)?;
                     tracker.use_on_exclusive(span, Access::Write, device, stream, |s| {
-                        // SAFETY: our allocation; the per-thread stream waits for the marker
+                        // SAFETY: our allocation; the ordering stream waits for the markers
                         // (use_on) so every queued use comes before the free; not used again.
                         unsafe { raw::free_async(ptr, s) }?;
                         queued = true;
