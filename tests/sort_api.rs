@@ -5,7 +5,9 @@ mod sort_common;
 
 use cuda_rt::{DeviceBuffer, DeviceBufferRef, Stream};
 use cuda_rt_kernels::sort::{self, Order, SortError, SortWorkspace};
-use sort_common::{assert_same_keys, cpu_permutation, cpu_sorted, make, Dist};
+use sort_common::{
+    assert_same_keys, block_on, cpu_permutation, cpu_sorted, make, thread_waker, Dist,
+};
 use std::future::Future;
 
 #[test]
@@ -328,30 +330,6 @@ fn disjoint_views_of_one_buffer_sort_on_two_streams() {
     expected_high.sort_unstable_by(|a, b| b.cmp(a));
     assert_eq!(out[..mid], expected_low[..]);
     assert_eq!(out[mid..], expected_high[..]);
-}
-
-/// A waker that unparks the calling thread.
-fn thread_waker() -> std::task::Waker {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())))
-}
-
-/// The smallest executor: polls `future` on this thread, parking between wakes.
-fn block_on<F: Future>(future: F) -> F::Output {
-    let waker = thread_waker();
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
-            return value;
-        }
-        std::thread::park();
-    }
 }
 
 /// Awaited sorts (`sort_async`) equal the CPU's, over sizes past the strategy thresholds,

@@ -9,7 +9,10 @@ use cuda_rt::{CaptureMode, DeviceBuffer, PinnedBuffer, Stream, StreamRef};
 use cuda_rt_kernels::sort::ffi::flags::{FAIL_STAGE_SHIFT, LAUNCH_QUEUED};
 use cuda_rt_kernels::sort::raw::sort_tile_len;
 use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortError, SortWorkspace, Strategy};
-use sort_common::{assert_same_keys, cpu_permutation, cpu_sorted, host_driver_only, make, Dist};
+use sort_common::{
+    assert_same_keys, block_on, cpu_permutation, cpu_sorted, host_driver_only, make, thread_waker,
+    Dist,
+};
 use std::future::Future;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -34,30 +37,6 @@ fn within<T: Send + 'static>(
         Ok(value) => value,
         Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: still running after {limit:?}"),
         Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: the thread panicked"),
-    }
-}
-
-/// A waker that unparks the calling thread.
-fn thread_waker() -> std::task::Waker {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())))
-}
-
-/// The smallest executor: polls `future` on this thread, parking between wakes.
-fn block_on<F: Future>(future: F) -> F::Output {
-    let waker = thread_waker();
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
-            return value;
-        }
-        std::thread::park();
     }
 }
 

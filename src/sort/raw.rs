@@ -410,31 +410,13 @@ impl RawWorkspace {
 
     /// The C arguments of a sort of `buffers` with this workspace's buffers.
     fn args(&self, buffers: &RawSortBuffers, order: Order, strategy: Strategy) -> SortArgs {
-        let pairs = buffers.value_bytes > 0;
+        let flags = strategy.flags() | shared_memory_limit_flags(self.shared_memory_limit);
         SortArgs {
-            keys_in: buffers.keys_in,
-            values_in: if pairs {
-                buffers.values_in
-            } else {
-                ptr::null()
-            },
-            keys: buffers.keys_out,
             keys_scratch: self.keys_scratch.ptr,
-            values: if pairs {
-                buffers.values_out
-            } else {
-                ptr::null_mut()
-            },
             values_scratch: self.values_scratch.ptr,
             cuts: self.cuts.ptr.cast(),
             status: self.status.ptr.cast(),
-            n: buffers.n as u64,
-            key_bytes: buffers.key.bytes,
-            value_bytes: buffers.value_bytes as u32,
-            key_mode: buffers.key.mode(order),
-            flags: strategy.flags()
-                | shared_memory_limit_flags(self.shared_memory_limit)
-                | buffers.test_flags,
+            ..buffers.args_without_scratch(order, flags)
         }
     }
 
@@ -742,6 +724,31 @@ pub struct RawSortBuffers {
 }
 
 impl RawSortBuffers {
+    /// The C arguments of a sort of these buffers in `order` with the C `flags` (the buffers'
+    /// test flags added), the scratch pointers (keys, values, cuts, status) still null.
+    pub(crate) fn args_without_scratch(&self, order: Order, flags: u32) -> SortArgs {
+        let pairs = self.value_bytes > 0;
+        SortArgs {
+            keys_in: self.keys_in,
+            values_in: if pairs { self.values_in } else { ptr::null() },
+            keys: self.keys_out,
+            keys_scratch: ptr::null_mut(),
+            values: if pairs {
+                self.values_out
+            } else {
+                ptr::null_mut()
+            },
+            values_scratch: ptr::null_mut(),
+            cuts: ptr::null_mut(),
+            status: ptr::null_mut(),
+            n: self.n as u64,
+            key_bytes: self.key.bytes,
+            value_bytes: self.value_bytes as u32,
+            key_mode: self.key.mode(order),
+            flags: flags | self.test_flags,
+        }
+    }
+
     /// In-place keys only.
     pub fn keys<K: SortKey>(keys: *mut K, n: usize) -> Self {
         RawSortBuffers {

@@ -63,33 +63,8 @@ impl Planned {
             .checked_add(size_of::<u32>() as u64)
             .and_then(|b| usize::try_from(b).ok())
             .ok_or(SortError::SizeOverflow)?;
-        let pairs = value_bytes > 0;
-        let args = SortArgs {
-            keys_in: buffers.keys_in,
-            values_in: if pairs {
-                buffers.values_in
-            } else {
-                ptr::null()
-            },
-            keys: buffers.keys_out,
-            keys_scratch: ptr::null_mut(),
-            values: if pairs {
-                buffers.values_out
-            } else {
-                ptr::null_mut()
-            },
-            values_scratch: ptr::null_mut(),
-            cuts: ptr::null_mut(),
-            status: ptr::null_mut(),
-            n: n as u64,
-            key_bytes: buffers.key.bytes,
-            value_bytes: value_bytes as u32,
-            key_mode: buffers.key.mode(order),
-            flags: strategy.flags()
-                | shared_memory_limit_flags(shared_memory_limit)
-                | buffers.test_flags
-                | test_flags,
-        };
+        let flags = strategy.flags() | shared_memory_limit_flags(shared_memory_limit) | test_flags;
+        let args = buffers.args_without_scratch(order, flags);
         Ok(Planned {
             args,
             layout,

@@ -344,3 +344,27 @@ impl Sorter {
         }
     }
 }
+
+/// A waker that unparks the calling thread.
+pub fn thread_waker() -> std::task::Waker {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())))
+}
+
+/// The smallest executor: polls `future` on this thread, parking between wakes.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    let waker = thread_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+        std::thread::park();
+    }
+}
