@@ -77,8 +77,10 @@
 //! - after a [`SortWorkspace::sort`], the word is copied (on the sort's stream) into pinned host
 //!   memory, and a host function queued behind the copy reads it; a failure becomes a deferred
 //!   [`cuda_rt::Error`] (`From<SortError>`, its context naming the sort's device-side outcome),
-//!   which the next `synchronize()` (or [`cuda_rt::take_deferred_error`]) **of the thread that
-//!   queued the sort** returns. Later users of the keys are ordered after the check;
+//!   which the next `synchronize()` (of a stream, an event, the device or the keys themselves:
+//!   `DeviceMemory::synchronize`), or [`cuda_rt::take_deferred_error`], **of the thread that
+//!   queued the sort** returns. Later users of the keys are ordered after the check, but a read
+//!   such as `keys.to_vec()` does not report it: synchronize first where it matters;
 //! - the waiting forms ([`SortWorkspace::sort_and_synchronize`], the future of
 //!   [`SortWorkspace::sort_async`], [`SortWorkspace::sort_slice`]) return the failure itself, as
 //!   a [`SortError`], and do not also defer it;
