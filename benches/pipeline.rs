@@ -223,6 +223,10 @@ impl Memory {
 enum RawSort {
     /// `cub::DeviceMergeSort::StableSortKeys`, in place.
     Merge,
+    /// The merge sort, then what cuda-rt's stream-ordered sort adds to check its outcome, in
+    /// raw calls: a 4-byte copy to page-locked memory and an (empty) host function on the
+    /// stream, which the download then waits for. Information: what that check costs raw.
+    MergeThenCheck,
     /// `cub::DeviceRadixSort::SortKeys` into a second buffer.
     Radix,
 }
@@ -245,7 +249,7 @@ struct Row {
 }
 
 /// The rows of each mode and stream count, in the order they alternate.
-const ROWS: [Row; 9] = [
+const ROWS: [Row; 10] = [
     Row {
         variant: Variant::Raw(RawSort::Merge),
         memory: Memory::Reused,
@@ -298,6 +302,12 @@ const ROWS: [Row; 9] = [
         variant: Variant::Futures,
         memory: Memory::PerBatch,
         label: "cuda-rt futures",
+        baseline: Some(2),
+    },
+    Row {
+        variant: Variant::Raw(RawSort::MergeThenCheck),
+        memory: Memory::PerBatch,
+        label: "raw CUDA + CUB merge sort + a status copy and a host function (information)",
         baseline: Some(2),
     },
 ];
@@ -599,6 +609,10 @@ fn raw_malloc_async(
     Ok(memory)
 }
 
+/// The host function of [`RawSort::MergeThenCheck`]: reads nothing, as cuda-rt's check reads
+/// one word.
+unsafe extern "C" fn check_nothing(_: *mut c_void) {}
+
 /// CUB's temporary storage for a sort of `n` keys (the size query of CUB's two-call
 /// protocol), timed into `spent`.
 fn raw_sort_bytes(
@@ -614,7 +628,7 @@ fn raw_sort_bytes(
         // it reads no keys.
         unsafe {
             match sort {
-                RawSort::Merge => cuda_rt_bench_pipeline_cub_merge(
+                RawSort::Merge | RawSort::MergeThenCheck => cuda_rt_bench_pipeline_cub_merge(
                     ptr::null_mut(),
                     &mut bytes,
                     ptr::null_mut(),
@@ -662,7 +676,7 @@ unsafe fn raw_queue_batch(
             let temp_bytes = raw_sort_bytes(sort, n, stream, spent)?;
             let keys = raw_malloc_async(bytes, stream, spent)?.cast::<u32>();
             let sorted = match sort {
-                RawSort::Merge => ptr::null_mut(),
+                RawSort::Merge | RawSort::MergeThenCheck => ptr::null_mut(),
                 RawSort::Radix => raw_malloc_async(bytes, stream, spent)?.cast::<u32>(),
             };
             let temp = raw_malloc_async(temp_bytes, stream, spent)?;
@@ -705,7 +719,7 @@ unsafe fn raw_queue_batch(
         }
     })?;
     let result = match sort {
-        RawSort::Merge => {
+        RawSort::Merge | RawSort::MergeThenCheck => {
             raw_call(spent, "cub::DeviceMergeSort::StableSortKeys", || {
                 // SAFETY: `temp` holds `temp_bytes` (CUB's size for n keys), `keys` n keys;
                 // both used only on this stream.
@@ -713,6 +727,26 @@ unsafe fn raw_queue_batch(
                     cuda_rt_bench_pipeline_cub_merge(temp, &mut temp_bytes, keys, count, stream)
                 }
             })?;
+            if sort == RawSort::MergeThenCheck && n > 0 {
+                raw_call(spent, "cudaMemcpyAsync (status word)", || {
+                    // SAFETY: 4 bytes of CUB's temporary storage (at least that large for n > 0)
+                    // into the first 4 bytes of `output` (page-locked, n keys), which the
+                    // download below overwrites; both used only on this stream.
+                    unsafe {
+                        sys::cudaMemcpyAsync(
+                            output.cast(),
+                            temp.cast_const(),
+                            size_of::<u32>().min(temp_bytes),
+                            sys::cudaMemcpyDeviceToHost,
+                            stream,
+                        )
+                    }
+                })?;
+                raw_call(spent, "cudaLaunchHostFunc", || {
+                    // SAFETY: the function reads nothing and is valid for the whole program.
+                    unsafe { sys::cudaLaunchHostFunc(stream, Some(check_nothing), ptr::null_mut()) }
+                })?;
+            }
             keys
         }
         RawSort::Radix => {
