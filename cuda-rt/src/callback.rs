@@ -319,6 +319,24 @@ unsafe extern "C" fn callback_trampoline<F: FnOnce(Result<()>)>(
     run_guarded(owner, move || f(status_result(status)));
 }
 
+/// Refuses to queue a one-shot closure on a stream that is capturing a graph: every launch of
+/// the graph would call it again. Only the per-thread default stream is asked
+/// (`cudaStreamIsCapturing`): foreign code may capture it while safe code names it. An owned
+/// stream's capture borrows it mutably, a foreign handle's contract
+/// ([`StreamRef::from_raw`]) excludes capture, and the legacy stream cannot be captured.
+pub(crate) fn refuse_capturing(stream: StreamRef<'_>, call: &'static str) -> Result<()> {
+    if stream.as_raw() != raw::STREAM_PER_THREAD {
+        return Ok(());
+    }
+    // SAFETY: the per-thread default stream's handle is always valid.
+    let status = unsafe { raw::stream_is_capturing(stream.as_raw()) }?;
+    if status == raw::flags::CAPTURE_STATUS_NONE {
+        Ok(())
+    } else {
+        Err(Error::cuda(raw::status::STREAM_CAPTURE_UNSUPPORTED, call))
+    }
+}
+
 /// Queues `f` with `cudaLaunchHostFunc`: one allocation (none for a closure that captures
 /// nothing), and a trampoline made for `F`, so the call is direct. The calling thread is kept
 /// with the closure: errors deferred inside belong to it.
@@ -326,6 +344,8 @@ pub(crate) fn launch_host_fn<F: FnOnce() + Send + 'static>(
     stream: StreamRef<'_>,
     f: F,
 ) -> Result<()> {
+    refuse_capturing(stream, "cudaLaunchHostFunc")
+        .map_err(|e| e.context("Stream::launch_host_fn"))?;
     let user_data = pack(f);
     // SAFETY: the stream is live for its lifetime; the trampoline for F takes ownership of
     // `user_data` (packed for F) exactly once, and the closure is 'static + Send so it may run at
@@ -345,6 +365,8 @@ pub(crate) fn add_callback<F: FnOnce(Result<()>) + Send + 'static>(
     stream: StreamRef<'_>,
     f: F,
 ) -> Result<()> {
+    refuse_capturing(stream, "cudaStreamAddCallback")
+        .map_err(|e| e.context("Stream::add_callback"))?;
     let user_data = pack(f);
     // SAFETY: as in `launch_host_fn`, with the callback trampoline for F.
     let result =

@@ -411,6 +411,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     where
         F: FnOnce(Result<()>) + Send + 'env,
     {
+        let call = if with_status {
+            "cudaStreamAddCallback"
+        } else {
+            "cudaLaunchHostFunc"
+        };
+        crate::callback::refuse_capturing(stream, call)?;
         self.enlist_stream(stream)?;
         let slot = new_slot(f);
         let user_data = slot.as_ptr().cast::<c_void>();

@@ -50,6 +50,9 @@ pub mod codes {
     pub const NOT_PERMITTED: RawStatus = sys::cudaErrorNotPermitted;
     /// `cudaErrorStreamCaptureInvalidated`.
     pub const STREAM_CAPTURE_INVALIDATED: RawStatus = sys::cudaErrorStreamCaptureInvalidated;
+    /// `cudaErrorStreamCaptureUnsupported`: the operation is not permitted while the stream is
+    /// capturing.
+    pub const STREAM_CAPTURE_UNSUPPORTED: RawStatus = sys::cudaErrorStreamCaptureUnsupported;
     /// `cudaErrorGraphExecUpdateFailure`: [`graph_exec_update`](crate::raw::graph_exec_update) did
     /// not update the executable graph (see [`GraphExecUpdateInfo`](crate::raw::GraphExecUpdateInfo)).
     pub const GRAPH_EXEC_UPDATE_FAILURE: RawStatus = sys::cudaErrorGraphExecUpdateFailure;

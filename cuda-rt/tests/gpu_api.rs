@@ -869,3 +869,32 @@ fn pending_copies_reuse_their_events_and_wait_either_way() {
     }
     assert!(cuda_rt::take_deferred_error().is_none());
 }
+
+/// A one-shot host closure is refused on the per-thread default stream while foreign code
+/// captures it: a graph would call the closure on every launch.
+#[test]
+fn one_shot_callbacks_are_refused_on_a_capturing_per_thread_stream() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let per_thread = StreamRef::per_thread();
+    let raw = per_thread.as_raw();
+    // SAFETY: the per-thread default stream of this thread, captured and ended below on this
+    // thread (the capture of foreign code, done here by hand).
+    unsafe { cuda_rt::raw::stream_begin_capture(raw, cuda_rt::raw::flags::CAPTURE_MODE_RELAXED) }
+        .unwrap();
+    let refused = per_thread.launch_host_fn(|| {}).unwrap_err();
+    let refused_callback = per_thread.add_callback(|_| {}).unwrap_err();
+    let scoped = cuda_rt::scope(|s| s.launch_host_fn(per_thread, || {})).unwrap_err();
+    // SAFETY: the capture begun above, on this thread.
+    let graph = unsafe { cuda_rt::raw::stream_end_capture(raw) }.unwrap();
+    // SAFETY: the graph just made, owned here and destroyed once.
+    unsafe { cuda_rt::raw::graph_destroy(graph) }.unwrap();
+    for e in [refused, refused_callback, scoped] {
+        assert_eq!(e.name(), "cudaErrorStreamCaptureUnsupported", "{e}");
+    }
+    // Outside a capture it works.
+    per_thread.launch_host_fn(|| {}).unwrap();
+    per_thread.synchronize().unwrap();
+}
