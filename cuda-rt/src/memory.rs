@@ -697,15 +697,14 @@ fn ordering_stream(device: i32) -> Result<StreamRef<'static>> {
     if let Some(stream) = slot.get() {
         return Ok(stream.as_stream_ref());
     }
+    // One maker at a time, so that no stream is made twice (a failed creation is not kept:
+    // the next call tries again).
     let _making = crate::context::lock(&MAKING);
-    if slot.get().is_none() {
-        let stream = with_current(device, || Stream::with_flags(StreamFlags::NON_BLOCKING))?;
-        // Only this thread sets the slot (under `MAKING`), so it is still empty.
-        let _ = slot.set(stream);
+    if let Some(stream) = slot.get() {
+        return Ok(stream.as_stream_ref());
     }
-    slot.get()
-        .map(Stream::as_stream_ref)
-        .ok_or_else(|| Error::cuda(raw::status::INVALID_VALUE, "cudaStreamCreateWithFlags"))
+    let stream = with_current(device, || Stream::with_flags(StreamFlags::NON_BLOCKING))?;
+    Ok(slot.get_or_init(|| stream).as_stream_ref())
 }
 
 /// How a buffer's memory was allocated.
