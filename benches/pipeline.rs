@@ -30,12 +30,16 @@
 //!   `copy_to_pinned_async` (each a `Pending` that hands the buffer back), the typed launch of
 //!   the same kernel, and the merge sort through a `SortWorkspace` per stream. Keys reused (a
 //!   `DeviceBuffer` per stream) or per batch (`DeviceBuffer::new_async` on the batch's stream,
-//!   dropped once the download is queued, which queues `cudaFreeAsync`). The workspace's
-//!   scratch is kept in both modes. The sort is the one call of `sort_keys`: while
-//!   `SortWorkspace::sort` waits for its sort, these rows wait once per batch.
-//! - **cuda-rt futures**: the same calls, the sort through `sort_async`, and the copies awaited
-//!   (`Pending` is a future); one task per stream, all joined on the benchmark's thread by a
-//!   minimal executor that parks the thread while no task can run.
+//!   dropped once the download is queued, which queues `cudaFreeAsync`). The sort is
+//!   stream-ordered: each sort allocates its scratch from the pool on the stream and frees it
+//!   behind itself, and its outcome is checked on the host after an event
+//!   (`cuda_rt::check_after`), which the stream does not wait for.
+//! - **cuda-rt futures**: the same calls, the copies awaited (`Pending` is a future); one task
+//!   per stream, all joined on the benchmark's thread by a minimal executor that parks the
+//!   thread while no task can run. The sort is queued (`sort`, stream-ordered) and the task
+//!   awaits only the download; as information, the same with each sort awaited
+//!   (`sort_async`) before the download is queued, which leaves the stream idle from the end
+//!   of the sort until the task is woken and queues the download.
 //!
 //! The device's default memory pool, which `cudaMallocAsync` and `DeviceBuffer::new_async` both
 //! use, keeps what it reserved (release threshold `u64::MAX`, set once), as a program that
@@ -114,8 +118,8 @@ unsafe extern "C" {
 }
 
 /// The merge sort of one batch's keys, queued on `stream` (`SortWorkspace::sort` is
-/// stream-ordered: it returns without waiting; its device-side outcome is checked by a host
-/// function on the stream and reported by the next synchronize).
+/// stream-ordered: it returns without waiting; its device-side outcome is checked on the host
+/// once the stream has passed it, and reported by the next synchronize).
 fn sort_keys(
     workspace: &mut SortWorkspace,
     stream: &Stream,
@@ -235,7 +239,11 @@ enum RawSort {
 enum Variant {
     Raw(RawSort),
     CudaRt,
-    Futures,
+    /// Futures; `await_sort`: the sort awaited through `sort_async` before the download is
+    /// queued, instead of queued with `sort`.
+    Futures {
+        await_sort: bool,
+    },
 }
 
 /// One row of the table.
@@ -249,7 +257,7 @@ struct Row {
 }
 
 /// The rows of each mode and stream count, in the order they alternate.
-const ROWS: [Row; 10] = [
+const ROWS: [Row; 12] = [
     Row {
         variant: Variant::Raw(RawSort::Merge),
         memory: Memory::Reused,
@@ -293,15 +301,27 @@ const ROWS: [Row; 10] = [
         baseline: Some(2),
     },
     Row {
-        variant: Variant::Futures,
+        variant: Variant::Futures { await_sort: false },
         memory: Memory::Reused,
         label: "cuda-rt futures",
         baseline: Some(0),
     },
     Row {
-        variant: Variant::Futures,
+        variant: Variant::Futures { await_sort: false },
         memory: Memory::PerBatch,
         label: "cuda-rt futures",
+        baseline: Some(2),
+    },
+    Row {
+        variant: Variant::Futures { await_sort: true },
+        memory: Memory::Reused,
+        label: "cuda-rt futures, each sort awaited (information)",
+        baseline: Some(0),
+    },
+    Row {
+        variant: Variant::Futures { await_sort: true },
+        memory: Memory::PerBatch,
+        label: "cuda-rt futures, each sort awaited (information)",
         baseline: Some(2),
     },
     Row {
@@ -1064,6 +1084,7 @@ async fn lane_task(
     mut outputs: VecDeque<(usize, PinnedBuffer<u32>)>,
     memory: Memory,
     mode: Mode,
+    await_sort: bool,
     context: &RtContext<'_>,
     expected: &[Vec<u32>],
     spent: &Cell<Duration>,
@@ -1105,7 +1126,11 @@ async fn lane_task(
                 .kernel
                 .launch(&*stream, context.config, (&mut *keys, A, B))
         })?;
-        timed_await(sort_keys_async(workspace, stream, keys), spent).await?;
+        if await_sort {
+            timed_await(sort_keys_async(workspace, stream, keys), spent).await?;
+        } else {
+            timed_cell(spent, || sort_keys(workspace, stream, keys))?;
+        }
         let download = timed_cell(spent, || keys.copy_to_pinned_async(&*stream, output))?;
         if let Some(keys) = temporary.take() {
             timed_cell(spent, || drop(keys));
@@ -1138,6 +1163,7 @@ fn run_futures(
     lanes: &mut [RtLane],
     memory: Memory,
     mode: Mode,
+    await_sort: bool,
     data: &mut HostData,
     context: &RtContext<'_>,
     verify: bool,
@@ -1162,7 +1188,7 @@ fn run_futures(
         .zip(inputs.into_iter().zip(outputs))
         .map(|(lane, (inputs, outputs))| {
             Box::pin(lane_task(
-                lane, inputs, outputs, memory, mode, context, expected, &spent, verify,
+                lane, inputs, outputs, memory, mode, await_sort, context, expected, &spent, verify,
             )) as Task<'_, LaneBuffers>
         })
         .collect();
@@ -1222,9 +1248,15 @@ fn measure_group(
                 Variant::CudaRt => {
                     run_cuda_rt(&mut rt_lanes, row.memory, mode, data, context, verify)
                 }
-                Variant::Futures => {
-                    run_futures(&mut rt_lanes, row.memory, mode, data, context, verify)
-                }
+                Variant::Futures { await_sort } => run_futures(
+                    &mut rt_lanes,
+                    row.memory,
+                    mode,
+                    await_sort,
+                    data,
+                    context,
+                    verify,
+                ),
             }
             .map_err(|e| {
                 format!(
@@ -1249,18 +1281,20 @@ fn measure_group(
     Ok(runs.iter().map(|r| summarize(r)).collect())
 }
 
-fn print_table(groups: &[(Mode, usize, Vec<Summary>)]) {
-    println!(
-        "| mode | streams | variant | memory | wall ms: median (min) | in library calls ms: median (min) | wall ratio cuda-rt / raw | library-time ratio |"
+/// The table of `groups`, in Markdown.
+fn table(groups: &[(Mode, usize, Vec<Summary>)]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "| mode | streams | variant | memory | wall ms: median (min) | in library calls ms: median (min) | wall ratio cuda-rt / raw | library-time ratio |\n|---|---|---|---|---|---|---|---|\n",
     );
-    println!("|---|---|---|---|---|---|---|---|");
     for (mode, streams, summaries) in groups {
         for (row, summary) in ROWS.iter().zip(summaries) {
             let ratio = |pick: fn(&Summary) -> f64| match row.baseline {
                 Some(base) => format!("{:.2}", pick(summary) / pick(&summaries[base])),
                 None => "—".to_owned(),
             };
-            println!(
+            let _ = writeln!(
+                out,
                 "| {} | {streams} | {} | {} | {:.2} ({:.2}) | {:.2} ({:.2}) | {} | {} |",
                 mode.name(),
                 row.label,
@@ -1274,6 +1308,7 @@ fn print_table(groups: &[(Mode, usize, Vec<Summary>)]) {
             );
         }
     }
+    out
 }
 
 fn run(settings: Settings) -> BenchResult<()> {
@@ -1306,6 +1341,8 @@ fn run(settings: Settings) -> BenchResult<()> {
             let summaries = measure_group(mode, streams, &mut data, &context)?;
             eprintln!();
             groups.push((mode, streams, summaries));
+            // Each group as soon as it is measured (kept if a later group fails).
+            eprint!("{}", table(&groups[groups.len() - 1..]));
         }
     }
     println!();
@@ -1319,7 +1356,7 @@ fn run(settings: Settings) -> BenchResult<()> {
         settings.busy.as_micros()
     );
     println!();
-    print_table(&groups);
+    print!("{}", table(&groups));
     println!();
     println!(
         "Median (min) over {} timed runs per row after {} warm-up runs, rows alternating; the \

@@ -75,12 +75,14 @@
 //! the last stage marks it done. Its outcome is never silent, and never a half-sorted buffer
 //! taken for sorted:
 //! - after a [`SortWorkspace::sort`], the word is copied (on the sort's stream) into pinned host
-//!   memory, and a host function queued behind the copy reads it; a failure becomes a deferred
-//!   [`cuda_rt::Error`] (`From<SortError>`, its context naming the sort's device-side outcome),
-//!   which the next `synchronize()` (of a stream, an event, the device or the keys themselves:
-//!   `DeviceMemory::synchronize`), or [`cuda_rt::take_deferred_error`], **of the thread that
-//!   queued the sort** returns. Later users of the keys are ordered after the check, but a read
-//!   such as `keys.to_vec()` does not report it: synchronize first where it matters;
+//!   memory, and cuda-rt reads it on the host once the stream has passed the copy
+//!   ([`cuda_rt::check_after`]: an event record, nothing on the stream waits for the host); a
+//!   failure becomes a deferred [`cuda_rt::Error`] (`From<SortError>`, its context naming the
+//!   sort's device-side outcome), which the next `synchronize()` (of a stream, an event, the
+//!   device or the keys themselves: `DeviceMemory::synchronize`), or
+//!   [`cuda_rt::take_deferred_error`], **of the thread that queued the sort** returns. Later
+//!   users of the keys are ordered after the copy, but a read such as `keys.to_vec()` does not
+//!   report it: synchronize first where it matters;
 //! - the waiting forms ([`SortWorkspace::sort_and_synchronize`], the future of
 //!   [`SortWorkspace::sort_async`], [`SortWorkspace::sort_slice`]) return the failure itself, as
 //!   a [`SortError`], and do not also defer it;
@@ -339,9 +341,10 @@ pub enum SortError {
         limit: usize,
     },
     /// The stream is capturing a CUDA graph (`cudaStreamIsCapturing`). A sort queued on a
-    /// stream checks its outcome in a host function that runs once; in a graph it would run on
-    /// every replay, so [`SortWorkspace::sort`] and the other stream forms refuse a capturing
-    /// stream: capture with [`SortWorkspace::sort_captured`]. Nothing was queued.
+    /// stream checks its outcome once, after an event that the host queries; in a graph that
+    /// event would be a node no host can query, so [`SortWorkspace::sort`] and the other stream
+    /// forms refuse a capturing stream: capture with [`SortWorkspace::sort_captured`], whose
+    /// check is a host node that runs on every replay. Nothing was queued.
     StreamCapturing,
 }
 

@@ -24,6 +24,7 @@ use crate::status::{self, codes, RawStatus};
 use std::fmt;
 #[cfg(test)]
 use std::sync::Mutex;
+use std::sync::OnceLock;
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -412,7 +413,20 @@ pub(crate) fn defer_result(result: Result<()>) {
 /// assert!(cuda_rt::take_deferred_error().is_none());
 /// ```
 pub fn take_deferred_error() -> Option<Error> {
+    if let Some(run) = CHECK_RUNNER.get() {
+        run();
+    }
     DEFERRED.take(context::cause_tag())
+}
+
+/// What runs the checks of [`check_after`](crate::check_after) whose points have passed,
+/// before deferred errors are taken: [`run_passed_checks`](crate::run_passed_checks), set when
+/// the first check is queued (this module sits below the raw layer and calls no CUDA itself).
+static CHECK_RUNNER: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what [`take_deferred_error`] runs first (once; later calls change nothing).
+pub(crate) fn set_check_runner(run: fn()) {
+    let _ = CHECK_RUNNER.set(run);
 }
 
 /// How many deferred errors were not kept because 64 were already waiting.

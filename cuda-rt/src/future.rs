@@ -37,7 +37,7 @@
 //! `BENCHMARKS.md`, "Futures: awaiting GPU work".
 
 mod poller;
-mod pools;
+pub(crate) mod pools;
 mod signal;
 mod spinner;
 

@@ -130,6 +130,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod callback;
+pub mod check;
 #[cfg(doctest)]
 mod compile_fail;
 mod context;
@@ -153,6 +154,7 @@ mod status;
 pub mod stream;
 
 pub use callback::in_host_callback;
+pub use check::{check_after, run_passed_checks};
 pub use device::{
     driver_version, runtime_version, ComputeCapability, Device, DeviceFlags, DeviceProperties,
     Limit, StreamPriorityRange, Version,

@@ -94,13 +94,14 @@ mod view;
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawStream};
-use crate::stream::{synchronize_stream, Stream, StreamFlags, StreamRef};
+use crate::stream::{synchronize_stream, Stream, StreamRef};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::mem::size_of;
 use std::ops::RangeBounds;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, Instant};
 
 pub(crate) use tracker::{Access, Span, Tracker};
@@ -683,28 +684,79 @@ const ORDERING_STREAM_DEVICES: usize = 64;
 
 /// The stream of `device` on which this crate queues the allocations and frees that have no
 /// stream of their own ([`DeviceBuffer::new`], a buffer's drop after uses on several streams): a
-/// non-blocking stream per device, made on first use and never destroyed. Not the per-thread
+/// blocking stream per device, made on first use and never destroyed. Blocking, so that work on
+/// the legacy default stream (a synchronous `cudaMemcpy`, a kernel on stream 0 of code that
+/// knows nothing of this crate, given [`DeviceMemory::as_raw_ptr`]) comes after the allocation
+/// and the contents `zeroed` and `from_slice` queue, as it would after `cudaMalloc`; it orders
+/// against nothing else (blocking streams wait only for the legacy one). Not the per-thread
 /// default stream, which dies with its thread (a thread that exits with an allocation or a free
-/// still queued there must not matter), nor the legacy one, which would order the allocations
-/// against every blocking stream. Its uses are recorded lazily, as on any owned stream.
+/// still queued there must not matter). Its uses are recorded lazily, as on any owned stream.
 fn ordering_stream(device: i32) -> Result<StreamRef<'static>> {
-    static STREAMS: [std::sync::OnceLock<Stream>; ORDERING_STREAM_DEVICES] =
-        [const { std::sync::OnceLock::new() }; ORDERING_STREAM_DEVICES];
-    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let Some(slot) = usize::try_from(device).ok().and_then(|d| STREAMS.get(d)) else {
+    let Some(slot) = usize::try_from(device)
+        .ok()
+        .and_then(|d| ORDERING_STREAMS.get(d))
+    else {
         return Ok(StreamRef::per_thread());
     };
-    if let Some(stream) = slot.get() {
-        return Ok(stream.as_stream_ref());
+    let current = slot.load(Ordering::Acquire);
+    if !current.is_null() {
+        // SAFETY: a published stream is leaked, so it lives for the rest of the process.
+        return Ok(unsafe { &*current }.as_stream_ref());
     }
-    // One maker at a time, so that no stream is made twice (a failed creation is not kept:
-    // the next call tries again).
+    make_ordering_stream(device, slot, std::ptr::null_mut())
+}
+
+/// The ordering stream of each device (null until made): leaked [`Stream`]s, never destroyed.
+static ORDERING_STREAMS: [AtomicPtr<Stream>; ORDERING_STREAM_DEVICES] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; ORDERING_STREAM_DEVICES];
+
+/// Makes the ordering stream of `device` unless `slot` holds another one than `stale` already
+/// (one maker at a time: no stream is made twice; a failed creation leaves the slot as it was).
+fn make_ordering_stream(
+    device: i32,
+    slot: &'static AtomicPtr<Stream>,
+    stale: *mut Stream,
+) -> Result<StreamRef<'static>> {
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _making = crate::context::lock(&MAKING);
-    if let Some(stream) = slot.get() {
-        return Ok(stream.as_stream_ref());
+    let current = slot.load(Ordering::Acquire);
+    if current != stale {
+        // SAFETY: as in `ordering_stream`: published streams are leaked.
+        return Ok(unsafe { &*current }.as_stream_ref());
     }
-    let stream = with_current(device, || Stream::with_flags(StreamFlags::NON_BLOCKING))?;
-    Ok(slot.get_or_init(|| stream).as_stream_ref())
+    let stream: &'static Stream = Box::leak(Box::new(with_current(device, Stream::new)?));
+    slot.store(std::ptr::from_ref(stream).cast_mut(), Ordering::Release);
+    Ok(stream.as_stream_ref())
+}
+
+/// Whether `e` says that a handle's context is gone: the device was reset (`cudaDeviceReset`,
+/// by this process's code or by another runtime in it) after the handle was made.
+fn context_gone(e: &Error) -> bool {
+    matches!(
+        e.code(),
+        Some(
+            raw::status::DEVICE_UNINITIALIZED
+                | raw::status::CONTEXT_IS_DESTROYED
+                | raw::status::INVALID_RESOURCE_HANDLE
+        )
+    )
+}
+
+/// After an error that says the ordering stream `dead` of `device` belongs to a context that is
+/// gone: a new ordering stream (the old one is left alone, leaked with its context).
+fn renew_ordering_stream(device: i32, dead: StreamRef<'static>) -> Result<StreamRef<'static>> {
+    let Some(slot) = usize::try_from(device)
+        .ok()
+        .and_then(|d| ORDERING_STREAMS.get(d))
+    else {
+        return Ok(StreamRef::per_thread());
+    };
+    let current = slot.load(Ordering::Acquire);
+    // SAFETY: as in `ordering_stream`: published streams are leaked.
+    if current.is_null() || unsafe { &*current }.as_raw() != dead.as_raw() {
+        return ordering_stream(device);
+    }
+    make_ordering_stream(device, slot, current)
 }
 
 /// How a buffer's memory was allocated.
@@ -721,7 +773,7 @@ enum Allocation {
 /// An owned array of `T` in device memory.
 ///
 /// Allocated stream-ordered (`cudaMallocAsync` from the device's current memory pool): on a
-/// non-blocking stream that this crate keeps per device ([`new`](Self::new),
+/// blocking stream that this crate keeps per device ([`new`](Self::new),
 /// [`zeroed`](Self::zeroed), [`from_slice`](Self::from_slice)), on a stream of your choice
 /// ([`new_async`](Self::new_async)) or from a pool of your choice
 /// ([`new_in_pool`](Self::new_in_pool)); or with `cudaMalloc`
@@ -802,8 +854,10 @@ const fn assert_alignment<T>() {
 impl<T: DeviceCopy> DeviceBuffer<T> {
     /// `len` elements on the calling thread's current device, allocated stream-ordered
     /// (`cudaMallocAsync` from the device's current memory pool, its default pool unless
-    /// `cudaDeviceSetMemPool` chose another, on a non-blocking stream that this crate keeps per
-    /// device: not the thread's default stream, which dies with the thread). The host
+    /// `cudaDeviceSetMemPool` chose another, on a blocking stream that this crate keeps per
+    /// device: not the thread's default stream, which dies with the thread; blocking, so that
+    /// work on the legacy default stream, such as a synchronous `cudaMemcpy` of foreign code
+    /// given the raw pointer, comes after it). The host
     /// does not wait for anything: the allocation is queued, and work on any stream that uses
     /// the buffer through this crate is ordered after it (through the buffer's marker), as its
     /// drop queues `cudaFreeAsync` behind the buffer's last use. The contents are unspecified
@@ -827,12 +881,21 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         const WHAT: &str = "DeviceBuffer::new";
         // SAFETY: no preconditions.
         let device = unsafe { raw::get_device() }.map_err(|e| e.context(WHAT))?;
+        let allocate = |stream| {
+            Self::stream_ordered(len, stream, device, WHAT, |bytes, s| {
+                // SAFETY: the ordering stream is live (never destroyed); the allocation is
+                // owned by the buffer built from it.
+                unsafe { raw::malloc_async(bytes, s) }
+            })
+        };
         let stream = ordering_stream(device).map_err(|e| e.context(WHAT))?;
-        let ordered = Self::stream_ordered(len, stream, device, WHAT, |bytes, s| {
-            // SAFETY: the ordering stream is live (never destroyed); the allocation is owned
-            // by the buffer built from it.
-            unsafe { raw::malloc_async(bytes, s) }
-        });
+        let ordered = match allocate(stream) {
+            // The device was reset since the stream was made: once more on a new one.
+            Err(e) if context_gone(&e) => {
+                allocate(renew_ordering_stream(device, stream).map_err(|e| e.context(WHAT))?)
+            }
+            ordered => ordered,
+        };
         match ordered {
             Err(e) if e.code() == Some(raw::status::NOT_SUPPORTED) => Self::new_synchronous(len),
             ordered => ordered,

@@ -44,6 +44,11 @@ pub mod codes {
     pub const INSUFFICIENT_DRIVER: RawStatus = sys::cudaErrorInsufficientDriver;
     /// `cudaErrorInvalidResourceHandle`.
     pub const INVALID_RESOURCE_HANDLE: RawStatus = sys::cudaErrorInvalidResourceHandle;
+    /// `cudaErrorDeviceUninitialized`: the handle's context is not current or no longer
+    /// exists (a handle made before a `cudaDeviceReset`).
+    pub const DEVICE_UNINITIALIZED: RawStatus = sys::cudaErrorDeviceUninitialized;
+    /// `cudaErrorContextIsDestroyed`: the handle's context was destroyed.
+    pub const CONTEXT_IS_DESTROYED: RawStatus = sys::cudaErrorContextIsDestroyed;
     /// `cudaErrorPeerAccessAlreadyEnabled`.
     pub const PEER_ACCESS_ALREADY_ENABLED: RawStatus = sys::cudaErrorPeerAccessAlreadyEnabled;
     /// `cudaErrorNotPermitted`.

@@ -306,3 +306,81 @@ fn a_borrowed_allocation_dropped_inside_a_global_capture_waits_for_its_work() {
     let deferred = cuda_rt::take_deferred_error();
     assert!(deferred.is_none(), "{deferred:?}");
 }
+
+#[test]
+fn checks_run_once_their_point_has_passed_and_report_to_the_queuing_thread() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    let a = Stream::new().unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let gate = Gate::close(&a);
+    let flag = Arc::clone(&ran);
+    cuda_rt::check_after(&a, move || {
+        flag.store(true, Ordering::SeqCst);
+        Err(cuda_rt::Error::new(ErrorKind::OutOfRange, "test check"))
+    })
+    .unwrap();
+    // Behind the gate: neither a sweep nor a look at the deferred errors runs it.
+    cuda_rt::run_passed_checks();
+    assert!(cuda_rt::take_deferred_error().is_none());
+    assert!(!ran.load(Ordering::SeqCst), "a check ran before its point");
+    gate.open();
+    let e = a.synchronize().expect_err("the check's error");
+    assert!(ran.load(Ordering::SeqCst));
+    assert!(e.is_deferred() && e.call() == "test check", "{e:?}");
+    a.synchronize().unwrap();
+
+    // Queued by another thread: its error is that thread's, whoever runs the check.
+    let (queued_tx, queued_rx) = mpsc::channel();
+    let (synced_tx, synced_rx) = mpsc::channel::<()>();
+    let b = Arc::new(Stream::new().unwrap());
+    let other = {
+        let b = Arc::clone(&b);
+        std::thread::spawn(move || {
+            cuda_rt::check_after(&*b, || {
+                Err(cuda_rt::Error::new(ErrorKind::OutOfRange, "other thread"))
+            })
+            .unwrap();
+            queued_tx.send(()).unwrap();
+            synced_rx.recv().unwrap();
+            cuda_rt::take_deferred_error()
+        })
+    };
+    queued_rx.recv().unwrap();
+    b.synchronize().expect("not this thread's error");
+    synced_tx.send(()).unwrap();
+    let theirs = other
+        .join()
+        .unwrap()
+        .expect("reported to the thread that queued it");
+    assert_eq!(theirs.call(), "other thread");
+
+    // Many in flight: each runs exactly once (sweeps while adding, then the synchronize).
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let gate = Gate::close(&a);
+    for _ in 0..500 {
+        let count = Arc::clone(&count);
+        cuda_rt::check_after(&a, move || {
+            count.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+    gate.open();
+    a.synchronize().unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 500);
+
+    // Inside a host callback: refused, nothing queued.
+    let (tx, rx) = mpsc::channel();
+    a.launch_host_fn(move || {
+        let refused = cuda_rt::check_after(StreamRef::legacy(), || Ok(()));
+        let _ = tx.send(refused.map_err(|e| e.kind()));
+    })
+    .unwrap();
+    a.synchronize().unwrap();
+    assert_eq!(rx.recv().unwrap(), Err(ErrorKind::InHostCallback));
+}

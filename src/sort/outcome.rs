@@ -1,8 +1,10 @@
 //! The way a stream-ordered sort's outcome comes back to the host: the device status word is
 //! copied (`cudaMemcpyAsync`, on the sort's stream, after the sort) into a pinned *status slot*,
-//! and a host function queued behind that copy reads the slot. Either it hands a failure to
-//! cuda-rt's deferred errors ([`cuda_rt::defer_error`]: the next `synchronize()` of the thread
-//! that queued the sort reports it), or, when a caller waits for the sort
+//! and a check handed to [`cuda_rt::check_after`] reads the slot once the stream has passed the
+//! copy (an event recorded behind it has occurred; the check runs at the next synchronize, and
+//! nothing on the stream waits for it). Either it returns a failure, which cuda-rt defers to the
+//! thread that queued the sort (that thread's next `synchronize()` reports it), or, when a
+//! caller waits for the sort
 //! ([`SortWorkspace::sort_and_synchronize`](super::SortWorkspace::sort_and_synchronize), the
 //! future of [`SortWorkspace::sort_async`](super::SortWorkspace::sort_async)), it leaves the
 //! word to that caller, who returns the precise [`SortError`]; a caller that gives up waiting
@@ -11,11 +13,11 @@
 //! # Status slots
 //! A slot is one `u32` of page-locked host memory. Slots come from a process-wide pool of
 //! slabs (one page each, registered with `cudaHostRegister`); a slab is host memory of this
-//! crate that is **never freed**, so a late copy or a late host function can never touch
-//! freed memory, whatever happened to CUDA contexts meanwhile. A slot goes back to the pool
-//! only once the copy into it has completed (the host function that read it releases it); a
-//! slot whose host function never runs (its stream failed with a sticky error first) stays out
-//! of the pool for good. The pool holds as many slots as sorts were ever in flight at once.
+//! crate that is **never freed**, so a late copy can never touch freed memory, whatever
+//! happened to CUDA contexts meanwhile. A slot goes back to the pool only once the copy into it
+//! has completed (the check that read it releases it); a slot whose check never runs (its
+//! stream failed with a sticky error first) stays out of the pool for good. The pool holds as
+//! many slots as sorts were ever in flight at once.
 
 use super::{ffi, SortError};
 use cuda_rt::raw::{self as cuda, flags};
@@ -135,24 +137,29 @@ pub(crate) fn device_side_error(error: SortError) -> cuda_rt::Error {
     cuda_rt::Error::from(error).context("sort: the device-side outcome (status word)")
 }
 
-/// Decodes the word read from a slot and, on failure, defers it (to the thread that queued the
-/// sort when this runs in its host function).
+/// Decodes the word read from a slot: a failure as the error cuda-rt defers.
+fn failure(word: u32) -> cuda_rt::Result<()> {
+    SortError::from_status_word(word).map_err(device_side_error)
+}
+
+/// Decodes the word read from a slot and, on failure, defers it to the calling thread.
 fn defer_if_failed(word: u32) {
-    if let Err(e) = SortError::from_status_word(word) {
-        cuda_rt::defer_error(device_side_error(e));
+    if let Err(e) = failure(word) {
+        cuda_rt::defer_error(e);
     }
 }
 
-/// The host function queued behind the status copy of a sort nobody waits for: reads the
-/// slot, defers a failure, releases the slot. Calls no CUDA function.
-pub(crate) fn deferred_check(slot: StatusSlot) -> impl FnOnce() + Send + 'static {
+/// The check ([`cuda_rt::check_after`]) of a sort nobody waits for, run once the stream has
+/// passed the status copy: reads the slot, releases it, returns a failure (which cuda-rt
+/// defers to the thread that queued the sort). Calls no CUDA function.
+pub(crate) fn deferred_check(slot: StatusSlot) -> impl FnOnce() -> cuda_rt::Result<()> + Send {
     move || {
-        // SAFETY: this runs as a host function queued on the sort's stream after the copy into
-        // the slot, so the copy has completed; nothing else uses the slot afterwards.
+        // SAFETY: the check runs once an event recorded after the copy into the slot, on the
+        // sort's stream, has occurred: the copy has completed; nothing else uses the slot.
         let word = unsafe { slot.read() };
         // SAFETY: as above: the copy has completed.
         unsafe { slot.release() };
-        defer_if_failed(word);
+        failure(word)
     }
 }
 
@@ -187,28 +194,31 @@ pub(crate) fn replayed_check(slot: StatusSlot) -> impl FnMut() + Send + 'static 
     }
 }
 
-/// [`Report::state`]: the host function has not run yet, and a waiter will collect the word.
+/// [`Report::state`]: the check has not run yet, and a waiter will collect the word.
 const PENDING: u8 = 0;
-/// The host function stored the word for the waiter.
+/// The check stored the word for the waiter.
 const ARRIVED: u8 = 1;
-/// The waiter gave up: the host function defers a failure itself.
+/// The waiter gave up: the check returns a failure itself.
 const ABANDONED: u8 = 2;
 /// The waiter took the word.
 const TAKEN: u8 = 3;
 
-/// The meeting point of a waited-for sort's host function and its waiter.
+/// The meeting point of a waited-for sort's check and its waiter.
 #[derive(Debug, Default)]
 struct Report {
     word: AtomicU32,
     state: AtomicU8,
 }
 
-/// The host function queued behind the status copy of a sort that a caller waits for: reads
-/// the slot and releases it, then stores the word for the [`Waiter`], or, when the waiter has
-/// given up, defers a failure. Calls no CUDA function.
-fn collected_check(slot: StatusSlot, report: Arc<Report>) -> impl FnOnce() + Send + 'static {
+/// The check ([`cuda_rt::check_after`]) of a sort that a caller waits for: reads the slot and
+/// releases it, then stores the word for the [`Waiter`], or, when the waiter has given up,
+/// returns a failure (deferred by cuda-rt). Calls no CUDA function.
+fn collected_check(
+    slot: StatusSlot,
+    report: Arc<Report>,
+) -> impl FnOnce() -> cuda_rt::Result<()> + Send {
     move || {
-        // SAFETY: as in `deferred_check`: queued after the copy into the slot.
+        // SAFETY: as in `deferred_check`: runs once the copy into the slot has completed.
         let word = unsafe { slot.read() };
         // SAFETY: as above.
         unsafe { slot.release() };
@@ -219,30 +229,32 @@ fn collected_check(slot: StatusSlot, report: Arc<Report>) -> impl FnOnce() + Sen
             .is_err()
         {
             // The waiter gave up before the word arrived: the word is reported here.
-            defer_if_failed(word);
+            return failure(word);
         }
+        Ok(())
     }
 }
 
 /// The waiting side of a sort's outcome. Dropped before it took the word (a future dropped
 /// mid-way, a failed wait), it gives up: a failure that arrived already is deferred now, one
-/// that arrives later is deferred by the host function. Never both, never neither.
+/// that arrives later is returned by the check (and deferred). Never both, never neither.
 #[derive(Debug)]
 pub(crate) struct Waiter {
     report: Arc<Report>,
 }
 
 impl Waiter {
-    /// A waiter and the host function to queue behind the copy into `slot`.
-    pub(crate) fn new(slot: StatusSlot) -> (Waiter, impl FnOnce() + Send + 'static) {
+    /// A waiter and the check to run once the stream has passed the copy into `slot`.
+    pub(crate) fn new(slot: StatusSlot) -> (Waiter, impl FnOnce() -> cuda_rt::Result<()> + Send) {
         let report = Arc::new(Report::default());
         let check = collected_check(slot, Arc::clone(&report));
         (Waiter { report }, check)
     }
 
-    /// The sort's outcome, once its host function has run (the stream was waited for past it);
-    /// `None` when it has not run: the sort's stream failed before it, and that failure is the
-    /// caller's to report. Taken once; later calls return `None`.
+    /// The sort's outcome, once its check has run (the stream was waited for past it, and
+    /// [`cuda_rt::run_passed_checks`] ran since); `None` when it has not run: the sort's stream
+    /// failed before it, and that failure is the caller's to report. Taken once; later calls
+    /// return `None`.
     pub(crate) fn take(&self) -> Option<Result<(), SortError>> {
         self.report
             .state
@@ -260,7 +272,7 @@ impl Drop for Waiter {
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            // The host function will defer a failure (if it ever runs).
+            // The check will return a failure to be deferred (if it ever runs).
             Ok(_) => {}
             // It ran and left the word here: nobody took it, so report it now.
             Err(ARRIVED) => defer_if_failed(self.report.word.load(Ordering::Relaxed)),
@@ -270,8 +282,8 @@ impl Drop for Waiter {
 }
 
 /// The status word as the chain leaves it when it never finished: what a waiter reports when
-/// the host function did not run although the stream was waited for past it (which CUDA does
-/// not do; kept so that such a case is an error, not a success).
+/// the check did not run although the stream was waited for past it (which cuda-rt does not
+/// do; kept so that such a case is an error, not a success).
 pub(crate) const NEVER_REPORTED: u32 = ffi::STATUS_RUNNING;
 
 #[cfg(test)]
@@ -292,10 +304,12 @@ mod tests {
         std::iter::from_fn(cuda_rt::take_deferred_error).collect()
     }
 
-    /// Runs a host function as CUDA would, then forgets the fake slot's address from the pool
-    /// (it points into a Box of the test).
-    fn run_and_unpool(f: impl FnOnce(), memory: &u32) {
-        f();
+    /// Runs a check as cuda-rt would (deferring its error to this thread), then forgets the
+    /// fake slot's address from the pool (it points into a Box of the test).
+    fn run_and_unpool(f: impl FnOnce() -> cuda_rt::Result<()>, memory: &u32) {
+        if let Err(e) = f() {
+            cuda_rt::defer_error(e);
+        }
         free_slots().retain(|&a| a != memory as *const u32 as usize);
     }
 
@@ -320,7 +334,7 @@ mod tests {
     #[test]
     fn a_waiter_that_gives_up_leaves_the_failure_to_the_deferred_path_once() {
         let _ = drain_deferred();
-        // Given up before the host function ran: the host function defers.
+        // Given up before the check ran: the check's failure is deferred.
         let (slot, memory) = fake_slot(ffi::STATUS_SCRATCH_MISSING);
         let (waiter, check) = Waiter::new(slot);
         drop(waiter);

@@ -30,13 +30,15 @@ const fn value_bytes<V>() -> usize {
 ///
 /// [`sort`](Self::sort) and [`sort_pairs`](Self::sort_pairs) queue, on the caller's stream:
 /// the sort's scratch memory (`cudaMallocAsync` from the device's memory pool), the sort, the
-/// copy of its device-side status word to pinned host memory, a host function that checks
-/// that word, and the scratch's free (`cudaFreeAsync`). They never block the host. A chain of
-/// stages that broke on the device is never silent: the host function hands the failure to
-/// cuda-rt's deferred errors, which the next `synchronize()` (or
-/// [`cuda_rt::take_deferred_error`]) of the thread that queued the sort returns. The keys are
-/// ordered after all of it: a later read of the keys ([`DeviceMemory::to_vec`], another
-/// stream's work) waits for the check too.
+/// copy of its device-side status word to pinned host memory, an event record behind it
+/// ([`cuda_rt::check_after`]), and the scratch's free (`cudaFreeAsync`). They never block the
+/// host, and nothing on the stream waits for the host. A chain of stages that broke on the
+/// device is never silent: once the stream has passed the copy, the next `synchronize()` (or
+/// [`cuda_rt::take_deferred_error`]) of any thread reads the word, and a failure goes to
+/// cuda-rt's deferred errors of the thread that queued the sort, which that thread's next
+/// synchronize returns. The keys are ordered after all of it: a later read of the keys
+/// ([`DeviceMemory::to_vec`], another stream's work) waits for the sort and the copy (but a
+/// read does not report the outcome: synchronize where it matters).
 ///
 /// The host waits in [`sort_and_synchronize`](Self::sort_and_synchronize) and
 /// [`sort_pairs_and_synchronize`](Self::sort_pairs_and_synchronize) (they return the sort's own
@@ -72,8 +74,8 @@ const fn value_bytes<V>() -> usize {
 /// of the graph (allocated and freed on every launch), its stages kernel nodes of the
 /// host-queued plan, and its outcome check a graph host node that the graph owns and runs on
 /// every launch. [`sort`](Self::sort) and the other stream forms refuse a capturing stream
-/// ([`SortError::StreamCapturing`]): their check is a one-shot host function, which a graph
-/// would run on every replay.
+/// ([`SortError::StreamCapturing`]): their check waits for an event recorded on the stream,
+/// which a capture would turn into a node that the host can never query.
 ///
 /// # Host callbacks
 /// Sorting inside a host callback queued through cuda-rt (where CUDA must not be called) is
@@ -219,13 +221,14 @@ impl SortWorkspace {
     }
 
     /// Queues the sort of `buffers` on `stream` with its stream-ordered scratch
-    /// ([`Planned::queue`]) and its outcome's way back: for `wait`, a host function that leaves
-    /// the status word to the returned [`Waiter`]; otherwise one that defers a failure. Returns
+    /// ([`Planned::queue`]) and its outcome's way back ([`cuda_rt::check_after`]): for `wait`,
+    /// a check that leaves the status word to the returned [`Waiter`]; otherwise one that
+    /// returns a failure for cuda-rt to defer. Returns
     /// `Ok(None)` without queuing anything for an empty sort.
     ///
     /// # Errors
     /// As [`Planned::new`] and [`Planned::queue`]; [`SortError::Cuda`] when the status slot
-    /// cannot be had; [`SortError::Runtime`] when the host function cannot be queued (the
+    /// cannot be had; [`SortError::Runtime`] when the check cannot be queued (the
     /// sort's outcome is then unknown, and this error says so).
     ///
     /// # Safety
@@ -256,11 +259,11 @@ impl SortWorkspace {
         }
         let queued = if wait {
             let (waiter, check) = Waiter::new(slot);
-            stream.launch_host_fn(check).map(|()| Some(waiter))
+            cuda_rt::check_after(stream, check).map(|()| Some(waiter))
         } else {
-            stream.launch_host_fn(deferred_check(slot)).map(|()| None)
+            cuda_rt::check_after(stream, deferred_check(slot)).map(|()| None)
         };
-        // A host function that could not be queued is dropped with its slot, which leaks.
+        // A check that could not be queued is dropped with its slot, which leaks.
         queued.map_err(|e| SortError::Runtime(e.context("sort: queuing the outcome check")))
     }
 
@@ -333,7 +336,8 @@ impl SortWorkspace {
     }
 
     /// The end of the waiting forms: waits for `stream` (`cudaStreamSynchronize`), then
-    /// returns the sort's own outcome, which its host function left to the waiter (so it is
+    /// runs the passed checks ([`cuda_rt::run_passed_checks`]) and returns the sort's own
+    /// outcome, which its check left to the waiter (so it is
     /// not also deferred). After an error that may follow queued work, the stream is waited
     /// for all the same, so that no work of the sort is left queued when this returns.
     fn wait_for(stream: StreamRef<'_>, attempt: Attempt) -> Result<(), SortError> {
@@ -351,6 +355,7 @@ impl SortWorkspace {
         // SAFETY: the handle is live for its lifetime. A failed wait drops the waiter, which
         // leaves the outcome to the deferred path.
         unsafe { cuda::stream_synchronize(stream.as_raw()) }.map_err(SortError::from_call)?;
+        cuda_rt::run_passed_checks();
         waiter.take().unwrap_or(Err(SortError::Incomplete {
             status_word: NEVER_REPORTED,
         }))
@@ -363,8 +368,9 @@ impl SortWorkspace {
     /// [`DeviceMemoryMut::with_ptr_mut_on`], which also orders later users of the keys after
     /// everything below): `cudaMallocAsync` of the sort's scratch, the sort (host launches, or
     /// one host launch whose grid launches the merge passes: [`Driver`](super::Driver)),
-    /// `cudaMemcpyAsync` of its status word to a pinned slot, `cudaLaunchHostFunc` of the check
-    /// of that word, and `cudaFreeAsync` of the scratch. `stream` is anything cuda-rt's copies
+    /// `cudaMemcpyAsync` of its status word to a pinned slot, `cudaEventRecord` of the event
+    /// after which cuda-rt checks that word ([`cuda_rt::check_after`]), and `cudaFreeAsync` of
+    /// the scratch. `stream` is anything cuda-rt's copies
     /// take: `&Stream`, [`StreamRef::legacy`], [`StreamRef::per_thread`], or a borrowed foreign
     /// stream ([`StreamRef::from_raw`]).
     ///
@@ -448,6 +454,7 @@ impl SortWorkspace {
             return Ok(());
         };
         let drained = stream.completion().await.map_err(SortError::Runtime);
+        cuda_rt::run_passed_checks();
         match waiter.take() {
             // The sort's own outcome first.
             Some(outcome) => outcome.and(drained),
@@ -722,6 +729,7 @@ impl SortWorkspace {
             );
             // Always learn the sort's outcome (this also waits for every queued copy).
             let waited = cuda::stream_synchronize(s).map_err(SortError::from_call);
+            cuda_rt::run_passed_checks();
             let sorted = match waiter.map(|w| w.take()) {
                 None => Ok(()),
                 Some(Some(outcome)) => outcome,
