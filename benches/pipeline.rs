@@ -11,7 +11,9 @@
 //! Without `--bench` (as `cargo test --all-targets --features cub-bench` runs it) it makes a
 //! short smoke run with small batches; without a CUDA device it says so and exits successfully
 //! (or fails under `CUDA_RT_REQUIRE_GPU=1`). `--reps N` sets the timed runs per row (default
-//! 15), `--busy-us N` the host's busy work per batch in the CPU-heavy mode (default 300).
+//! 15), `--busy-us N` the host's busy work per batch in the CPU-heavy mode (default 300),
+//! `--batches N` and `--keys N` the workload (default 64 and 4 Mi), `--streams N` one stream
+//! count only (1 or 3).
 //!
 //! # The workload
 //! 64 batches; per batch: upload 4 Mi `u32` keys (16 MiB) from page-locked host memory, the
@@ -146,6 +148,8 @@ fn sort_keys_async<'a>(
 struct Settings {
     batches: usize,
     keys: usize,
+    /// Only this stream count (`--streams N`), or every one of [`STREAM_COUNTS`].
+    streams: Option<usize>,
     warmups: usize,
     reps: usize,
     busy: Duration,
@@ -154,8 +158,9 @@ struct Settings {
 impl Settings {
     fn bench(args: &[String]) -> BenchResult<Settings> {
         Ok(Settings {
-            batches: 64,
-            keys: 4 << 20,
+            batches: flag_value(args, "--batches")?.unwrap_or(64).max(1),
+            keys: flag_value(args, "--keys")?.unwrap_or(4 << 20).max(1),
+            streams: flag_value(args, "--streams")?,
             warmups: 2,
             reps: flag_value(args, "--reps")?.unwrap_or(15).max(1),
             busy: Duration::from_micros(flag_value(args, "--busy-us")?.unwrap_or(300) as u64),
@@ -167,6 +172,7 @@ impl Settings {
         Settings {
             batches: 8,
             keys: 1 << 16,
+            streams: None,
             warmups: 1,
             reps: 1,
             busy: Duration::from_micros(50),
@@ -1337,6 +1343,9 @@ fn run(settings: Settings) -> BenchResult<()> {
     let mut groups = Vec::new();
     for mode in [Mode::GpuBound, Mode::CpuHeavy] {
         for streams in STREAM_COUNTS {
+            if settings.streams.is_some_and(|only| only != streams) {
+                continue;
+            }
             eprint!("{} S={streams} ", mode.name());
             let summaries = measure_group(mode, streams, &mut data, &context)?;
             eprintln!();

@@ -23,7 +23,7 @@ use crate::context::{cause_tag, in_callback, lock, ThreadTag};
 use crate::error::{defer_for, set_check_runner, Error, ErrorKind, Result};
 use crate::future::pools::CompletionEvent;
 use crate::raw;
-use crate::stream::StreamRef;
+use crate::stream::{relaxed_while_capturing, StreamRef};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -135,7 +135,10 @@ pub fn run_passed_checks() {
     }
     let mut passed = Vec::new();
     let mut dead = Vec::new();
-    {
+    // A capture of this crate in a restricting mode (on this thread, or a global one on any)
+    // would refuse the queries, and a refused query would invalidate that capture: the queries
+    // touch only events recorded outside it.
+    relaxed_while_capturing(|| {
         let mut all = lock(&WAITING);
         let mut i = 0;
         while i < all.len() {
@@ -143,11 +146,14 @@ pub fn run_passed_checks() {
             match unsafe { raw::event_query(all[i].event.raw()) } {
                 Ok(false) => i += 1,
                 Ok(true) => passed.push(all.swap_remove(i)),
-                Err(_) => dead.push(all.swap_remove(i)),
+                // The stream failed for good, or the event's context is gone.
+                Err(e) if e.is_sticky() || e.is_context_gone() => dead.push(all.swap_remove(i)),
+                // Anything else (a foreign capture refusing the query): asked again later.
+                Err(_) => i += 1,
             }
         }
         COUNT.store(all.len(), Ordering::Release);
-    }
+    });
     for waiting in dead {
         // The stream failed before the point (its synchronize reports that) or the event's
         // context is gone: the check is dropped unrun, the event's handle left alone.

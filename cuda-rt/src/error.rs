@@ -254,6 +254,20 @@ impl Error {
         matches!(self.kind, ErrorKind::Cuda(status) if is_sticky(status))
     }
 
+    /// Whether this says that a handle's context is gone: its device was reset
+    /// (`cudaDeviceReset`, by this crate's user or another runtime in the process) after the
+    /// handle was made.
+    pub(crate) fn is_context_gone(&self) -> bool {
+        matches!(
+            self.code(),
+            Some(
+                codes::DEVICE_UNINITIALIZED
+                    | codes::CONTEXT_IS_DESTROYED
+                    | codes::INVALID_RESOURCE_HANDLE
+            )
+        )
+    }
+
     /// Whether this is `cudaErrorNotReady` (work still running; not a failure).
     pub fn is_not_ready(&self) -> bool {
         self.kind == ErrorKind::Cuda(codes::NOT_READY)

@@ -729,19 +729,6 @@ fn make_ordering_stream(
     Ok(stream.as_stream_ref())
 }
 
-/// Whether `e` says that a handle's context is gone: the device was reset (`cudaDeviceReset`,
-/// by this process's code or by another runtime in it) after the handle was made.
-fn context_gone(e: &Error) -> bool {
-    matches!(
-        e.code(),
-        Some(
-            raw::status::DEVICE_UNINITIALIZED
-                | raw::status::CONTEXT_IS_DESTROYED
-                | raw::status::INVALID_RESOURCE_HANDLE
-        )
-    )
-}
-
 /// After an error that says the ordering stream `dead` of `device` belongs to a context that is
 /// gone: a new ordering stream (the old one is left alone, leaked with its context).
 fn renew_ordering_stream(device: i32, dead: StreamRef<'static>) -> Result<StreamRef<'static>> {
@@ -891,7 +878,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let stream = ordering_stream(device).map_err(|e| e.context(WHAT))?;
         let ordered = match allocate(stream) {
             // The device was reset since the stream was made: once more on a new one.
-            Err(e) if context_gone(&e) => {
+            Err(e) if e.is_context_gone() => {
                 allocate(renew_ordering_stream(device, stream).map_err(|e| e.context(WHAT))?)
             }
             ordered => ordered,

@@ -210,28 +210,37 @@ struct Report {
     state: AtomicU8,
 }
 
-/// The check ([`cuda_rt::check_after`]) of a sort that a caller waits for: reads the slot and
-/// releases it, then stores the word for the [`Waiter`], or, when the waiter has given up,
-/// returns a failure (deferred by cuda-rt). Calls no CUDA function.
+/// The check ([`cuda_rt::check_after`]) of a sort that a caller waits for: reads the slot,
+/// then, if the waiter has not taken the outcome already, stores the word for it, or, when the
+/// waiter has given up, returns a failure (deferred by cuda-rt). Whichever of the check and the
+/// waiter moves the state away from [`PENDING`] first releases the slot; the other discards
+/// what it read. Calls no CUDA function.
 fn collected_check(
     slot: StatusSlot,
     report: Arc<Report>,
 ) -> impl FnOnce() -> cuda_rt::Result<()> + Send {
     move || {
-        // SAFETY: as in `deferred_check`: runs once the copy into the slot has completed.
+        // SAFETY: as in `deferred_check`: runs once the copy into the slot has completed (a
+        // read after the waiter released the slot reads another sort's word, discarded below).
         let word = unsafe { slot.read() };
-        // SAFETY: as above.
-        unsafe { slot.release() };
         report.word.store(word, Ordering::Relaxed);
-        if report
+        match report
             .state
             .compare_exchange(PENDING, ARRIVED, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
         {
-            // The waiter gave up before the word arrived: the word is reported here.
-            return failure(word);
+            Ok(_) => {
+                // SAFETY: the copy has completed, and the waiter no longer reads the slot.
+                unsafe { slot.release() };
+                Ok(())
+            }
+            Err(ABANDONED) => {
+                // SAFETY: as above: the waiter gave up without reading.
+                unsafe { slot.release() };
+                failure(word)
+            }
+            // The waiter read the slot after its wait, and released it.
+            Err(_) => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -241,20 +250,54 @@ fn collected_check(
 #[derive(Debug)]
 pub(crate) struct Waiter {
     report: Arc<Report>,
+    /// The slot the check owns: read here only after a successful wait.
+    address: *mut u32,
 }
+
+// SAFETY: the address is of never-freed host memory, read only after the copy into it has
+// completed, and released by whichever of the waiter and the check wins the state.
+unsafe impl Send for Waiter {}
+// SAFETY: as above; `&self` only reads the slot and moves the state atomically.
+unsafe impl Sync for Waiter {}
 
 impl Waiter {
     /// A waiter and the check to run once the stream has passed the copy into `slot`.
     pub(crate) fn new(slot: StatusSlot) -> (Waiter, impl FnOnce() -> cuda_rt::Result<()> + Send) {
         let report = Arc::new(Report::default());
+        let address = slot.as_mut_ptr();
         let check = collected_check(slot, Arc::clone(&report));
-        (Waiter { report }, check)
+        (Waiter { report, address }, check)
     }
 
-    /// The sort's outcome, once its check has run (the stream was waited for past it, and
-    /// [`cuda_rt::run_passed_checks`] ran since); `None` when it has not run: the sort's stream
-    /// failed before it, and that failure is the caller's to report. Taken once; later calls
-    /// return `None`.
+    /// The sort's outcome after a wait that succeeded past the status copy (the stream was
+    /// synchronized): read from the slot here, unless the check has run already (its word is
+    /// taken then). `None` once taken. Never depends on which thread runs the check.
+    ///
+    /// # Safety
+    /// The stream was waited for, successfully, after the sort was queued.
+    pub(crate) unsafe fn take_after_wait(&self) -> Option<Result<(), SortError>> {
+        // SAFETY: the copy has completed (the caller's contract); a read after the check
+        // released the slot is discarded below.
+        let word = unsafe { std::ptr::read_volatile(self.address) };
+        match self.report.state.compare_exchange(
+            PENDING,
+            TAKEN,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                // SAFETY: the copy has completed, and the check, which now finds the state
+                // taken, no longer reads the slot.
+                unsafe { StatusSlot { ptr: self.address }.release() };
+                Some(SortError::from_status_word(word))
+            }
+            Err(ARRIVED) => self.take(),
+            Err(_) => None,
+        }
+    }
+
+    /// The sort's outcome if its check has run; `None` when it has not (the sort's stream failed
+    /// before it, and that failure is the caller's to report) or was taken. Taken once.
     pub(crate) fn take(&self) -> Option<Result<(), SortError>> {
         self.report
             .state
@@ -353,6 +396,31 @@ mod tests {
         let (waiter, check) = Waiter::new(slot);
         drop(waiter);
         run_and_unpool(check, &memory);
+        assert!(drain_deferred().is_empty());
+    }
+
+    #[test]
+    fn a_waiter_after_its_wait_reads_the_slot_whoever_runs_the_check() {
+        let _ = drain_deferred();
+        // The wait ended before any thread ran the check: the waiter reads the slot itself,
+        // and the check, run later, reports nothing.
+        let (slot, memory) = fake_slot(ffi::STATUS_SCRATCH_MISSING);
+        let (waiter, check) = Waiter::new(slot);
+        // SAFETY: the fake slot holds its final word (no copy is pending).
+        let outcome = unsafe { waiter.take_after_wait() };
+        assert!(matches!(outcome, Some(Err(_))), "{outcome:?}");
+        run_and_unpool(check, &memory);
+        // SAFETY: as above.
+        assert_eq!(unsafe { waiter.take_after_wait() }, None, "taken once");
+        drop(waiter);
+        assert!(drain_deferred().is_empty());
+        // The check ran first (on another thread's synchronize): its word is taken.
+        let (slot, memory) = fake_slot(ffi::STATUS_DONE);
+        let (waiter, check) = Waiter::new(slot);
+        run_and_unpool(check, &memory);
+        // SAFETY: as above.
+        assert_eq!(unsafe { waiter.take_after_wait() }, Some(Ok(())));
+        drop(waiter);
         assert!(drain_deferred().is_empty());
     }
 

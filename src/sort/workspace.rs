@@ -336,8 +336,7 @@ impl SortWorkspace {
     }
 
     /// The end of the waiting forms: waits for `stream` (`cudaStreamSynchronize`), then
-    /// runs the passed checks ([`cuda_rt::run_passed_checks`]) and returns the sort's own
-    /// outcome, which its check left to the waiter (so it is
+    /// returns the sort's own outcome, read from its status slot (so it is
     /// not also deferred). After an error that may follow queued work, the stream is waited
     /// for all the same, so that no work of the sort is left queued when this returns.
     fn wait_for(stream: StreamRef<'_>, attempt: Attempt) -> Result<(), SortError> {
@@ -355,8 +354,8 @@ impl SortWorkspace {
         // SAFETY: the handle is live for its lifetime. A failed wait drops the waiter, which
         // leaves the outcome to the deferred path.
         unsafe { cuda::stream_synchronize(stream.as_raw()) }.map_err(SortError::from_call)?;
-        cuda_rt::run_passed_checks();
-        waiter.take().unwrap_or(Err(SortError::Incomplete {
+        // SAFETY: the stream was waited for, successfully, after the sort.
+        unsafe { waiter.take_after_wait() }.unwrap_or(Err(SortError::Incomplete {
             status_word: NEVER_REPORTED,
         }))
     }
@@ -454,8 +453,12 @@ impl SortWorkspace {
             return Ok(());
         };
         let drained = stream.completion().await.map_err(SortError::Runtime);
-        cuda_rt::run_passed_checks();
-        match waiter.take() {
+        let outcome = match drained {
+            // SAFETY: the stream drained, successfully, after the sort.
+            Ok(()) => unsafe { waiter.take_after_wait() },
+            Err(_) => waiter.take(),
+        };
+        match outcome {
             // The sort's own outcome first.
             Some(outcome) => outcome.and(drained),
             // Its check did not run: the stream failed before it (the drain says how).
@@ -729,8 +732,15 @@ impl SortWorkspace {
             );
             // Always learn the sort's outcome (this also waits for every queued copy).
             let waited = cuda::stream_synchronize(s).map_err(SortError::from_call);
-            cuda_rt::run_passed_checks();
-            let sorted = match waiter.map(|w| w.take()) {
+            let sorted = match waiter.map(|w| {
+                if waited.is_ok() {
+                    // take_after_wait's contract: the stream was waited for, successfully,
+                    // after the sort (inside this function's unsafe block).
+                    w.take_after_wait()
+                } else {
+                    w.take()
+                }
+            }) {
                 None => Ok(()),
                 Some(Some(outcome)) => outcome,
                 Some(None) => Err(SortError::Incomplete {
