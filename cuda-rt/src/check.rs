@@ -58,8 +58,9 @@ const SWEEP_MIN: usize = 64;
 /// or [`run_passed_checks`]. An error `check` returns is deferred to the calling thread, whose
 /// next synchronize returns it. Nothing on `stream` waits for the check.
 ///
-/// `check` must not call CUDA (it runs inside other calls of this crate, on any thread): read
-/// page-locked memory that work before the point wrote, and return what it says.
+/// `check` must not call CUDA nor this crate (it runs inside other calls of this crate, on any
+/// thread, under a lock that other threads' synchronizes wait for): read page-locked memory
+/// that work before the point wrote, and return what it says.
 ///
 /// # Errors
 /// [`ErrorKind::InHostCallback`] inside a host callback; `cudaErrorStreamCaptureUnsupported`
@@ -130,41 +131,63 @@ pub fn check_after<'s>(
 /// through raw calls (`cudaStreamSynchronize`) calls it after the wait to have its checks run.
 /// Does nothing inside a host callback (where CUDA must not be called).
 pub fn run_passed_checks() {
-    if COUNT.load(Ordering::Acquire) == 0 || in_callback() {
+    if COUNT.load(Ordering::Acquire) == 0 || in_callback() || RUNNING.get() {
         return;
     }
-    let mut passed = Vec::new();
-    let mut dead = Vec::new();
+    // The checks run under the lock: a thread that asks while another runs them waits until
+    // their errors are deferred, so that a synchronize after the stream passed a check always
+    // finds its error. A check that (against the rules) asks again returns at once (`RUNNING`).
     // A capture of this crate in a restricting mode (on this thread, or a global one on any)
     // would refuse the queries, and a refused query would invalidate that capture: the queries
     // touch only events recorded outside it.
     relaxed_while_capturing(|| {
         let mut all = lock(&WAITING);
+        let _running = Running::enter();
         let mut i = 0;
         while i < all.len() {
             // SAFETY: the event is live (pooled events are destroyed only when dropped).
             match unsafe { raw::event_query(all[i].event.raw()) } {
                 Ok(false) => i += 1,
-                Ok(true) => passed.push(all.swap_remove(i)),
-                // The stream failed for good, or the event's context is gone.
-                Err(e) if e.is_sticky() || e.is_context_gone() => dead.push(all.swap_remove(i)),
+                Ok(true) => {
+                    let waiting = all.swap_remove(i);
+                    waiting.event.recycle();
+                    if let Err(e) = (waiting.check)() {
+                        defer_for(waiting.owner, e);
+                    }
+                }
+                // The stream failed for good, or the event's context is gone: the stream's
+                // synchronize reports that; the check is dropped unrun, the handle left alone.
+                Err(e) if e.is_sticky() || e.is_context_gone() => {
+                    let waiting = all.swap_remove(i);
+                    drop(waiting.check);
+                    std::mem::forget(waiting.event);
+                }
                 // Anything else (a foreign capture refusing the query): asked again later.
                 Err(_) => i += 1,
             }
         }
         COUNT.store(all.len(), Ordering::Release);
     });
-    for waiting in dead {
-        // The stream failed before the point (its synchronize reports that) or the event's
-        // context is gone: the check is dropped unrun, the event's handle left alone.
-        drop(waiting.check);
-        std::mem::forget(waiting.event);
+}
+
+thread_local! {
+    /// Whether this thread is running checks (a check that calls back into this module
+    /// returns at once instead of waiting for itself).
+    static RUNNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as running checks until dropped (also when a check panics).
+struct Running;
+
+impl Running {
+    fn enter() -> Running {
+        RUNNING.set(true);
+        Running
     }
-    // Oldest first is not promised (swap_remove), and not needed: checks are independent.
-    for waiting in passed {
-        waiting.event.recycle();
-        if let Err(e) = (waiting.check)() {
-            defer_for(waiting.owner, e);
-        }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.set(false);
     }
 }
