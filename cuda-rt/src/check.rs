@@ -97,14 +97,22 @@ pub fn check_after<'s>(
     let stream = stream.into();
     refuse_capturing(stream, CALL)?;
     let device = stream.device_ordinal()?;
-    let event = CompletionEvent::take(device).map_err(|e| e.context(CALL))?;
-    // SAFETY: the event is live and of the stream's device; the stream is live for its
-    // lifetime.
-    if let Err(e) = unsafe { raw::event_record(event.raw(), stream.as_raw()) } {
-        // Never recorded here: the event is as it was (idle).
-        event.recycle();
-        return Err(e.context(CALL));
-    }
+    // A global-mode capture of this crate on another thread would be invalidated by an event
+    // made here; neither the event nor `stream` (not capturing, above) touches that capture.
+    let recorded = relaxed_while_capturing(|| {
+        let event = CompletionEvent::take(device)?;
+        // SAFETY: the event is live and of the stream's device; the stream is live for its
+        // lifetime.
+        match unsafe { raw::event_record(event.raw(), stream.as_raw()) } {
+            Ok(()) => Ok(event),
+            Err(e) => {
+                // Never recorded here: the event is as it was (idle).
+                event.recycle();
+                Err(e)
+            }
+        }
+    });
+    let event = recorded.map_err(|e| e.context(CALL))?;
     set_check_runner(run_passed_checks);
     let waiting = Waiting {
         event,
