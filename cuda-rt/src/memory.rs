@@ -692,10 +692,7 @@ const ORDERING_STREAM_DEVICES: usize = 64;
 /// default stream, which dies with its thread (a thread that exits with an allocation or a free
 /// still queued there must not matter). Its uses are recorded lazily, as on any owned stream.
 fn ordering_stream(device: i32) -> Result<StreamRef<'static>> {
-    let Some(slot) = usize::try_from(device)
-        .ok()
-        .and_then(|d| ORDERING_STREAMS.get(d))
-    else {
+    let Some(slot) = ordering_slot(device) else {
         return Ok(StreamRef::per_thread());
     };
     let current = slot.load(Ordering::Acquire);
@@ -709,6 +706,14 @@ fn ordering_stream(device: i32) -> Result<StreamRef<'static>> {
 /// The ordering stream of each device (null until made): leaked [`Stream`]s, never destroyed.
 static ORDERING_STREAMS: [AtomicPtr<Stream>; ORDERING_STREAM_DEVICES] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; ORDERING_STREAM_DEVICES];
+
+/// The slot of `device`'s ordering stream; `None` for devices beyond
+/// [`ORDERING_STREAM_DEVICES`] (they use the per-thread default stream).
+fn ordering_slot(device: i32) -> Option<&'static AtomicPtr<Stream>> {
+    usize::try_from(device)
+        .ok()
+        .and_then(|d| ORDERING_STREAMS.get(d))
+}
 
 /// Makes the ordering stream of `device` unless `slot` holds another one than `stale` already
 /// (one maker at a time: no stream is made twice; a failed creation leaves the slot as it was).
@@ -732,10 +737,7 @@ fn make_ordering_stream(
 /// After an error that says the ordering stream `dead` of `device` belongs to a context that is
 /// gone: a new ordering stream (the old one is left alone, leaked with its context).
 fn renew_ordering_stream(device: i32, dead: StreamRef<'static>) -> Result<StreamRef<'static>> {
-    let Some(slot) = usize::try_from(device)
-        .ok()
-        .and_then(|d| ORDERING_STREAMS.get(d))
-    else {
+    let Some(slot) = ordering_slot(device) else {
         return Ok(StreamRef::per_thread());
     };
     let current = slot.load(Ordering::Acquire);
