@@ -17,6 +17,14 @@ use std::future::Future;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// The tests of this file run one at a time: one of them captures a graph in global mode, which
+/// CUDA invalidates when another thread makes a call that may synchronize meanwhile, and the
+/// others look at the process's deferred errors.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Takes every deferred error of the calling thread.
 fn drain_deferred() -> Vec<cuda_rt::Error> {
     std::iter::from_fn(cuda_rt::take_deferred_error).collect()
@@ -47,6 +55,7 @@ fn one_workspace_sorts_on_three_streams_at_once() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
         return;
     };
+    let _serial = serial();
     let _ = drain_deferred();
     let streams = [
         Stream::new().unwrap(),
@@ -128,6 +137,7 @@ fn sort_returns_while_its_stream_is_still_busy() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
         return;
     };
+    let _serial = serial();
     let stream = Stream::new().unwrap();
     let workspace = SortWorkspace::new();
     let input: Vec<u32> = make(Dist::Uniform, 1 << 20, 70);
@@ -185,6 +195,7 @@ fn a_device_side_failure_is_reported_once_deferred_or_returned() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
         return;
     };
+    let _serial = serial();
     if host_driver_only() {
         println!(
             "skipped a_device_side_failure_is_reported_once_deferred_or_returned: \
@@ -285,6 +296,7 @@ fn a_captured_sort_replays_on_new_data() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
         return;
     };
+    let _serial = serial();
     let _ = drain_deferred();
     let n = (1 << 20) + 3;
     let mut stream = Stream::new().unwrap();
@@ -377,6 +389,7 @@ fn a_workspace_dropped_in_a_host_callback_after_queued_sorts_does_not_hang() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
         return;
     };
+    let _serial = serial();
     let input: Vec<u32> = make(Dist::Uniform, 4 << 20, 100);
     let want = cpu_sorted(&input, Order::Ascending);
     let (keys, errors) = within(
