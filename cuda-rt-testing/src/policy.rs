@@ -48,16 +48,30 @@ pub struct Gpu {
 }
 
 /// The number of usable devices (`cudaGetDeviceCount` through [`cuda_rt::Device::count`]), or
-/// why there is none: the `cudaError_t` name, or "0 devices".
+/// why there is none: the `cudaError_t` name (for `cudaErrorInsufficientDriver`, after whether
+/// a driver is installed at all), or "0 devices".
 fn device_count() -> Result<usize, String> {
     match cuda_rt::Device::count() {
         Ok(0) => Err("0 devices".into()),
         Ok(count) => Ok(count),
+        // CUDA answers "insufficient driver" also when there is no driver at all (the driver
+        // then reports version 0.0): say which.
+        Err(e) if e.code() == Some(cuda_rt::raw::status::INSUFFICIENT_DRIVER) => {
+            match cuda_rt::driver_version() {
+                Ok(v) if v.major == 0 && v.minor == 0 => {
+                    Err(format!("no CUDA driver installed: {}", e.name()))
+                }
+                Ok(v) => Err(format!("the driver supports CUDA {v} only: {}", e.name())),
+                Err(_) => Err(e.name().to_string()),
+            }
+        }
         Err(e) => Err(e.name().to_string()),
     }
 }
 
-/// Why no device can be used: the `cudaError_t` name, or "0 devices"; `None` when one can.
+/// Why no device can be used: the `cudaError_t` name (for `cudaErrorInsufficientDriver`, after
+/// "no CUDA driver installed" or the CUDA version the driver supports), or "0 devices"; `None`
+/// when one can.
 pub fn why_no_device() -> Option<String> {
     device_count().err()
 }
