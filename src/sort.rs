@@ -243,8 +243,9 @@ pub enum TileWidth {
     Wide,
 }
 
-/// Tuning of a sort. The default lets the library choose every part by size; the others exist
-/// to measure the alternatives.
+/// Tuning of a sort. The default ([`Strategy::AUTO`]) lets the library choose every part by
+/// size, and is the right choice unless a reason of docs/sorting.md ("Choosing a strategy")
+/// applies; the other values exist for those reasons and to measure the alternatives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Strategy {
     /// Who launches the stages after the first.

@@ -143,7 +143,12 @@ impl SortWorkspace {
         Self::with_strategy(Strategy::AUTO)
     }
 
-    /// An empty workspace whose sorts use `strategy` (to compare strategies).
+    /// An empty workspace whose sorts use `strategy`. [`Strategy::AUTO`] (what
+    /// [`new`](Self::new) uses) chooses each part by size and is the one to keep unless a
+    /// reason below applies; docs/sorting.md ("Choosing a strategy") says when another helps:
+    /// [`Driver::Host`](super::Driver::Host) to keep the device runtime's launch pool to
+    /// yourself, [`Driver::Device`](super::Driver::Device) for one host launch per sort, the
+    /// other fields to measure the alternatives.
     pub const fn with_strategy(strategy: Strategy) -> Self {
         SortWorkspace {
             strategy,
