@@ -126,6 +126,9 @@ mod runner;
 mod sanitizer;
 
 pub use case::Case;
+/// The proptest this crate builds on, for strategies of your own (`proptest::prelude::any`,
+/// `prop_oneof!`, tuples) without a dependency of your own on a matching version.
+pub use proptest;
 pub use compare::Compare;
 pub use element::{BitEq, Element, Float};
 pub use failure::{Failure, FailureKind, Side};
