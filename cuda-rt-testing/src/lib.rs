@@ -126,14 +126,14 @@ mod runner;
 mod sanitizer;
 
 pub use case::Case;
-/// The proptest this crate builds on, for strategies of your own (`proptest::prelude::any`,
-/// `prop_oneof!`, tuples) without a dependency of your own on a matching version.
-pub use proptest;
 pub use compare::Compare;
 pub use element::{BitEq, Element, Float};
 pub use failure::{Failure, FailureKind, Side};
 pub use guard::{GuardedBuffer, Guards};
 pub use policy::{error_name, gpu, gpu_required, why_no_device, Gpu};
+/// The proptest this crate builds on, for strategies of your own (`proptest::prelude::any`,
+/// `prop_oneof!`, tuples) without a dependency of your own on a matching version.
+pub use proptest;
 pub use random::SplitMix64;
 pub use report::{CaseFailure, Report, Verdict};
 pub use runner::{Check, Isolation};

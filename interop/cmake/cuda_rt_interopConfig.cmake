@@ -17,16 +17,18 @@
 #   CUDA_RT_INTEROP_PROFILE      release (default) or debug: cargo's profile.
 #   CUDA_RT_INTEROP_CARGO        the cargo executable (found on PATH or in ~/.cargo/bin).
 #   CUDA_RT_INTEROP_CARGO_TARGET_DIR
-#                                cargo's target folder (default: cuda-rt-cargo/ in the build
-#                                folder; point it at an existing one to reuse its builds).
+#                                cargo's target folder (default: an exported absolute
+#                                CARGO_TARGET_DIR, else cuda-rt-cargo/ in the build folder;
+#                                point it at an existing one to reuse its builds).
 #   CUDA_RT_INTEROP_CUDA_PATH    the toolkit cargo builds with (CUDA_PATH for cuda-rt-sys);
 #                                default: the toolkit of CMAKE_CUDA_COMPILER, so that both sides
 #                                agree. Empty: cargo's own search (CUDA_PATH of the environment,
 #                                /usr/local/cuda, the checkout's .cuda-toolkit/).
-#   CUDA_RT_INTEROP_ARCHS        CUDA_RT_ARCHS for the Rust kernels (default: derived from
-#                                CMAKE_CUDA_ARCHITECTURES: 90 -> 90, 90-real -> sm_90,
-#                                90-virtual -> compute_90; all, all-major, native -> cuda-rt's
-#                                default).
+#   CUDA_RT_INTEROP_ARCHS        CUDA_RT_ARCHS for the Rust kernels (default, empty: derived
+#                                at every configure from CMAKE_CUDA_ARCHITECTURES as set when
+#                                find_package runs: 90 -> 90, 90-real -> sm_90, 90-virtual ->
+#                                compute_90; all, all-major, native -> cuda-rt's default). Set
+#                                CMAKE_CUDA_ARCHITECTURES before find_package.
 #   CUDA_RT_INTEROP_CARGO_FLAGS  further arguments of the cargo build, a CMake list (default
 #                                none), e.g. --features=... so that the build shares the feature
 #                                set, and with it the compiled kernels, of other builds in the same
@@ -59,7 +61,17 @@ set(CUDA_RT_INTEROP_RUNTIME "static" CACHE STRING
 set_property(CACHE CUDA_RT_INTEROP_RUNTIME PROPERTY STRINGS static shared)
 set(CUDA_RT_INTEROP_PROFILE "release" CACHE STRING "cargo profile: release or debug")
 set_property(CACHE CUDA_RT_INTEROP_PROFILE PROPERTY STRINGS release debug)
-set(CUDA_RT_INTEROP_CARGO_TARGET_DIR "${CMAKE_BINARY_DIR}/cuda-rt-cargo" CACHE PATH
+# An exported CARGO_TARGET_DIR (absolute) is the default: the builds there are reused.
+if(IS_ABSOLUTE "$ENV{CARGO_TARGET_DIR}")
+  set(_cuda_rt_target_default "$ENV{CARGO_TARGET_DIR}")
+else()
+  if(NOT "$ENV{CARGO_TARGET_DIR}" STREQUAL "")
+    message(STATUS "cuda_rt_interop: CARGO_TARGET_DIR=$ENV{CARGO_TARGET_DIR} is relative; "
+      "set CUDA_RT_INTEROP_CARGO_TARGET_DIR to use it")
+  endif()
+  set(_cuda_rt_target_default "${CMAKE_BINARY_DIR}/cuda-rt-cargo")
+endif()
+set(CUDA_RT_INTEROP_CARGO_TARGET_DIR "${_cuda_rt_target_default}" CACHE PATH
   "cargo's target folder for libcuda_rt_interop.a")
 set(CUDA_RT_INTEROP_CUDA_PATH "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}" CACHE PATH
   "CUDA toolkit cargo builds with (empty: cargo's own search)")
@@ -82,8 +94,14 @@ foreach(_arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
   endif()
 endforeach()
 list(JOIN _cuda_rt_archs "," _cuda_rt_archs)
-set(CUDA_RT_INTEROP_ARCHS "${_cuda_rt_archs}" CACHE STRING
-  "CUDA_RT_ARCHS for the Rust kernels (empty: cuda-rt's default)")
+# Empty: derived again at every configure from CMAKE_CUDA_ARCHITECTURES as it is when
+# find_package runs (never frozen in the cache), so a re-configure with other architectures
+# rebuilds the kernels for them.
+set(CUDA_RT_INTEROP_ARCHS "" CACHE STRING
+  "CUDA_RT_ARCHS for the Rust kernels (empty: derived from CMAKE_CUDA_ARCHITECTURES)")
+if(CUDA_RT_INTEROP_ARCHS)
+  set(_cuda_rt_archs "${CUDA_RT_INTEROP_ARCHS}")
+endif()
 set(CUDA_RT_INTEROP_CARGO_FLAGS "" CACHE STRING
   "further arguments of the cargo build of libcuda_rt_interop.a (a CMake list)")
 
@@ -108,8 +126,8 @@ set(_cuda_rt_env "CARGO_TARGET_DIR=${CUDA_RT_INTEROP_CARGO_TARGET_DIR}")
 if(CUDA_RT_INTEROP_CUDA_PATH)
   list(APPEND _cuda_rt_env "CUDA_PATH=${CUDA_RT_INTEROP_CUDA_PATH}")
 endif()
-if(CUDA_RT_INTEROP_ARCHS)
-  list(APPEND _cuda_rt_env "CUDA_RT_ARCHS=${CUDA_RT_INTEROP_ARCHS}")
+if(_cuda_rt_archs)
+  list(APPEND _cuda_rt_env "CUDA_RT_ARCHS=${_cuda_rt_archs}")
 endif()
 set(_cuda_rt_library
   "${CUDA_RT_INTEROP_CARGO_TARGET_DIR}/${CUDA_RT_INTEROP_PROFILE}/libcuda_rt_interop.a")
