@@ -24,11 +24,12 @@
 #                                default: the toolkit of CMAKE_CUDA_COMPILER, so that both sides
 #                                agree. Empty: cargo's own search (CUDA_PATH of the environment,
 #                                /usr/local/cuda, the checkout's .cuda-toolkit/).
-#   CUDA_RT_INTEROP_ARCHS        CUDA_RT_ARCHS for the Rust kernels (default, empty: derived
+#   CUDA_RT_INTEROP_ARCHS        CUDA_RT_ARCHS for the Rust kernels. auto (default): derived
 #                                at every configure from CMAKE_CUDA_ARCHITECTURES as set when
 #                                find_package runs: 90 -> 90, 90-real -> sm_90, 90-virtual ->
-#                                compute_90; all, all-major, native -> cuda-rt's default). Set
-#                                CMAKE_CUDA_ARCHITECTURES before find_package.
+#                                compute_90; all, all-major, native -> cuda-rt's default. Set
+#                                CMAKE_CUDA_ARCHITECTURES before find_package. Empty: cargo's
+#                                own choice (CUDA_RT_ARCHS of the environment, else the default).
 #   CUDA_RT_INTEROP_CARGO_FLAGS  further arguments of the cargo build, a CMake list (default
 #                                none), e.g. --features=... so that the build shares the feature
 #                                set, and with it the compiled kernels, of other builds in the same
@@ -94,12 +95,12 @@ foreach(_arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
   endif()
 endforeach()
 list(JOIN _cuda_rt_archs "," _cuda_rt_archs)
-# Empty: derived again at every configure from CMAKE_CUDA_ARCHITECTURES as it is when
+# auto: derived again at every configure from CMAKE_CUDA_ARCHITECTURES as it is when
 # find_package runs (never frozen in the cache), so a re-configure with other architectures
 # rebuilds the kernels for them.
-set(CUDA_RT_INTEROP_ARCHS "" CACHE STRING
-  "CUDA_RT_ARCHS for the Rust kernels (empty: derived from CMAKE_CUDA_ARCHITECTURES)")
-if(CUDA_RT_INTEROP_ARCHS)
+set(CUDA_RT_INTEROP_ARCHS "auto" CACHE STRING
+  "CUDA_RT_ARCHS for the Rust kernels (auto: from CMAKE_CUDA_ARCHITECTURES; empty: cargo's own)")
+if(NOT CUDA_RT_INTEROP_ARCHS STREQUAL "auto")
   set(_cuda_rt_archs "${CUDA_RT_INTEROP_ARCHS}")
 endif()
 set(CUDA_RT_INTEROP_CARGO_FLAGS "" CACHE STRING
