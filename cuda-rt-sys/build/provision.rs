@@ -36,6 +36,7 @@ pub fn provision_if_opted_in() -> Result<Option<Toolkit>, String> {
     let install = dir.join(INSTALL_NAME);
     let root = install.join("nvidia").join("cu13");
     if let Some(t) = Toolkit::at(&root, "this checkout's provisioned toolkit") {
+        add_unversioned_cudart(&root);
         return Ok(Some(t));
     }
     std::fs::create_dir_all(&dir).map_err(|e| {
@@ -85,6 +86,7 @@ pub fn provision_if_opted_in() -> Result<Option<Toolkit>, String> {
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
+    add_unversioned_cudart(&staging.join("nvidia").join("cu13"));
     if std::fs::rename(&staging, &install).is_err() {
         // Another build finished first: use its install.
         let _ = std::fs::remove_dir_all(&staging);
@@ -97,4 +99,28 @@ pub fn provision_if_opted_in() -> Result<Option<Toolkit>, String> {
                 install.display()
             )
         })
+}
+
+/// Gives the wheels' `lib/libcudart.so.13` the unversioned name a toolkit has
+/// (`lib/libcudart.so`, a symbolic link), so that CMake's `find_package(CUDAToolkit)` of a
+/// project that builds against this toolkit finds the runtime (`CUDA_CUDART`). Best effort: a
+/// failure is a warning, since cargo's own link makes its own link name (`link.rs`).
+fn add_unversioned_cudart(root: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        let lib = root.join("lib");
+        let link = lib.join("libcudart.so");
+        if link.exists() || !lib.join("libcudart.so.13").exists() {
+            return;
+        }
+        if let Err(e) = std::os::unix::fs::symlink("libcudart.so.13", &link) {
+            println!(
+                "cargo:warning=cuda-rt-sys: could not add {} (CMake's find_package(CUDAToolkit) \
+                 will not find the runtime there): {e}",
+                link.display()
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = root;
 }
