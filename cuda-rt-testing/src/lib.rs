@@ -43,7 +43,7 @@
 //!     // Lengths 0..=100 000, likely 0, 1, odd, 255, 256, 257; every distribution.
 //!     inputs::data::<u32>(inputs::lengths(100_000, &[256])),
 //!     |stream, input, output| {
-//!         let config = LaunchConfig::for_items(input.len() as u32, 256);
+//!         let config = LaunchConfig::for_len(input.len(), 256)?;
 //!         scale()?.launch(stream, config, (output, input, 3))
 //!     },
 //!     |input| input.iter().map(|x| x.wrapping_mul(3)).collect(),

@@ -38,7 +38,7 @@
 //! # Ok::<(), cuda_rt::Error>(())
 //! ```
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{self, RawStream};
 use crate::stream::StreamRef;
 use std::ffi::c_void;
@@ -96,6 +96,35 @@ impl LaunchConfig {
     pub fn for_items(n: u32, block_size: u32) -> LaunchConfig {
         let block_size = block_size.max(1);
         LaunchConfig::new(n.div_ceil(block_size).max(1), block_size)
+    }
+
+    /// [`for_items`](Self::for_items) for a length as slices and buffers give it (`usize`):
+    /// `ceil(n / block_size)` blocks (at least one) of `block_size` threads, with no `as u32`
+    /// that would cut a long length short.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidConfiguration` (as the launch would return) when that many blocks
+    /// exceed the grid's limit in x, 2^31 − 1.
+    ///
+    /// # Examples
+    /// ```
+    /// let data = vec![0u32; 1000];
+    /// let c = cuda_rt::LaunchConfig::for_len(data.len(), 256)?;
+    /// assert_eq!((c.grid.x, c.block.x), (4, 256));
+    /// assert!(cuda_rt::LaunchConfig::for_len(usize::MAX, 1).is_err());
+    /// # Ok::<(), cuda_rt::Error>(())
+    /// ```
+    pub fn for_len(n: usize, block_size: u32) -> Result<LaunchConfig> {
+        const MAX_GRID_X: usize = (1 << 31) - 1;
+        let block_size = block_size.max(1);
+        let blocks = n.div_ceil(block_size as usize).max(1);
+        if blocks > MAX_GRID_X {
+            return Err(Error::new(
+                ErrorKind::Cuda(raw::status::INVALID_CONFIGURATION),
+                "LaunchConfig::for_len",
+            ));
+        }
+        Ok(LaunchConfig::new(blocks as u32, block_size))
     }
 
     /// The same launch with `bytes` of dynamic shared memory per block.
@@ -273,4 +302,22 @@ pub unsafe fn launch_kernel<'s>(
     // SAFETY: the caller's contract; `args` outlives the call (CUDA copies the values).
     unsafe { launch_raw(kernel, &config, stream.as_raw(), args.as_mut_ptr()) }
         .map_err(|e| e.context("launch_kernel"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_len_covers_every_item_up_to_the_grid_limit() {
+        let limit = (1usize << 31) - 1;
+        assert_eq!(LaunchConfig::for_len(0, 256).unwrap().grid.x, 1);
+        assert_eq!(LaunchConfig::for_len(257, 256).unwrap().grid.x, 2);
+        assert_eq!(LaunchConfig::for_len(5, 0).unwrap().block.x, 1);
+        let last = LaunchConfig::for_len(limit * 256, 256).unwrap();
+        assert_eq!(last.grid.x as usize, limit);
+        let over = LaunchConfig::for_len(limit * 256 + 1, 256).unwrap_err();
+        assert_eq!(over.code(), Some(raw::status::INVALID_CONFIGURATION));
+        assert!(LaunchConfig::for_len(usize::MAX, 1024).is_err());
+    }
 }
