@@ -715,19 +715,22 @@ fn ordering_slot(device: i32) -> Option<&'static AtomicPtr<Stream>> {
         .and_then(|d| ORDERING_STREAMS.get(d))
 }
 
-/// Makes the ordering stream of `device` unless `slot` holds another one than `stale` already
-/// (one maker at a time: no stream is made twice; a failed creation leaves the slot as it was).
+/// The ordering stream in `slot`, made now unless the slot holds one other than `stale` (null:
+/// none is stale). One maker at a time: no stream is made twice; a failed creation leaves the
+/// slot as it was.
 fn make_ordering_stream(
     device: i32,
     slot: &'static AtomicPtr<Stream>,
-    stale: *mut Stream,
+    stale: RawStream,
 ) -> Result<StreamRef<'static>> {
     static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _making = crate::context::lock(&MAKING);
     let current = slot.load(Ordering::Acquire);
-    if current != stale {
-        // SAFETY: as in `ordering_stream`: published streams are leaked.
-        return Ok(unsafe { &*current }.as_stream_ref());
+    // SAFETY: a published stream is leaked, so it lives for the rest of the process.
+    if let Some(stream) = unsafe { current.as_ref() } {
+        if stream.as_raw() != stale {
+            return Ok(stream.as_stream_ref());
+        }
     }
     let stream: &'static Stream = Box::leak(Box::new(with_current(device, Stream::new)?));
     slot.store(std::ptr::from_ref(stream).cast_mut(), Ordering::Release);
@@ -735,17 +738,13 @@ fn make_ordering_stream(
 }
 
 /// After an error that says the ordering stream `dead` of `device` belongs to a context that is
-/// gone: a new ordering stream (the old one is left alone, leaked with its context).
+/// gone: a new ordering stream (the old one is left alone, leaked with its context), or the one
+/// another thread made meanwhile.
 fn renew_ordering_stream(device: i32, dead: StreamRef<'static>) -> Result<StreamRef<'static>> {
-    let Some(slot) = ordering_slot(device) else {
-        return Ok(StreamRef::per_thread());
-    };
-    let current = slot.load(Ordering::Acquire);
-    // SAFETY: as in `ordering_stream`: published streams are leaked.
-    if current.is_null() || unsafe { &*current }.as_raw() != dead.as_raw() {
-        return ordering_stream(device);
+    match ordering_slot(device) {
+        Some(slot) => make_ordering_stream(device, slot, dead.as_raw()),
+        None => Ok(StreamRef::per_thread()),
     }
-    make_ordering_stream(device, slot, current)
 }
 
 /// How a buffer's memory was allocated.
