@@ -269,13 +269,19 @@ impl Waiter {
         (Waiter { report, address }, check)
     }
 
-    /// The sort's outcome after a wait that succeeded past the status copy (the stream was
-    /// synchronized): read from the slot here, unless the check has run already (its word is
-    /// taken then). `None` once taken. Never depends on which thread runs the check.
+    /// The sort's outcome once the caller's wait for its stream has ended: `waited` says the
+    /// wait succeeded (past the status copy). Then it is read from the slot here, unless the
+    /// check has run already (its word is taken then): it never depends on which thread runs
+    /// the check. After a failed wait, only a check that ran gives it ([`take`](Self::take)).
+    /// `None` once taken, or when nothing says the outcome (the stream failed before the copy:
+    /// that failure is the caller's to report).
     ///
     /// # Safety
-    /// The stream was waited for, successfully, after the sort was queued.
-    pub(crate) unsafe fn take_after_wait(&self) -> Option<Result<(), SortError>> {
+    /// With `waited`, the stream was waited for, successfully, after the sort was queued.
+    pub(crate) unsafe fn take_after(&self, waited: bool) -> Option<Result<(), SortError>> {
+        if !waited {
+            return self.take();
+        }
         // SAFETY: the copy has completed (the caller's contract); a read after the check
         // released the slot is discarded below.
         let word = unsafe { std::ptr::read_volatile(self.address) };
@@ -298,7 +304,7 @@ impl Waiter {
 
     /// The sort's outcome if its check has run; `None` when it has not (the sort's stream failed
     /// before it, and that failure is the caller's to report) or was taken. Taken once.
-    pub(crate) fn take(&self) -> Option<Result<(), SortError>> {
+    fn take(&self) -> Option<Result<(), SortError>> {
         self.report
             .state
             .compare_exchange(ARRIVED, TAKEN, Ordering::AcqRel, Ordering::Acquire)
@@ -407,11 +413,11 @@ mod tests {
         let (slot, memory) = fake_slot(ffi::STATUS_SCRATCH_MISSING);
         let (waiter, check) = Waiter::new(slot);
         // SAFETY: the fake slot holds its final word (no copy is pending).
-        let outcome = unsafe { waiter.take_after_wait() };
+        let outcome = unsafe { waiter.take_after(true) };
         assert!(matches!(outcome, Some(Err(_))), "{outcome:?}");
         run_and_unpool(check, &memory);
         // SAFETY: as above.
-        assert_eq!(unsafe { waiter.take_after_wait() }, None, "taken once");
+        assert_eq!(unsafe { waiter.take_after(true) }, None, "taken once");
         drop(waiter);
         assert!(drain_deferred().is_empty());
         // The check ran first (on another thread's synchronize): its word is taken.
@@ -419,7 +425,7 @@ mod tests {
         let (waiter, check) = Waiter::new(slot);
         run_and_unpool(check, &memory);
         // SAFETY: as above.
-        assert_eq!(unsafe { waiter.take_after_wait() }, Some(Ok(())));
+        assert_eq!(unsafe { waiter.take_after(true) }, Some(Ok(())));
         drop(waiter);
         assert!(drain_deferred().is_empty());
     }

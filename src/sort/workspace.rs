@@ -360,7 +360,7 @@ impl SortWorkspace {
         // leaves the outcome to the deferred path.
         unsafe { cuda::stream_synchronize(stream.as_raw()) }.map_err(SortError::from_call)?;
         // SAFETY: the stream was waited for, successfully, after the sort.
-        unsafe { waiter.take_after_wait() }.unwrap_or(Err(SortError::Incomplete {
+        unsafe { waiter.take_after(true) }.unwrap_or(Err(SortError::Incomplete {
             status_word: NEVER_REPORTED,
         }))
     }
@@ -458,12 +458,8 @@ impl SortWorkspace {
             return Ok(());
         };
         let drained = stream.completion().await.map_err(SortError::Runtime);
-        let outcome = match drained {
-            // SAFETY: the stream drained, successfully, after the sort.
-            Ok(()) => unsafe { waiter.take_after_wait() },
-            Err(_) => waiter.take(),
-        };
-        match outcome {
+        // SAFETY: `drained` says whether the stream drained, successfully, after the sort.
+        match unsafe { waiter.take_after(drained.is_ok()) } {
             // The sort's own outcome first.
             Some(outcome) => outcome.and(drained),
             // Its check did not run: the stream failed before it (the drain says how).
@@ -737,15 +733,9 @@ impl SortWorkspace {
             );
             // Always learn the sort's outcome (this also waits for every queued copy).
             let waited = cuda::stream_synchronize(s).map_err(SortError::from_call);
-            let sorted = match waiter.map(|w| {
-                if waited.is_ok() {
-                    // take_after_wait's contract: the stream was waited for, successfully,
-                    // after the sort (inside this function's unsafe block).
-                    w.take_after_wait()
-                } else {
-                    w.take()
-                }
-            }) {
+            // take_after's contract (inside this function's unsafe block): `waited` says
+            // whether the stream was waited for, successfully, after the sort.
+            let sorted = match waiter.map(|w| w.take_after(waited.is_ok())) {
                 None => Ok(()),
                 Some(Some(outcome)) => outcome,
                 Some(None) => Err(SortError::Incomplete {
