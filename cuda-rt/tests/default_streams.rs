@@ -151,15 +151,10 @@ mod on_default_streams {
         };
         let _serial = serial();
         let spin = Spin::new();
-        for (name, _) in default_streams() {
+        for (name, stream) in default_streams() {
             let per_thread = name == "per-thread";
             // Written on this thread's default stream, then read by two threads at once.
             let mut buffer = DeviceBuffer::<u32>::zeroed(N).unwrap();
-            let stream = if per_thread {
-                StreamRef::per_thread()
-            } else {
-                StreamRef::legacy()
-            };
             spin.fill(stream, &mut buffer, 21);
             std::thread::scope(|t| {
                 let readers: Vec<_> = (0..2)
@@ -180,12 +175,8 @@ mod on_default_streams {
             let (read, reading_done) = mpsc::channel::<()>();
             let spin = &spin;
             let moved = std::thread::scope(|t| {
+                // `StreamRef::per_thread()` names the stream of the thread that uses it.
                 let writer = t.spawn(move || {
-                    let stream = if per_thread {
-                        StreamRef::per_thread()
-                    } else {
-                        StreamRef::legacy()
-                    };
                     spin.fill(stream, &mut buffer, 22);
                     handed.send(buffer).unwrap();
                     if per_thread {
