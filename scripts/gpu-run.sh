@@ -5,6 +5,10 @@
 #   tar -xJf .gpucarry/gpu.tar.xz && bash .gpu/run.sh
 #   bash .gpu/run.sh --sanitize      # each program under compute-sanitizer memcheck
 #   bash .gpu/run.sh --only NAME     # only the programs whose name contains NAME
+#   bash .gpu/run.sh --skip NAME     # all but the programs whose name contains NAME
+#   CUDA_RT_GPU_PROGRAM_TIMEOUT=SECS # each program's time limit (default 300): a program that
+#                                    # hangs is killed, reported as failed (rc 124 or 137), and
+#                                    # the rest still run
 #
 # What runs, with CUDA_RT_REQUIRE_GPU=1 (a test that finds no GPU fails instead of skipping):
 #   1. every test harness of .gpu/manifest.txt (`test NAME` lines);
@@ -16,12 +20,13 @@
 # The full output goes to $OUT/gpu-tests.log ($OUT unset: .gpu/logs/); a summary line per program
 # comes last. Exits non-zero if any program failed.
 cd "$(dirname "$0")/.." || exit 2
-sanitize=0; only=""
+sanitize=0; only=""; skip=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --sanitize) sanitize=1 ;;
     --only) only="$2"; shift ;;
-    *) echo "unknown flag $1 (flags: --sanitize, --only NAME)"; exit 2 ;;
+    --skip) skip="$2"; shift ;;
+    *) echo "unknown flag $1 (flags: --sanitize, --only NAME, --skip NAME)"; exit 2 ;;
   esac
   shift
 done
@@ -38,19 +43,20 @@ run_one() {
   local label="$1" pattern="$2" log="$logs/$1.log" start rc secs result
   shift 2
   start=$(date +%s.%N)
-  "$@" > "$log" 2>&1; rc=$?
+  timeout --kill-after=15 "${CUDA_RT_GPU_PROGRAM_TIMEOUT:-300}" "$@" > "$log" 2>&1; rc=$?
   secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
   if [[ -n $pattern ]]; then result=$(grep -E "$pattern" "$log" | tail -1); else result=$(tail -1 "$log"); fi
   { echo "==== $label (rc=$rc)"; cat "$log"; } >> "$all"
   if (( rc != 0 )); then
     fail=1
+    (( rc == 124 || rc == 137 )) && echo "---- $label: killed after its time limit (a hang?)"
     echo "---- $label FAILED (rc=$rc), last lines:"
     tail -25 "$log"
   fi
   summary+=("$(printf '%-40s rc=%-3s %6ss  %s' "$label" "$rc" "$secs" "$result")")
 }
 
-selected() { [[ -z "$only" || "$1" == *"$only"* ]]; }
+selected() { [[ -z "$only" || "$1" == *"$only"* ]] && [[ -z "$skip" || "$1" != *"$skip"* ]]; }
 
 memcheck=(compute-sanitizer --tool memcheck --error-exitcode 86)
 while read -r kind name; do

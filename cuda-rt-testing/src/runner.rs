@@ -462,6 +462,21 @@ pub(crate) fn emit(line: &str) {
     }
 }
 
+/// Tells the parent that this child's cases are over; a child whose CUDA context is lost then
+/// exits at once, with status 0 (the parent reads the outcome from the protocol), instead of
+/// returning through the test harness. The thread that ran such cases can hang in its exit,
+/// inside the driver (seen on an H100, driver 580: the exiting thread waits in a destructor of
+/// the driver for a driver thread that spins forever), and the parent would wait for it.
+fn end_child(context_lost: bool) {
+    emit("end");
+    if context_lost {
+        use std::io::Write;
+        // Flushing can only fail if the parent is gone, and then nobody reads.
+        let _ = std::io::stderr().flush();
+        std::process::exit(0);
+    }
+}
+
 /// How one run of a case went.
 pub(crate) enum Outcome {
     Pass,
@@ -689,7 +704,7 @@ impl<V: Debug, T: ValueTree<Value = V>> Run<'_, V, T> {
             }
         }
         if protocol {
-            emit("end");
+            end_child(failures.iter().any(|f| f.context_lost));
         }
         self.verdict(passed, failures, not_run, 0)
     }
@@ -716,6 +731,7 @@ impl<V: Debug, T: ValueTree<Value = V>> Run<'_, V, T> {
                 Self::describe(&value)
             ));
         }
+        let mut lost = false;
         let verdict = match self.run_once(&value) {
             Outcome::Pass => {
                 if protocol {
@@ -733,11 +749,12 @@ impl<V: Debug, T: ValueTree<Value = V>> Run<'_, V, T> {
                 if protocol {
                     emit(&format!("failure {}", record.encode()));
                 }
+                lost = context_lost;
                 self.verdict(0, vec![record], 0, 0)
             }
         };
         if protocol {
-            emit("end");
+            end_child(lost);
         }
         verdict
     }

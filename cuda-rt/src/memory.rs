@@ -93,6 +93,7 @@ mod view;
 
 use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
+use crate::pool::{retire_after, PoolLife};
 use crate::raw::{self, RawStream};
 use crate::stream::{synchronize_stream, Stream, StreamRef};
 use std::cell::Cell;
@@ -102,6 +103,7 @@ use std::mem::size_of;
 use std::ops::RangeBounds;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) use tracker::{Access, Span, Tracker};
@@ -796,6 +798,8 @@ pub struct DeviceBuffer<T: DeviceCopy> {
     device: i32,
     tracker: Tracker,
     allocation: Allocation,
+    /// The created pool the memory came from, held until the free is queued.
+    pool: Option<Arc<PoolLife>>,
 }
 
 // SAFETY: device memory may be used from any host thread; the marker is Sync; T's values only
@@ -916,6 +920,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             device,
             tracker: Tracker::new(),
             allocation: Allocation::Synchronous,
+            pool: None,
         })
     }
 
@@ -926,6 +931,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             device,
             tracker: Tracker::new(),
             allocation: Allocation::Empty,
+            pool: None,
         }
     }
 
@@ -981,8 +987,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// `cudaMallocFromPoolAsync` of `len` elements from `pool` on `stream` (a stream of the
     /// pool's device): like [`new_async`](Self::new_async), from a pool of your choice (see
     /// [`MemPool`](crate::MemPool)). The drop queues `cudaFreeAsync`, which returns the memory
-    /// to the pool. The buffer may outlive the pool's handle: CUDA keeps a destroyed pool's
-    /// memory until its last allocation is freed.
+    /// to the pool. The buffer may outlive the pool's handle: it holds the pool, which is
+    /// destroyed once the handle and every buffer from it are gone and the last free has run.
     ///
     /// # Errors
     /// [`ErrorKind::WrongDevice`] for a stream of another device than the pool's;
@@ -996,11 +1002,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let stream = stream.into();
         let device = pool.device().ordinal();
         let raw_pool = pool.as_raw();
-        Self::stream_ordered(len, stream, device, WHAT, |bytes, s| {
+        let mut buffer = Self::stream_ordered(len, stream, device, WHAT, |bytes, s| {
             // SAFETY: the pool is live for this call (borrowed), the stream too; the allocation
             // is owned by the buffer built from it.
             unsafe { raw::malloc_from_pool_async(bytes, raw_pool, s) }
-        })
+        })?;
+        if buffer.allocation == Allocation::StreamOrdered {
+            buffer.pool = pool.life();
+        }
+        Ok(buffer)
     }
 
     /// A stream-ordered allocation of `len` elements on `device`, made by `allocate` on
@@ -1033,6 +1043,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             device,
             tracker,
             allocation: Allocation::StreamOrdered,
+            pool: None,
         });
         match (result, buffer) {
             (Ok(()), Some(buffer)) => Ok(buffer),
@@ -1144,12 +1155,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             Allocation::Synchronous => unsafe { free_synchronous(ptr, span, &self.tracker) },
             Allocation::StreamOrdered => {
                 let device = self.device;
-                // SAFETY: our allocation; the stream given is the one every use of the memory
-                // was queued on, so the free comes after them; not used again.
-                let on_last_stream = self
-                    .tracker
-                    .free_on_last_stream(device, |s| unsafe { raw::free_async(ptr, s) });
+                let mut freed_on = std::ptr::null_mut();
+                let on_last_stream = self.tracker.free_on_last_stream(device, |s| {
+                    freed_on = s;
+                    // SAFETY: our allocation; the stream given is the one every use of the
+                    // memory was queued on, so the free comes after them; not used again.
+                    unsafe { raw::free_async(ptr, s) }
+                });
                 if let Some(Ok(())) = on_last_stream {
+                    if let Some(pool) = self.pool.take() {
+                        retire_after(pool, freed_on);
+                    }
                     self.tracker.destroy();
                     self.allocation = Allocation::Empty;
                     return Ok(());
@@ -1168,23 +1184,33 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                         // SAFETY: our allocation; the ordering stream waits for the markers
                         // (use_on) so every queued use comes before the free; not used again.
                         unsafe { raw::free_async(ptr, s) }?;
+                        freed_on = s;
                         queued = true;
                         Ok(())
                     })
                 });
-                match result {
-                    Ok(()) => Ok(()),
-                    Err(e) if queued => Err(e),
-                    Err(e) => {
-                        // Not queued: free after a host wait instead, or leak.
-                        defer(e.context(WHAT));
-                        match tracker.synchronize(span) {
-                            // SAFETY: as for Synchronous; cudaFree accepts pool memory once
-                            // its uses have finished.
-                            Ok(()) => unsafe { raw::free(ptr) },
-                            Err(e) => Err(e),
-                        }
+                let pool = self.pool.take();
+                if queued {
+                    if let Some(pool) = pool {
+                        retire_after(pool, freed_on);
                     }
+                    result
+                } else {
+                    // Not queued: free after a host wait instead, or leak (and the pool with
+                    // it: a pool is not destroyed under an allocation).
+                    if let Err(e) = result {
+                        defer(e.context(WHAT));
+                    }
+                    let freed = tracker.synchronize(span).and_then(|()| {
+                        // SAFETY: as for Synchronous; cudaFree accepts pool memory once its
+                        // uses have finished.
+                        unsafe { raw::free(ptr) }
+                    });
+                    match freed {
+                        Ok(()) => drop(pool),
+                        Err(_) => std::mem::forget(pool),
+                    }
+                    freed
                 }
             }
         };
@@ -1225,6 +1251,7 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
                 device: self.device,
                 tracker: std::mem::replace(&mut self.tracker, Tracker::new()),
                 allocation: self.allocation,
+                pool: self.pool.take(),
             };
             self.allocation = Allocation::Empty;
             crate::context::after_capture(Box::new(move || drop(bytes)));

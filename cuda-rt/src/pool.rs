@@ -25,12 +25,14 @@
 //! # Ok::<(), cuda_rt::Error>(())
 //! ```
 
-use crate::device::Device;
-use crate::error::{defer_result, Result};
-use crate::raw::{self, pool_attribute, RawMemPool};
+use crate::device::{with_current, Device};
+use crate::error::{defer, defer_result, Result};
+use crate::raw::{self, flags, pool_attribute, RawEvent, RawMemPool, RawStream};
+use std::sync::{Arc, Mutex};
 
 /// A memory pool of one device (`cudaMemPool_t`): the device's default pool, or one created
-/// with `cudaMemPoolCreate` and destroyed on drop.
+/// with `cudaMemPoolCreate`, destroyed once this handle and every buffer allocated from it are
+/// gone (after the last buffer's free has run).
 ///
 /// # Thread safety
 /// `Send` and `Sync`: pool handles may be used from any thread.
@@ -38,8 +40,9 @@ use crate::raw::{self, pool_attribute, RawMemPool};
 pub struct MemPool {
     raw: RawMemPool,
     device: i32,
-    /// Created here (destroyed on drop), not the device's default pool.
-    owned: bool,
+    /// A created pool's life, shared with the buffers allocated from it; `None` for a device's
+    /// default pool.
+    life: Option<Arc<PoolLife>>,
 }
 
 // SAFETY: a pool handle may be used from any host thread (the runtime API is thread-safe).
@@ -74,23 +77,28 @@ impl MemPool {
         Ok(MemPool {
             raw,
             device: device.ordinal(),
-            owned: false,
+            life: None,
         })
     }
 
     /// `cudaMemPoolCreate`: a new pool of device memory on `device` (not exportable, no
-    /// maximum size), destroyed on drop. Its release threshold starts at 0.
+    /// maximum size), destroyed when the handle and every buffer allocated from it are gone.
+    /// Its release threshold starts at 0.
     ///
     /// # Errors
     /// `cudaErrorInvalidValue`, `cudaErrorNotSupported`, `cudaErrorMemoryAllocation`.
     pub fn new(device: Device) -> Result<MemPool> {
+        sweep_retired();
         // SAFETY: no preconditions; the pool is owned by the MemPool built below.
         let raw = unsafe { raw::mem_pool_create(device.ordinal()) }
             .map_err(|e| e.context("MemPool::new"))?;
         Ok(MemPool {
             raw,
             device: device.ordinal(),
-            owned: true,
+            life: Some(Arc::new(PoolLife {
+                raw,
+                device: device.ordinal(),
+            })),
         })
     }
 
@@ -106,7 +114,13 @@ impl MemPool {
 
     /// Whether this is the device's default pool.
     pub fn is_device_default(&self) -> bool {
-        !self.owned
+        self.life.is_none()
+    }
+
+    /// The life of a created pool, which a buffer allocated from it holds until its free has
+    /// been queued (`None` for a default pool).
+    pub(crate) fn life(&self) -> Option<Arc<PoolLife>> {
+        self.life.clone()
     }
 
     fn get(&self, attribute: u32, what: &'static str) -> Result<u64> {
@@ -182,39 +196,137 @@ impl MemPool {
 
     /// Destroys a created pool (`cudaMemPoolDestroy`), reporting the error (drop reports it to
     /// the next synchronize); does nothing for the default pool. Buffers still allocated from
-    /// it stay valid: CUDA releases the pool's memory once the last one is freed.
+    /// it stay valid: the pool is then destroyed once the last of them has been freed and that
+    /// free has run on its stream, and this returns `Ok`.
     ///
     /// # Errors
     /// An error of `cudaMemPoolDestroy`.
-    pub fn close(self) -> Result<()> {
-        let this = std::mem::ManuallyDrop::new(self);
-        if !this.owned {
-            return Ok(());
+    pub fn close(mut self) -> Result<()> {
+        match self.life.take().map(Arc::into_inner) {
+            // SAFETY: our pool, created by `new`; no buffer holds it any more.
+            Some(Some(life)) => life.destroy().map_err(|e| e.context("MemPool::close")),
+            // A buffer holds it (and destroys it after its free), or the default pool.
+            Some(None) | None => Ok(()),
         }
-        // SAFETY: our pool, created by `new`, not used after this.
-        unsafe { raw::mem_pool_destroy(this.raw) }.map_err(|e| e.context("MemPool::close"))
     }
 }
 
-impl Drop for MemPool {
+/// A created pool, destroyed when its last holder lets it go: the [`MemPool`] and every buffer
+/// allocated from it. A buffer lets it go once its free is queued ([`retire_after`]), and the
+/// pool is destroyed after that free has run, so that `cudaMemPoolDestroy` never meets an
+/// allocation still outstanding or a free still queued. (CUDA allows both; on an H100 with
+/// driver 580 a pool destroyed under a live allocation was followed, later in the process, by
+/// a crash inside `cudaMallocFromPoolAsync` of another pool.)
+#[derive(Debug)]
+pub(crate) struct PoolLife {
+    raw: RawMemPool,
+    device: i32,
+}
+
+// SAFETY: a pool handle may be used from any host thread.
+unsafe impl Send for PoolLife {}
+// SAFETY: as above; only `destroy` uses the handle.
+unsafe impl Sync for PoolLife {}
+
+impl PoolLife {
+    /// `cudaMemPoolDestroy`.
+    fn destroy(self) -> Result<()> {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: our pool, created by `MemPool::new`, destroyed once (its drop does not run).
+        unsafe { raw::mem_pool_destroy(this.raw) }
+    }
+}
+
+impl Drop for PoolLife {
     fn drop(&mut self) {
-        if !self.owned || crate::error::leak_if_in_callback("MemPool::drop") {
+        if crate::error::leak_if_in_callback("MemPool::drop") {
             return;
         }
         if crate::context::capture_restricts_thread() {
             // Destroyed once the capture that restricts the thread has ended.
-            let pool = MemPool {
+            let life = PoolLife {
                 raw: self.raw,
                 device: self.device,
-                owned: true,
             };
-            self.owned = false;
-            crate::context::after_capture(Box::new(move || drop(pool)));
+            crate::context::after_capture(Box::new(move || drop(life)));
             return;
         }
-        // SAFETY: our pool, created by `new`, not used after this; allocations still
-        // outstanding keep its memory until they are freed (CUDA's rule).
+        // SAFETY: our pool, created by `MemPool::new`, destroyed once; nothing holds it.
         let result = unsafe { raw::mem_pool_destroy(self.raw) };
         defer_result(result.map_err(|e| e.context("MemPool::drop")));
+    }
+}
+
+/// Created pools whose last buffer's free is queued, each with an event recorded behind that
+/// free: destroyed once the event has occurred.
+static RETIRED: Mutex<Vec<Retired>> = Mutex::new(Vec::new());
+
+/// A retired pool and the event recorded behind its last free.
+struct Retired {
+    event: RawEvent,
+    life: PoolLife,
+}
+
+// SAFETY: an event handle may be used from any host thread; the pool is `Send`.
+unsafe impl Send for Retired {}
+
+/// Lets a buffer's hold on its pool go, the buffer's free having just been queued on `stream`
+/// (a stream of the pool's device): if it was the pool's last holder, the pool is destroyed
+/// once that free has run (an event recorded behind it, queried when pools are next created
+/// or retired); if the event cannot be recorded, at once.
+pub(crate) fn retire_after(life: Arc<PoolLife>, stream: RawStream) {
+    let Some(life) = Arc::into_inner(life) else {
+        return;
+    };
+    let device = life.device;
+    let recorded = with_current(device, || {
+        // SAFETY: no preconditions; the event is destroyed by the sweep.
+        let event = unsafe { raw::event_create_with_flags(flags::EVENT_DISABLE_TIMING) }?;
+        // SAFETY: our live event; the caller's stream is live and of this device.
+        match unsafe { raw::event_record(event, stream) } {
+            Ok(()) => Ok(event),
+            Err(e) => {
+                // SAFETY: ours, never recorded.
+                defer_result(unsafe { raw::event_destroy(event) });
+                Err(e)
+            }
+        }
+    });
+    match recorded {
+        Ok(event) => RETIRED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Retired { event, life }),
+        Err(e) => {
+            defer(e.context("MemPool::drop"));
+            drop(life);
+        }
+    }
+    sweep_retired();
+}
+
+/// Destroys the retired pools whose last free has run.
+fn sweep_retired() {
+    let passed: Vec<Retired> = {
+        let mut retired = RETIRED.lock().unwrap_or_else(|p| p.into_inner());
+        if retired.is_empty() || crate::context::in_callback() {
+            return;
+        }
+        let mut passed = Vec::new();
+        let mut i = 0;
+        while i < retired.len() {
+            // SAFETY: our live event.
+            match unsafe { raw::event_query(retired[i].event) } {
+                Ok(false) => i += 1,
+                // Occurred, or failed (a broken context): the pool goes either way.
+                Ok(true) | Err(_) => passed.push(retired.swap_remove(i)),
+            }
+        }
+        passed
+    };
+    for Retired { event, life } in passed {
+        // SAFETY: ours, not used again.
+        defer_result(unsafe { raw::event_destroy(event) });
+        drop(life);
     }
 }

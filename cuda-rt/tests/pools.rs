@@ -131,7 +131,7 @@ fn new_async_allocates_from_the_default_pool() {
 }
 
 /// A created pool dropped while a buffer from it lives: the buffer stays usable and is freed
-/// normally (CUDA keeps the pool's memory until its last allocation is freed).
+/// normally (the buffer holds the pool, destroyed after the buffer's free has run).
 #[test]
 fn a_pool_dropped_under_a_live_buffer_keeps_the_buffer_valid() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
@@ -192,5 +192,57 @@ fn stream_ordered_frees_follow_the_last_uses() {
     }
     Device::current().unwrap().synchronize().unwrap();
     assert_eq!(pool.usage().unwrap().used_current, 0);
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
+
+/// Pools dropped and closed while their buffers live, then new pools made and used on several
+/// streams (one held by a host function): every pool is destroyed only after its last buffer's
+/// free has run, and the later pools' allocations work. (With the pool destroyed under its
+/// live allocation, an H100 with driver 580 crashed inside `cudaMallocFromPoolAsync` of a later
+/// pool, with SIGFPE or SIGSEGV.)
+#[test]
+fn pools_let_go_under_live_buffers_leave_later_pools_working() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    let device = Device::current().unwrap();
+    let streams = [Stream::new().unwrap(), Stream::new().unwrap()];
+    for round in 0..8u8 {
+        let pool = MemPool::new(device).unwrap();
+        let mut live = DeviceBuffer::<u32>::new_in_pool(1 << 20, &pool, &streams[0]).unwrap();
+        if round % 2 == 0 {
+            drop(pool);
+        } else {
+            pool.close().unwrap(); // Ok: destroyed after the buffer's free
+        }
+        live.set_bytes_async(&streams[1], round).unwrap();
+        let expected = u32::from_ne_bytes([round; 4]);
+        assert!(live.to_vec().unwrap().iter().all(|&x| x == expected));
+        drop(live);
+        // Later pools, on a stream held by a host function and on the others.
+        let later = MemPool::new(device).unwrap();
+        let held = Stream::new().unwrap();
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        held.launch_host_fn(move || {
+            let _ = wait.recv_timeout(std::time::Duration::from_secs(30));
+        })
+        .unwrap();
+        let mut behind = DeviceBuffer::<u8>::new_in_pool(1 << 20, &later, &held).unwrap();
+        behind.set_bytes_async(&held, 7).unwrap();
+        let mut state = u64::from(round);
+        for i in 0..200usize {
+            let len = 1 + (next(&mut state) % (1 << 20)) as usize;
+            let stream = &streams[i % 2];
+            let mut b = DeviceBuffer::<u8>::new_in_pool(len, &later, stream).unwrap();
+            b.set_bytes_async(stream, i as u8).unwrap();
+        }
+        drop(held);
+        drop(behind);
+        let _ = release.send(());
+        device.synchronize().unwrap();
+        assert_eq!(later.usage().unwrap().used_current, 0);
+    }
     assert!(cuda_rt::take_deferred_error().is_none());
 }
