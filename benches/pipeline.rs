@@ -13,7 +13,8 @@
 //! (or fails under `CUDA_RT_REQUIRE_GPU=1`). `--reps N` sets the timed runs per row (default
 //! 15), `--busy-us N` the host's busy work per batch in the CPU-heavy mode (default 300),
 //! `--batches N` and `--keys N` the workload (default 64 and 4 Mi), `--streams N` one stream
-//! count only (1 or 3).
+//! count only (1 or 3), `--rows 1,3,12` only those rows (numbered from 1 in the order below;
+//! a ratio whose baseline row is left out is not shown).
 //!
 //! # The workload
 //! 64 batches; per batch: upload 4 Mi `u32` keys (16 MiB) from page-locked host memory, the
@@ -144,7 +145,7 @@ fn sort_keys_async<'a>(
 // Settings, rows, measurements
 
 /// What one benchmark run measures.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Settings {
     batches: usize,
     keys: usize,
@@ -153,6 +154,8 @@ struct Settings {
     warmups: usize,
     reps: usize,
     busy: Duration,
+    /// Only these rows (indexes into [`ROWS`]), or every one (`--rows`, numbered from 1).
+    rows: Option<Vec<usize>>,
 }
 
 impl Settings {
@@ -164,6 +167,7 @@ impl Settings {
             warmups: 2,
             reps: flag_value(args, "--reps")?.unwrap_or(15).max(1),
             busy: Duration::from_micros(flag_value(args, "--busy-us")?.unwrap_or(300) as u64),
+            rows: rows_flag(args)?,
         })
     }
 
@@ -176,8 +180,31 @@ impl Settings {
             warmups: 1,
             reps: 1,
             busy: Duration::from_micros(50),
+            rows: None,
         }
     }
+
+    fn measures(&self, row: usize) -> bool {
+        self.rows.as_ref().is_none_or(|rows| rows.contains(&row))
+    }
+}
+
+/// The rows of `--rows 1,3,12` (numbered from 1) as indexes into [`ROWS`].
+fn rows_flag(args: &[String]) -> BenchResult<Option<Vec<usize>>> {
+    let Some(i) = args.iter().position(|a| a == "--rows") else {
+        return Ok(None);
+    };
+    let list = args
+        .get(i + 1)
+        .ok_or("--rows needs a list such as 1,3,12")?;
+    let rows = list
+        .split(',')
+        .map(|n| match n.parse::<usize>() {
+            Ok(row) if (1..=ROWS.len()).contains(&row) => Ok(row - 1),
+            _ => Err(format!("--rows {list}: rows are 1 to {}", ROWS.len())),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(rows))
 }
 
 /// The number after `flag` in `args`, if the flag is there.
@@ -1227,7 +1254,7 @@ fn measure_group(
     streams: usize,
     data: &mut HostData,
     context: &RtContext<'_>,
-) -> BenchResult<Vec<Summary>> {
+) -> BenchResult<Vec<Option<Summary>>> {
     let settings = context.settings;
     let raw_lanes = (0..streams)
         .map(|_| RawLane::new(settings.keys))
@@ -1239,7 +1266,10 @@ fn measure_group(
     let mut runs: Vec<Vec<RunStats>> = ROWS.iter().map(|_| Vec::new()).collect();
     for round in 0..settings.warmups + settings.reps {
         let verify = round == 0;
-        for (row, row_runs) in ROWS.iter().zip(runs.iter_mut()) {
+        for (index, (row, row_runs)) in ROWS.iter().zip(runs.iter_mut()).enumerate() {
+            if !settings.measures(index) {
+                continue;
+            }
             let stats = match row.variant {
                 Variant::Raw(sort) => run_raw(
                     &raw_lanes,
@@ -1284,19 +1314,28 @@ fn measure_group(
     for lane in rt_lanes {
         lane.stream.synchronize()?;
     }
-    Ok(runs.iter().map(|r| summarize(r)).collect())
+    Ok(runs
+        .iter()
+        .map(|r| (!r.is_empty()).then(|| summarize(r)))
+        .collect())
 }
 
 /// The table of `groups`, in Markdown.
-fn table(groups: &[(Mode, usize, Vec<Summary>)]) -> String {
+fn table(groups: &[(Mode, usize, Vec<Option<Summary>>)]) -> String {
     use std::fmt::Write;
     let mut out = String::from(
         "| mode | streams | variant | memory | wall ms: median (min) | in library calls ms: median (min) | wall ratio cuda-rt / raw | library-time ratio |\n|---|---|---|---|---|---|---|---|\n",
     );
     for (mode, streams, summaries) in groups {
         for (row, summary) in ROWS.iter().zip(summaries) {
-            let ratio = |pick: fn(&Summary) -> f64| match row.baseline {
-                Some(base) => format!("{:.2}", pick(summary) / pick(&summaries[base])),
+            let Some(summary) = summary else {
+                continue; // not measured (--rows)
+            };
+            let ratio = |pick: fn(&Summary) -> f64| match row
+                .baseline
+                .and_then(|b| summaries[b].as_ref())
+            {
+                Some(base) => format!("{:.2}", pick(summary) / pick(base)),
                 None => "—".to_owned(),
             };
             let _ = writeln!(
