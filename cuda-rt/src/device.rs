@@ -11,7 +11,7 @@
 
 use crate::error::{with_deferred, Error, Result};
 use crate::raw;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// A CUDA device, by ordinal.
 ///
@@ -649,6 +649,32 @@ impl Device {
             .map(DeviceFlags::from_bits)
             .map_err(|e| e.context("Device::flags"))
     }
+}
+
+/// The device of a process whose CUDA sees exactly one: then every thread's current device is
+/// that one, and naming it needs no `cudaGetDevice`. `cudaGetDeviceCount` is asked once and the
+/// answer kept (the count cannot change while the process runs); `Ok(None)` when it sees
+/// several.
+///
+/// # Errors
+/// An error of `cudaGetDeviceCount` (not kept: asked again next time), or
+/// [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback) inside a host callback.
+pub(crate) fn sole_device() -> Result<Option<i32>> {
+    /// Not asked yet.
+    const UNKNOWN: i32 = -2;
+    /// Several devices.
+    const SEVERAL: i32 = -1;
+    static SOLE: AtomicI32 = AtomicI32::new(UNKNOWN);
+    match SOLE.load(Ordering::Relaxed) {
+        UNKNOWN => {}
+        SEVERAL => return Ok(None),
+        device => return Ok(Some(device)),
+    }
+    // SAFETY: no preconditions.
+    let count = unsafe { raw::get_device_count() }?;
+    let sole = if count == 1 { 0 } else { SEVERAL };
+    SOLE.store(sole, Ordering::Relaxed);
+    Ok((sole == 0).then_some(0))
 }
 
 #[cfg(test)]

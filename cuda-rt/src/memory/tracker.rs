@@ -1,7 +1,7 @@
 //! Last-use tracking of device memory, per byte range and per stream (see the
 //! [memory module docs](crate::memory) for the rules and the proof).
 
-use crate::device::with_current;
+use crate::device::{sole_device, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{HoldState, StreamHold, StreamRef};
@@ -109,10 +109,11 @@ fn is_legacy(raw: RawStream) -> bool {
 
 /// The identity and device of `stream` for [`State::fast`] when its marker records lazily: an
 /// owned stream (known without a CUDA call), or the legacy default stream of the current device
-/// (one `cudaGetDevice`). `None` for the per-thread default stream and foreign streams.
+/// (the process's only device, or one `cudaGetDevice`). `None` for the per-thread default
+/// stream and foreign streams.
 ///
 /// # Errors
-/// An error of `cudaGetDevice` (as the slow path would report it).
+/// An error of `cudaGetDeviceCount` or `cudaGetDevice` (as the slow path would report it).
 #[inline(always)]
 fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
     let id = stream.id();
@@ -122,8 +123,13 @@ fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
     if !is_legacy(stream.as_raw()) {
         return Ok(None);
     }
-    // SAFETY: no preconditions.
-    let device = unsafe { raw::get_device() }.map_err(|e| e.context("device memory"))?;
+    let device = match sole_device() {
+        Ok(Some(device)) => Ok(device),
+        // SAFETY: no preconditions.
+        Ok(None) => unsafe { raw::get_device() },
+        Err(e) => Err(e),
+    }
+    .map_err(|e| e.context("device memory"))?;
     Ok(Some((legacy_id(device), device)))
 }
 
