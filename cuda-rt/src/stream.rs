@@ -388,9 +388,15 @@ impl<'a> StreamRef<'a> {
             || self.raw == raw::STREAM_LEGACY
             || self.raw == raw::STREAM_PER_THREAD
         {
-            // The default streams' handles name the stream of the current device.
-            // SAFETY: no preconditions.
-            return unsafe { raw::get_device() }.map_err(|e| e.context("StreamRef::device"));
+            // The default streams' handles name the stream of the current device: the process's
+            // only device when CUDA sees one.
+            return match crate::device::sole_device() {
+                Ok(Some(device)) => Ok(device),
+                // SAFETY: no preconditions.
+                Ok(None) => unsafe { raw::get_device() },
+                Err(e) => Err(e),
+            }
+            .map_err(|e| e.context("StreamRef::device"));
         }
         // SAFETY: the handle is live for 'a (from_raw's contract, or a special handle).
         unsafe { raw::stream_get_device(self.raw) }.map_err(|e| e.context("StreamRef::device"))
