@@ -288,7 +288,7 @@ impl Tracker {
         let lane = lazy_lane(&stream)?;
         let begun = {
             let mut state = self.lock_unsettled();
-            if state.fast(span, access, memory_device, lane, &self.queued) {
+            if state.fast(span, access, memory_device, lane) {
                 drop(state);
                 // Raised once the work is queued, also if `with_ptr_on` panics.
                 let _raise = RaiseQueued(&self.queued);
@@ -314,7 +314,7 @@ impl Tracker {
         let lane = lazy_lane(&stream)?;
         let Tracker { state, queued } = self;
         let state = state.get_mut().unwrap_or_else(|p| p.into_inner());
-        if state.fast(span, access, memory_device, lane, queued) {
+        if state.fast(span, access, memory_device, lane) {
             // Borrowed exclusively: nobody records the marker before the work is queued.
             return enqueue(stream.as_raw());
         }
@@ -600,7 +600,6 @@ impl State {
         access: Access,
         memory_device: i32,
         lane: Option<(u64, i32)>,
-        queued: &AtomicBool,
     ) -> bool {
         let Some((id, device)) = lane else {
             return false;
@@ -640,7 +639,7 @@ impl State {
                 }
             }
         }
-        !access.writes() && self.fast_read(span, id, queued)
+        !access.writes() && self.fast_read(span, id)
     }
 
     /// The same-stream case of a read that follows a write on another stream: the span's last
@@ -648,19 +647,16 @@ impl State {
     /// for that record, and has read the span since (its entry). Such a read needs no wait: it
     /// only marks this stream's marker as having unrecorded uses, so that a later write waits
     /// for it. (A buffer written once and then read on one stream, as a kernel's constant
-    /// input, took the slow path at every use otherwise.)
+    /// input, took the slow path at every use otherwise.) Uses of the writer's marker queued
+    /// since its record cannot be writes of this span: a write of it is exclusive (`&mut`), and
+    /// one of another span splits the entries.
     #[inline]
-    fn fast_read(&mut self, span: Span, id: u64, queued: &AtomicBool) -> bool {
+    fn fast_read(&mut self, span: Span, id: u64) -> bool {
         let [a, b] = self.entries.as_slice() else {
             return false;
         };
         let (write, read) = if a.write { (*a, *b) } else { (*b, *a) };
         if !write.write || read.write || !write.span.contains(span) || !read.span.contains(span) {
-            return false;
-        }
-        // A use through a shared borrow queued since the last record may follow that record:
-        // the slow path records again (`take_queued`).
-        if queued.load(Ordering::Acquire) {
             return false;
         }
         let Some(stamp) = self.record_of(write.marker) else {
@@ -1218,18 +1214,17 @@ mod tests {
     #[test]
     fn repeated_uses_of_the_legacy_stream_take_the_fast_path_and_mark_it_unrecorded() {
         let mut s = state();
-        let idle = AtomicBool::new(false);
         let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
         s.note(span(0, 64), legacy, true);
         let lane = Some((legacy_id(0), 0));
-        assert!(s.fast(span(0, 64), Access::Write, 0, lane, &idle));
-        assert!(s.fast(span(8, 16), Access::Read, 0, lane, &idle));
+        assert!(s.fast(span(0, 64), Access::Write, 0, lane));
+        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
         s.settle_hint();
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         // Another device's legacy stream, or a stream without a lazy lane: the slow path.
         let other = Some((legacy_id(1), 1));
-        assert!(!s.fast(span(0, 64), Access::Write, 0, other, &idle));
-        assert!(!s.fast(span(0, 64), Access::Write, 0, None, &idle));
+        assert!(!s.fast(span(0, 64), Access::Write, 0, other));
+        assert!(!s.fast(span(0, 64), Access::Write, 0, None));
         // A clean marker never recorded needs no wait, and no CUDA call.
         let queued = AtomicBool::new(false);
         s.markers[legacy].as_mut().unwrap().dirty = false;
@@ -1247,7 +1242,6 @@ mod tests {
     #[test]
     fn reads_after_a_waited_for_write_on_another_stream_take_the_fast_path() {
         let mut s = state();
-        let queued = AtomicBool::new(false);
         let (writer, _) = s.marker_for(StreamRef::per_thread(), 0);
         let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
         let lane = Some((legacy_id(0), 0));
@@ -1260,33 +1254,24 @@ mod tests {
         }
         s.note(span(0, 64), legacy, false);
         // Read since, but not waited for that record: the slow path.
-        assert!(!s.fast(span(0, 64), Access::Read, 0, lane, &queued));
+        assert!(!s.fast(span(0, 64), Access::Read, 0, lane));
         let stamp = s.record_of(writer).unwrap();
         s.note_waited(legacy, writer, stamp);
-        assert!(s.fast(span(8, 16), Access::Read, 0, lane, &queued));
+        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         assert_eq!(s.entries.len(), 2);
-        // A write, a span beyond the entries, another stream, a use queued through a shared
-        // borrow since, a newer record of the writer: the slow path.
-        assert!(!s.fast(span(0, 64), Access::Write, 0, lane, &queued));
-        assert!(!s.fast(span(0, 128), Access::Read, 0, lane, &queued));
-        assert!(!s.fast(
-            span(0, 64),
-            Access::Read,
-            0,
-            Some((legacy_id(1), 1)),
-            &queued
-        ));
-        queued.store(true, Ordering::Release);
-        assert!(!s.fast(span(0, 64), Access::Read, 0, lane, &queued));
-        queued.store(false, Ordering::Release);
+        // A write, a span beyond the entries, another stream, a newer record of the writer: the
+        // slow path.
+        assert!(!s.fast(span(0, 64), Access::Write, 0, lane));
+        assert!(!s.fast(span(0, 128), Access::Read, 0, lane));
+        assert!(!s.fast(span(0, 64), Access::Read, 0, Some((legacy_id(1), 1))));
         s.markers[writer].as_mut().unwrap().stamp = next_stamp();
-        assert!(!s.fast(span(0, 64), Access::Read, 0, lane, &queued));
+        assert!(!s.fast(span(0, 64), Access::Read, 0, lane));
         // The writer's record with uses not recorded yet says nothing.
         s.markers[writer].as_mut().unwrap().stamp = stamp;
-        assert!(s.fast(span(0, 64), Access::Read, 0, lane, &queued));
+        assert!(s.fast(span(0, 64), Access::Read, 0, lane));
         s.markers[writer].as_mut().unwrap().dirty = true;
-        assert!(!s.fast(span(0, 64), Access::Read, 0, lane, &queued));
+        assert!(!s.fast(span(0, 64), Access::Read, 0, lane));
         // The stand-in handle is not an event: keep it from being destroyed.
         for m in s.markers.iter_mut().flatten() {
             m.event = std::ptr::null_mut();
