@@ -659,7 +659,7 @@ impl Device {
 /// # Errors
 /// An error of `cudaGetDeviceCount` (not kept: asked again next time), or
 /// [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback) inside a host callback.
-pub(crate) fn sole_device() -> Result<Option<i32>> {
+fn sole_device() -> Result<Option<i32>> {
     /// Not asked yet.
     const UNKNOWN: i32 = -2;
     /// Several devices.
@@ -675,6 +675,19 @@ pub(crate) fn sole_device() -> Result<Option<i32>> {
     let sole = if count == 1 { 0 } else { SEVERAL };
     SOLE.store(sole, Ordering::Relaxed);
     Ok((sole == 0).then_some(0))
+}
+
+/// The calling thread's current device: the process's only device when CUDA sees one (no
+/// CUDA call after the first), else `cudaGetDevice`.
+///
+/// # Errors
+/// An error of `cudaGetDeviceCount` or `cudaGetDevice`.
+pub(crate) fn current_ordinal() -> Result<i32> {
+    match sole_device()? {
+        Some(device) => Ok(device),
+        // SAFETY: no preconditions.
+        None => unsafe { raw::get_device() },
+    }
 }
 
 #[cfg(test)]

@@ -390,13 +390,7 @@ impl<'a> StreamRef<'a> {
         {
             // The default streams' handles name the stream of the current device: the process's
             // only device when CUDA sees one.
-            return match crate::device::sole_device() {
-                Ok(Some(device)) => Ok(device),
-                // SAFETY: no preconditions.
-                Ok(None) => unsafe { raw::get_device() },
-                Err(e) => Err(e),
-            }
-            .map_err(|e| e.context("StreamRef::device"));
+            return crate::device::current_ordinal().map_err(|e| e.context("StreamRef::device"));
         }
         // SAFETY: the handle is live for 'a (from_raw's contract, or a special handle).
         unsafe { raw::stream_get_device(self.raw) }.map_err(|e| e.context("StreamRef::device"))

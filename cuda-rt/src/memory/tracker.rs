@@ -1,7 +1,7 @@
 //! Last-use tracking of device memory, per byte range and per stream (see the
 //! [memory module docs](crate::memory) for the rules and the proof).
 
-use crate::device::{sole_device, with_current};
+use crate::device::{current_ordinal, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{HoldState, StreamHold, StreamRef};
@@ -123,13 +123,7 @@ fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
     if !is_legacy(stream.as_raw()) {
         return Ok(None);
     }
-    let device = match sole_device() {
-        Ok(Some(device)) => Ok(device),
-        // SAFETY: no preconditions.
-        Ok(None) => unsafe { raw::get_device() },
-        Err(e) => Err(e),
-    }
-    .map_err(|e| e.context("device memory"))?;
+    let device = current_ordinal().map_err(|e| e.context("device memory"))?;
     Ok(Some((legacy_id(device), device)))
 }
 
