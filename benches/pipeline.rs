@@ -191,12 +191,9 @@ impl Settings {
 
 /// The rows of `--rows 1,3,12` (numbered from 1) as indexes into [`ROWS`].
 fn rows_flag(args: &[String]) -> BenchResult<Option<Vec<usize>>> {
-    let Some(i) = args.iter().position(|a| a == "--rows") else {
+    let Some(list) = flag_text(args, "--rows", "a list such as 1,3,12")? else {
         return Ok(None);
     };
-    let list = args
-        .get(i + 1)
-        .ok_or("--rows needs a list such as 1,3,12")?;
     let rows = list
         .split(',')
         .map(|n| match n.parse::<usize>() {
@@ -207,19 +204,25 @@ fn rows_flag(args: &[String]) -> BenchResult<Option<Vec<usize>>> {
     Ok(Some(rows))
 }
 
-/// The number after `flag` in `args`, if the flag is there.
-fn flag_value(args: &[String], flag: &str) -> BenchResult<Option<usize>> {
+/// The text after `flag` in `args`, if the flag is there (`what`: what it needs, for the error).
+fn flag_text<'a>(args: &'a [String], flag: &str, what: &str) -> BenchResult<Option<&'a str>> {
     match args.iter().position(|a| a == flag) {
         None => Ok(None),
-        Some(i) => {
-            let value = args
-                .get(i + 1)
-                .ok_or_else(|| format!("{flag} needs a number"))?;
-            Ok(Some(
-                value.parse().map_err(|e| format!("{flag} {value}: {e}"))?,
-            ))
-        }
+        Some(i) => Ok(Some(
+            args.get(i + 1)
+                .ok_or_else(|| format!("{flag} needs {what}"))?,
+        )),
     }
+}
+
+/// The number after `flag` in `args`, if the flag is there.
+fn flag_value(args: &[String], flag: &str) -> BenchResult<Option<usize>> {
+    let Some(value) = flag_text(args, flag, "a number")? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        value.parse().map_err(|e| format!("{flag} {value}: {e}"))?,
+    ))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

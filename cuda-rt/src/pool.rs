@@ -318,8 +318,12 @@ fn sweep_retired() {
             // SAFETY: our live event.
             match unsafe { raw::event_query(retired[i].event) } {
                 Ok(false) => i += 1,
-                // Occurred, or failed (a broken context): the pool goes either way.
-                Ok(true) | Err(_) => passed.push(retired.swap_remove(i)),
+                Ok(true) => passed.push(retired.swap_remove(i)),
+                // Failed (a broken context): reported, and the pool goes all the same.
+                Err(e) => {
+                    defer(e.context("MemPool::drop"));
+                    passed.push(retired.swap_remove(i));
+                }
             }
         }
         passed
