@@ -20,9 +20,9 @@
 //!   the host**. Only memory from `cudaMalloc`
 //!   ([`DeviceBuffer::new_synchronous`]) is freed after a host wait.
 //!
-//! **Markers are recorded lazily.** A use on an owned `Stream` or on the legacy default stream
-//! records nothing: the marker notes that the stream has unrecorded uses, and `cudaEventRecord`
-//! runs only when another stream, a host wait or a free needs the marker. The record then lands
+//! **Markers are recorded lazily.** A use on an owned `Stream` or on a default stream records
+//! nothing: the marker notes that the stream has unrecorded uses, and `cudaEventRecord` runs
+//! only when another stream, a host wait or a free needs the marker. The record then lands
 //! after *all* work queued on that stream so far, which includes the uses (it may also include
 //! later, unrelated work of that stream: a wait can be longer than needed, never shorter). To
 //! be able to record later, the marker of an owned stream keeps a shared handle on the stream;
@@ -34,19 +34,24 @@
 //! use of the legacy stream, that record is refused by CUDA, and fails the capture, while
 //! another thread captures a blocking stream of that device into a graph.)
 //!
-//! The per-thread default stream and foreign streams are recorded on right after each use
-//! instead. The per-thread handle names the stream of the thread that uses it: only that
-//! thread can record on it later, while the memory is `Send` and `Sync` and its next user, on
-//! another thread, is not known when the use is queued; no call of this crate runs on the using
-//! thread before that user needs the marker, and once the thread exits CUDA documents nothing
-//! about its stream. The only records another thread could make instead are a
-//! `cudaDeviceSynchronize` (which would block that thread's asynchronous calls and the
-//! non-blocking `is_complete`) or a record on the legacy stream (sound only while the per-thread
-//! stream exists). So each use on it is followed by one `cudaEventRecord`; as the marker of a
-//! per-thread stream belongs to one thread and device, that record covers the previous one, and
-//! the use does not wait for it. A foreign handle may be destroyed and reused for another
-//! stream: its use also waits for the previous record (`cudaStreamWaitEvent`) before
-//! re-recording it.
+//! The per-thread default stream is one stream per thread and device, and its handle
+//! (`cudaStreamPerThread`) names the stream of the thread that uses it. Its marker keeps a
+//! shared handle of that thread's stream, as for an owned stream, and records in one of three
+//! ways. On the thread itself: on `cudaStreamPerThread`, with the device of the uses current.
+//! On another thread, while the thread lives: on the legacy default stream of that device,
+//! which CUDA orders after all the work queued so far on every blocking stream of the device,
+//! the per-thread streams included (a wait longer than needed, never shorter; with the
+//! capture caveat above). After the thread exited: on nothing; as the thread exits, before the
+//! CUDA runtime lets go of its per-thread streams, it records an event after all its work on
+//! each per-thread stream a marker still keeps, and the marker waits on that (should the
+//! runtime have let go of the stream first, which `cudaStreamGetId` tells, the exiting thread
+//! synchronizes the device instead). A free never goes on a per-thread stream: memory last used
+//! there is freed on the device's ordering stream, behind the marker's record.
+//!
+//! Foreign streams are recorded on right after each use: a foreign handle may be destroyed and
+//! reused for another stream, so it is never recorded on later, and its use also waits for the
+//! previous record (`cudaStreamWaitEvent`) before re-recording it. (So is a per-thread stream
+//! used while its thread exits.)
 //!
 //! **Why views need nothing more.** Views borrow like slices: a [`DeviceViewMut`] borrows its
 //! bytes exclusively, a [`DeviceView`] shares them. So at any time the ranges borrowed mutably
@@ -79,13 +84,14 @@
 //! # Cost
 //! Through `&mut` on a whole buffer, on the same owned stream as its previous use: a few
 //! compares (no lock, no CUDA call). Through `&self` or a view: that under an uncontended
-//! lock, and one atomic store once the work is queued. On the legacy default stream: the same,
-//! and one `cudaGetDevice` (the handle names the current device's stream). When the stream
-//! changes: one `cudaEventRecord` of the previous stream's marker and one `cudaStreamWaitEvent`
-//! per stream to follow; a stream that stays one stream (an owned one, the legacy stream of a
-//! device, a thread's per-thread stream) waits for a given record of a marker once, so reads
-//! repeated after one write on another stream wait for it the first time only. On the per-thread default stream: one `cudaEventRecord` per use; on
-//! foreign streams, also one `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
+//! lock, and one atomic store once the work is queued. On a default stream: the same, and, in a
+//! process whose CUDA sees several devices, one `cudaGetDevice` (the handle names the current
+//! device's stream). When the stream changes: one `cudaEventRecord` of the previous stream's
+//! marker and one `cudaStreamWaitEvent` per stream to follow; a stream that stays one stream (an
+//! owned one, the legacy stream of a device, a thread's per-thread stream) waits for a given
+//! record of a marker once, so reads repeated after one write on another stream wait for it the
+//! first time only. On foreign streams: one `cudaEventRecord` per use and one
+//! `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
 //! with an `unsafe` launch.
 
 mod tracker;

@@ -24,7 +24,9 @@
 
 mod hold;
 
-pub(crate) use hold::{HoldState, StreamHold};
+#[cfg(test)]
+pub(crate) use hold::per_thread_hold_for_tests;
+pub(crate) use hold::{per_thread_hold, HoldState, StreamHold};
 
 use crate::error::{with_deferred, ErrorKind, Result};
 use crate::raw::{self, RawStream};

@@ -1,7 +1,7 @@
-//! Device memory used on the default streams, on a GPU: the legacy default stream's marker is
-//! recorded lazily (when another stream, a host wait or a free needs it), the per-thread default
-//! stream's right after each use; either way a later use on an owned stream, on this thread or
-//! another, sees the work. Each write is a kernel that spins for about 50 ms before it writes,
+//! Device memory used on the default streams, on a GPU: their markers are recorded lazily (when
+//! another stream, a host wait or a free needs them; another thread's per-thread stream through
+//! the legacy stream, an exited thread's through the event it recorded as it exited); a later
+//! use on an owned stream, on this thread or another, sees the work, and a drop never waits. Each write is a kernel that spins for about 50 ms before it writes,
 //! so that a use not ordered after it would read the old contents. Each test skips loudly
 //! without a GPU.
 //!
@@ -193,6 +193,90 @@ mod on_default_streams {
             });
             assert_all(&moved.to_vec().unwrap(), 22, name);
         }
+        Device::current().unwrap().synchronize().unwrap();
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
+    #[test]
+    fn per_thread_uses_are_seen_after_their_thread_exited() {
+        let Some(_gpu) = cuda_rt_testing::gpu() else {
+            return;
+        };
+        let _serial = serial();
+        let spin = Spin::new();
+        // Written lazily on a thread's per-thread stream, which the thread waits for before it
+        // exits (a thread that exits with work pending there is not what this is about): the
+        // marker then waits on the event the exiting thread recorded, not on a stream nobody
+        // can name any more.
+        let spin = &spin;
+        let mut buffer = std::thread::scope(|t| {
+            t.spawn(move || {
+                let mut buffer = DeviceBuffer::<u32>::zeroed(N).unwrap();
+                for value in 30..=31 {
+                    spin.fill(StreamRef::per_thread(), &mut buffer, value);
+                }
+                StreamRef::per_thread().synchronize().unwrap();
+                buffer
+            })
+            .join()
+            .unwrap()
+        });
+        assert_all(&read_on_an_owned_stream(&buffer), 31, "after exit");
+        // Written and read again here, on this thread's own per-thread stream.
+        spin.fill(StreamRef::per_thread(), &mut buffer, 32);
+        assert_all(&read_on_an_owned_stream(&buffer), 32, "this thread");
+        drop(buffer);
+        Device::current().unwrap().synchronize().unwrap();
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
+    #[test]
+    fn buffers_used_on_a_per_thread_stream_are_dropped_without_waiting_on_any_thread() {
+        let Some(_gpu) = cuda_rt_testing::gpu() else {
+            return;
+        };
+        let _serial = serial();
+        let spin = Spin::new();
+        // On this thread: the drop queues the free behind the kernel and returns while it runs.
+        let mut buffer = DeviceBuffer::<u32>::zeroed(N).unwrap();
+        spin.fill(StreamRef::per_thread(), &mut buffer, 40);
+        let running = Event::new().unwrap();
+        running.record(StreamRef::per_thread()).unwrap();
+        drop(buffer);
+        assert!(
+            !running.is_complete().unwrap(),
+            "the drop waited for the kernel"
+        );
+        // On another thread, while the writer still lives: the same, and a buffer allocated
+        // right after it reads what it is given, not the spinning kernel's late write.
+        let spin = &spin;
+        let (handed, received) = mpsc::channel();
+        let (dropped, done) = mpsc::channel::<()>();
+        std::thread::scope(|t| {
+            let writer = t.spawn(move || {
+                let mut buffer = DeviceBuffer::<u32>::zeroed(N).unwrap();
+                spin.fill(StreamRef::per_thread(), &mut buffer, 41);
+                let running = Event::new().unwrap();
+                running.record(StreamRef::per_thread()).unwrap();
+                handed.send((buffer, running)).unwrap();
+                done.recv().unwrap();
+                StreamRef::per_thread().synchronize().unwrap();
+            });
+            let (buffer, running) = received.recv().unwrap();
+            drop(buffer);
+            assert!(
+                !running.is_complete().unwrap(),
+                "the drop on another thread waited for the kernel"
+            );
+            let fresh = DeviceBuffer::from_slice(&vec![42u32; N]).unwrap();
+            assert_all(
+                &read_on_an_owned_stream(&fresh),
+                42,
+                "a buffer made after the drop",
+            );
+            dropped.send(()).unwrap();
+            writer.join().unwrap();
+        });
         Device::current().unwrap().synchronize().unwrap();
         assert!(cuda_rt::take_deferred_error().is_none());
     }

@@ -4,7 +4,7 @@
 use crate::device::{current_ordinal, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
-use crate::stream::{HoldState, StreamHold, StreamRef};
+use crate::stream::{per_thread_hold, HoldState, StreamHold, StreamRef};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -78,16 +78,17 @@ struct Entry {
 
 #[derive(Debug)]
 enum Stream {
-    /// An owned stream, recorded on lazily (kept reachable through its hold).
+    /// An owned stream, or the per-thread default stream of one thread and device, recorded on
+    /// lazily (kept reachable through its hold). `id` is the owned stream's, or
+    /// [`per_thread_id`]`(thread, device)`.
     Lazy { id: u64, hold: Arc<StreamHold> },
     /// The legacy default stream of `device`, recorded on lazily: one stream per device for the
     /// whole process, never destroyed, which every thread names (`cudaStreamLegacy` with
     /// `device` current). `id` is [`legacy_id`]`(device)`.
     Legacy { id: u64, device: i32 },
-    /// The per-thread default stream or a foreign stream, recorded on right after each use: the
-    /// per-thread handle names the stream of the thread that uses it, which only that thread
-    /// can record on (and which may be gone once it exits), and a foreign handle may be
-    /// destroyed and reused; so it is never recorded on afterwards.
+    /// A foreign stream, or the per-thread default stream of a thread that is exiting, recorded
+    /// on right after each use: a foreign handle may be destroyed and reused, and an exiting
+    /// thread's stream goes with it; so it is never recorded on afterwards.
     Eager { key: EagerKey },
 }
 
@@ -100,6 +101,19 @@ fn legacy_id(device: i32) -> u64 {
     LEGACY_IDS | u64::from(device.unsigned_abs())
 }
 
+/// The identities of the per-thread default streams in the ids of lazy markers:
+/// `PER_THREAD_IDS + thread * 256 + device`. Below [`LEGACY_IDS`]; owned streams never reach it.
+const PER_THREAD_IDS: u64 = 1 << 62;
+
+/// The identity of the per-thread default stream of `thread` (a live thread's tag) and `device`
+/// among the lazy markers' streams; `None` where the numbers do not fit (a device past 255),
+/// whose uses are recorded eagerly.
+fn per_thread_id(thread: crate::context::ThreadTag, device: i32) -> Option<u64> {
+    let device = u8::try_from(device).ok()?;
+    let thread = u64::try_from(thread).ok().filter(|t| *t < 1 << 53)?;
+    Some(PER_THREAD_IDS | thread << 8 | u64::from(device))
+}
+
 /// Whether `raw` names the legacy default stream (`cudaStreamLegacy`, or the null handle, which
 /// means it for code that is not compiled for per-thread default streams, as this crate's calls
 /// are not).
@@ -108,9 +122,9 @@ fn is_legacy(raw: RawStream) -> bool {
 }
 
 /// The identity and device of `stream` for [`State::fast`] when its marker records lazily: an
-/// owned stream (known without a CUDA call), or the legacy default stream of the current device
-/// (the process's only device, or one `cudaGetDevice`). `None` for the per-thread default
-/// stream and foreign streams.
+/// owned stream (known without a CUDA call), or a default stream of the current device (the
+/// process's only device, or one `cudaGetDevice`): the legacy one, or the calling thread's
+/// per-thread one. `None` for foreign streams.
 ///
 /// # Errors
 /// An error of `cudaGetDeviceCount` or `cudaGetDevice` (as the slow path would report it).
@@ -120,7 +134,16 @@ fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
     if id != 0 {
         return Ok(Some((id, stream.known_device())));
     }
-    if !is_legacy(stream.as_raw()) {
+    let raw = stream.as_raw();
+    if raw == raw::STREAM_PER_THREAD {
+        let thread = crate::context::thread_tag();
+        if thread == crate::context::ORPHANED {
+            return Ok(None);
+        }
+        let device = current_ordinal().map_err(|e| e.context("device memory"))?;
+        return Ok(per_thread_id(thread, device).map(|id| (id, device)));
+    }
+    if !is_legacy(raw) {
         return Ok(None);
     }
     let device = current_ordinal().map_err(|e| e.context("device memory"))?;
@@ -362,7 +385,7 @@ impl Tracker {
     }
 
     /// For a stream-ordered free: if every use of the memory was on one owned stream of
-    /// `device` that is still open, runs `free` on that stream, under its hold's lock (the
+    /// `device` that is still open (or the legacy default stream of `device`), runs `free` on that stream, under its hold's lock (the
     /// stream orders the free after the uses; its owner cannot destroy it meanwhile), and
     /// returns its result. `None`: no such stream, nothing was run.
     pub(crate) fn free_on_last_stream(
@@ -393,16 +416,18 @@ impl Tracker {
             }
             _ => return None,
         };
-        if hold.device() != device {
+        // Not on a per-thread default stream: a thread that exits with a free still queued on
+        // it must not matter (see `memory::ordering_stream`).
+        if hold.device() != device || hold.is_per_thread() {
             return None;
         }
         let guard = hold.lock();
         if guard.state != HoldState::Open {
             return None;
         }
-        let result = free(hold.raw());
+        let result = hold.on_stream(free);
         drop(guard);
-        Some(result)
+        result
     }
 
     /// Destroys the markers' events (after every use has been waited for or queued behind).
@@ -803,48 +828,64 @@ impl State {
 
     /// The marker of `stream`, made if needed; whether it is eager.
     fn marker_for(&mut self, stream: StreamRef<'_>, device: i32) -> (usize, bool) {
-        let wanted = match stream.hold() {
-            Some(hold) if stream.id() != 0 => Stream::Lazy {
-                id: stream.id(),
+        let raw = stream.as_raw();
+        let per_thread = raw == raw::STREAM_PER_THREAD;
+        // A lazy marker is found by its stream's identity, known without a CUDA call.
+        let lazy_id = match stream.hold() {
+            Some(_) if stream.id() != 0 => Some(stream.id()),
+            _ if is_legacy(raw) => Some(legacy_id(device)),
+            _ if per_thread => per_thread_id(crate::context::thread_tag(), device),
+            _ => None,
+        };
+        if let Some(id) = lazy_id {
+            let found =
+                (self.markers.iter()).position(|m| m.as_ref().is_some_and(|m| m.is_stream(id)));
+            if let Some(index) = found {
+                return (index, false);
+            }
+        }
+        let wanted = match (stream.hold(), lazy_id) {
+            (Some(hold), Some(id)) if id == stream.id() => Stream::Lazy {
+                id,
                 hold: Arc::clone(hold),
             },
-            _ if is_legacy(stream.as_raw()) => Stream::Legacy {
-                id: legacy_id(device),
-                device,
-            },
-            _ => {
-                let raw = stream.as_raw();
-                Stream::Eager {
+            (_, Some(id)) if is_legacy(raw) => Stream::Legacy { id, device },
+            (_, Some(id)) if per_thread => match per_thread_hold(device) {
+                Some(hold) => Stream::Lazy { id, hold },
+                None => Stream::Eager {
                     key: EagerKey {
                         raw: raw as usize,
                         device,
-                        thread: if raw == raw::STREAM_PER_THREAD {
-                            thread_tag()
-                        } else {
-                            0
-                        },
+                        thread: thread_tag(),
                     },
-                }
-            }
+                },
+            },
+            _ => Stream::Eager {
+                key: EagerKey {
+                    raw: raw as usize,
+                    device,
+                    thread: if per_thread { thread_tag() } else { 0 },
+                },
+            },
         };
-        let eager = matches!(wanted, Stream::Eager { .. });
-        let found = self.markers.iter().position(|m| match (m, &wanted) {
-            (Some(m), Stream::Lazy { id, .. } | Stream::Legacy { id, .. }) => m.is_stream(*id),
-            (
-                Some(Marker {
-                    stream: Stream::Eager { key },
-                    ..
-                }),
-                Stream::Eager { key: want },
-            ) => key == want,
-            _ => false,
-        });
-        if let Some(index) = found {
-            return (index, eager);
+        if let Stream::Eager { key: want } = &wanted {
+            let found = self.markers.iter().position(
+                |m| matches!(m, Some(Marker { stream: Stream::Eager { key }, .. }) if key == want),
+            );
+            if let Some(index) = found {
+                return (index, true);
+            }
         }
+        self.add_marker(wanted)
+    }
+
+    /// Adds a marker of `stream` (dropping unreferenced ones first, when there are many);
+    /// its index and whether it is eager.
+    fn add_marker(&mut self, stream: Stream) -> (usize, bool) {
+        let eager = matches!(stream, Stream::Eager { .. });
         self.collect_markers();
         let marker = Marker {
-            stream: wanted,
+            stream,
             event: std::ptr::null_mut(),
             event_device: -1,
             dirty: false,
@@ -1031,9 +1072,21 @@ impl State {
         match guard.state {
             HoldState::Open => {
                 marker.ensure_event(hold.device())?;
-                // SAFETY: the event is live and of the stream's device; the stream is live: its
-                // owner cannot destroy it while we hold the hold's lock in the `Open` state.
-                let recorded = unsafe { raw::event_record(marker.event, hold.raw()) };
+                let event = marker.event;
+                // SAFETY: the event is live and of the stream's device, current for the call;
+                // the stream is live: its owner cannot destroy it (nor an exiting thread let go
+                // of its per-thread stream) while we hold the hold's lock in the `Open` state.
+                let recorded = hold.on_stream(|s| unsafe { raw::event_record(event, s) });
+                let recorded = recorded.unwrap_or_else(|| {
+                    // Another thread's per-thread default stream, which this thread cannot
+                    // name: a record on the legacy default stream of its device follows all the
+                    // work queued so far on every blocking stream of that device, per-thread
+                    // default streams included.
+                    // SAFETY: as above; the legacy stream is always live.
+                    with_current(hold.device(), || unsafe {
+                        raw::event_record(event, raw::STREAM_LEGACY)
+                    })
+                });
                 drop(guard);
                 recorded?;
                 marker.dirty = false;
@@ -1089,6 +1142,15 @@ mod tests {
             markers: Vec::new(),
             poisoned: false,
             devices: 0,
+        }
+    }
+
+    /// The marker of this thread's per-thread default stream of `device`, with a hold made
+    /// without CUDA.
+    fn per_thread_marker(device: i32) -> Stream {
+        Stream::Lazy {
+            id: per_thread_id(crate::context::thread_tag(), device).unwrap(),
+            hold: crate::stream::per_thread_hold_for_tests(device),
         }
     }
 
@@ -1150,7 +1212,7 @@ mod tests {
     }
 
     #[test]
-    fn the_legacy_stream_has_one_lazy_marker_per_device_other_default_streams_eager_ones() {
+    fn default_streams_have_lazy_markers_per_device_and_thread_foreign_streams_eager_ones() {
         let mut s = state();
         let (legacy, eager) = s.marker_for(StreamRef::legacy(), 0);
         assert!(!eager);
@@ -1162,22 +1224,28 @@ mod tests {
         assert_ne!(other_device, legacy);
         assert!(s.markers[legacy].as_ref().unwrap().is_stream(legacy_id(0)));
         assert!(!s.markers[legacy].as_ref().unwrap().is_stream(legacy_id(1)));
-        // The per-thread default stream: eager, one stream per thread and device.
-        let (per_thread, eager) = s.marker_for(StreamRef::per_thread(), 0);
-        assert!(eager && s.names_one_stream(per_thread));
+        // The per-thread default stream: lazy, one stream per thread and device, found by its
+        // identity without a CUDA call (making its hold asks `cudaStreamGetId`).
+        let here = per_thread_id(crate::context::thread_tag(), 0).unwrap();
+        let (per_thread, eager) = s.add_marker(per_thread_marker(0));
+        assert!(!eager && s.markers[per_thread].as_ref().unwrap().is_stream(here));
+        assert_eq!(
+            s.marker_for(StreamRef::per_thread(), 0),
+            (per_thread, false)
+        );
+        let (per_thread_1, _) = s.add_marker(per_thread_marker(1));
+        assert_eq!(
+            s.marker_for(StreamRef::per_thread(), 1),
+            (per_thread_1, false)
+        );
+        assert_ne!(per_thread_1, per_thread);
         let there = std::thread::scope(|t| {
-            t.spawn(|| {
-                let mut s = state();
-                let (index, _) = s.marker_for(StreamRef::per_thread(), 0);
-                match &s.markers[index].as_ref().unwrap().stream {
-                    Stream::Eager { key } => *key,
-                    other => panic!("{other:?}"),
-                }
-            })
-            .join()
-            .unwrap()
+            t.spawn(|| per_thread_id(crate::context::thread_tag(), 0).unwrap())
+                .join()
+                .unwrap()
         });
-        assert_ne!(there.thread, thread_tag());
+        assert_ne!(there, here);
+        assert!(!s.markers[per_thread].as_ref().unwrap().is_stream(there));
         // A foreign handle may be reused for another stream: its record is waited for.
         // SAFETY: never given to CUDA here.
         let foreign = unsafe { StreamRef::from_raw(0x1000 as RawStream) };
@@ -1202,7 +1270,24 @@ mod tests {
         // SAFETY: never given to CUDA here.
         let foreign = unsafe { StreamRef::from_raw(0x1000 as RawStream) };
         assert_eq!(lazy_lane(&foreign).unwrap(), None);
-        assert_eq!(lazy_lane(&StreamRef::per_thread()).unwrap(), None);
+    }
+
+    #[test]
+    fn per_thread_ids_are_per_thread_and_device_and_never_another_streams_id() {
+        let a = per_thread_id(1, 0).unwrap();
+        let ids = [
+            a,
+            per_thread_id(1, 1).unwrap(),
+            per_thread_id(2, 0).unwrap(),
+        ];
+        assert!(ids
+            .iter()
+            .all(|&id| (PER_THREAD_IDS..LEGACY_IDS).contains(&id)));
+        assert!(ids[0] != ids[1] && ids[0] != ids[2] && ids[1] != ids[2]);
+        assert_eq!(per_thread_id(1, 255).map(|id| id - a), Some(255));
+        // Devices past 255 are recorded eagerly.
+        assert_eq!(per_thread_id(1, 256), None);
+        assert_eq!(per_thread_id(1, -1), None);
     }
 
     #[test]
@@ -1223,20 +1308,24 @@ mod tests {
         let queued = AtomicBool::new(false);
         s.markers[legacy].as_mut().unwrap().dirty = false;
         assert_eq!(s.flush(legacy, &queued).unwrap(), None);
-        // A use through a shared borrow that queued its work since: legacy markers are
-        // marked as having unrecorded uses again, eager ones are not.
-        let (per_thread, _) = s.marker_for(StreamRef::per_thread(), 0);
+        // A use through a shared borrow that queued its work since: lazy markers (the default
+        // streams' among them) are marked as having unrecorded uses again, eager ones are not.
+        let (per_thread, _) = s.add_marker(per_thread_marker(0));
+        // SAFETY: never given to CUDA here.
+        let foreign = unsafe { StreamRef::from_raw(0x1000 as RawStream) };
+        let (foreign, _) = s.marker_for(foreign, 0);
         queued.store(true, Ordering::Release);
         s.take_queued(&queued);
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
-        assert!(!s.markers[per_thread].as_ref().unwrap().dirty);
+        assert!(s.markers[per_thread].as_ref().unwrap().dirty);
+        assert!(!s.markers[foreign].as_ref().unwrap().dirty);
         assert!(!queued.load(Ordering::Acquire));
     }
 
     #[test]
     fn reads_after_a_waited_for_write_on_another_stream_take_the_fast_path() {
         let mut s = state();
-        let (writer, _) = s.marker_for(StreamRef::per_thread(), 0);
+        let (writer, _) = s.add_marker(per_thread_marker(0));
         let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
         let lane = Some((legacy_id(0), 0));
         s.note(span(0, 64), writer, true);
@@ -1276,7 +1365,7 @@ mod tests {
     fn a_stream_waits_for_one_record_of_a_marker_once() {
         let mut s = state();
         let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
-        let (per_thread, _) = s.marker_for(StreamRef::per_thread(), 0);
+        let (per_thread, _) = s.add_marker(per_thread_marker(0));
         // Never recorded, or with uses not recorded yet: nothing to go by.
         assert_eq!(s.record_of(per_thread), None);
         {

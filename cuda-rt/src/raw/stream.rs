@@ -52,6 +52,26 @@ pub unsafe fn stream_synchronize(stream: RawStream) -> Result<()> {
     )
 }
 
+/// `cudaStreamGetId`: the stream's identity, unique in the process for its whole run (for a
+/// special handle, that of the stream it names now: the per-thread handle names the calling
+/// thread's stream of the current device).
+///
+/// # Errors
+/// The status of `cudaStreamGetId` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// As for [`stream_synchronize`].
+pub unsafe fn stream_get_id(stream: RawStream) -> Result<u64> {
+    not_in_callback("cudaStreamGetId")?;
+    let mut id: std::ffi::c_ulonglong = 0;
+    check(
+        // SAFETY: the caller's contract; writes one integer through a valid pointer.
+        unsafe { sys::cudaStreamGetId(stream, &mut id) },
+        "cudaStreamGetId",
+    )?;
+    Ok(id)
+}
+
 /// `cudaStreamQuery`: `Ok(true)` when all queued work has finished, `Ok(false)` on
 /// `cudaErrorNotReady`.
 ///

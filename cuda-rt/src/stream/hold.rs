@@ -3,8 +3,11 @@
 //! sets the stream aside (dropped, handle given up, or capturing a graph).
 
 use super::synchronize_stream;
+use crate::context::{thread_tag, ThreadTag, ORPHANED};
+use crate::error::Result;
 use crate::raw::{self, RawStream};
-use std::sync::{Mutex, MutexGuard};
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What the last-use markers of device memory keep of an owned [`Stream`](super::Stream) they record on
 /// lazily (see [`memory`](crate::memory)): the handle, and whether it may still be recorded on.
@@ -20,6 +23,13 @@ use std::sync::{Mutex, MutexGuard};
 pub(crate) struct StreamHold {
     raw: RawStream,
     device: i32,
+    /// For the per-thread default stream of a thread (`raw` is `cudaStreamPerThread`): that
+    /// thread, the only one whose calls name the stream by `raw`. [`ORPHANED`] for an owned
+    /// stream, which every thread names by its handle.
+    thread: ThreadTag,
+    /// For the per-thread default stream: its `cudaStreamGetId` when the hold was made, to tell
+    /// at the thread's exit that `raw` still names that stream.
+    stream_id: u64,
     state: Mutex<Hold>,
 }
 
@@ -48,9 +58,15 @@ unsafe impl Sync for StreamHold {}
 
 impl StreamHold {
     pub(super) fn new(raw: RawStream, device: i32) -> StreamHold {
+        StreamHold::named_by(raw, device, ORPHANED, 0)
+    }
+
+    fn named_by(raw: RawStream, device: i32, thread: ThreadTag, stream_id: u64) -> StreamHold {
         StreamHold {
             raw,
             device,
+            thread,
+            stream_id,
             state: Mutex::new(Hold {
                 state: HoldState::Open,
                 event: std::ptr::null_mut(),
@@ -58,9 +74,39 @@ impl StreamHold {
         }
     }
 
-    /// The stream's handle (valid while the state is `Open`, under the lock).
-    pub(crate) fn raw(&self) -> RawStream {
-        self.raw
+    /// Whether this is the hold of a thread's per-thread default stream.
+    pub(crate) fn is_per_thread(&self) -> bool {
+        self.raw == raw::STREAM_PER_THREAD
+    }
+
+    /// For a per-thread default stream, on its thread with its device current: `Ok` when the
+    /// handle still names the stream the hold was made for (the CUDA runtime has not let go of
+    /// it, as it may while the thread exits).
+    fn still_the_per_thread_stream(&self) -> Result<()> {
+        // SAFETY: a special handle.
+        let now = unsafe { raw::stream_get_id(raw::STREAM_PER_THREAD) }?;
+        if now == self.stream_id {
+            Ok(())
+        } else {
+            Err(crate::Error::cuda(
+                raw::status::INVALID_RESOURCE_HANDLE,
+                "cudaStreamGetId",
+            ))
+        }
+    }
+
+    /// Runs `f` with the stream's handle as the calling thread names it (valid while the state
+    /// is `Open`, under the lock): an owned stream's handle; `cudaStreamPerThread` with the
+    /// stream's device current on the thread of a per-thread default stream. `None` on another
+    /// thread, which cannot name that stream: nothing was run.
+    pub(crate) fn on_stream<R>(&self, f: impl FnOnce(RawStream) -> Result<R>) -> Option<Result<R>> {
+        if !self.is_per_thread() {
+            return Some(f(self.raw));
+        }
+        if self.thread == ORPHANED || self.thread != thread_tag() {
+            return None;
+        }
+        Some(crate::device::with_current(self.device, || f(self.raw)))
     }
 
     /// The stream's device.
@@ -97,12 +143,30 @@ impl StreamHold {
                 "cudaEventRecord",
             ))
         } else {
-            // SAFETY: the event and the stream are live and of one device.
-            unsafe { raw::event_record(hold.event, self.raw) }
+            let event = hold.event;
+            // SAFETY: the event and the stream are live and of one device (a per-thread default
+            // stream is set aside by its own thread, with its device current, once it is known
+            // to be the stream the uses were queued on).
+            let record = || unsafe { raw::event_record(event, self.raw) };
+            if self.is_per_thread() {
+                crate::device::with_current(self.device, || {
+                    self.still_the_per_thread_stream()?;
+                    record()
+                })
+            } else {
+                record()
+            }
         };
         if recorded.is_err() {
-            // The event says nothing: wait for the stream, so that the markers need not.
-            if let Err(e) = synchronize_stream(self.raw) {
+            // The event says nothing: wait for the stream, so that the markers need not (for a
+            // per-thread stream that may be gone, for its device).
+            let waited = if self.is_per_thread() {
+                // SAFETY: no preconditions.
+                crate::device::with_current(self.device, || unsafe { raw::device_synchronize() })
+            } else {
+                synchronize_stream(self.raw)
+            };
+            if let Err(e) = waited {
                 crate::error::defer(e.context("Stream: waiting for work on device memory"));
             }
             if !hold.event.is_null() {
@@ -126,4 +190,64 @@ impl Drop for StreamHold {
             crate::error::defer_result(unsafe { raw::event_destroy(event) });
         }
     }
+}
+
+/// The holds of the calling thread's per-thread default streams, one per device, for the markers
+/// that record on them lazily. When the thread exits, each hold a marker still keeps is closed:
+/// its event recorded after all the work the thread queued on that stream. This runs among the
+/// thread's Rust thread-locals, before the CUDA runtime lets go of its per-thread streams (glibc
+/// runs these before the destructors of thread-specific keys); the close checks it with
+/// `cudaStreamGetId` and synchronizes the device where the stream is no longer the one.
+struct PerThreadHolds(Vec<Arc<StreamHold>>);
+
+impl Drop for PerThreadHolds {
+    fn drop(&mut self) {
+        for hold in &self.0 {
+            if Arc::strong_count(hold) > 1 && !crate::context::in_callback() {
+                hold.close();
+            }
+        }
+    }
+}
+
+thread_local! {
+    static PER_THREAD_HOLDS: RefCell<PerThreadHolds> = const { RefCell::new(PerThreadHolds(Vec::new())) };
+}
+
+/// A hold of the calling thread's per-thread default stream of `device` made without CUDA (and
+/// never closed), for unit tests of the markers.
+#[cfg(test)]
+pub(crate) fn per_thread_hold_for_tests(device: i32) -> Arc<StreamHold> {
+    Arc::new(StreamHold::named_by(
+        raw::STREAM_PER_THREAD,
+        device,
+        thread_tag(),
+        0,
+    ))
+}
+
+/// The hold of the calling thread's per-thread default stream of `device` (the current device),
+/// made on first use. `None` while the thread exits (its thread-locals are gone) or has no tag,
+/// or if `cudaStreamGetId` fails: such uses are recorded right after they are queued instead.
+pub(crate) fn per_thread_hold(device: i32) -> Option<Arc<StreamHold>> {
+    let thread = thread_tag();
+    if thread == ORPHANED {
+        return None;
+    }
+    PER_THREAD_HOLDS
+        .try_with(|holds| {
+            let mut holds = holds.try_borrow_mut().ok()?;
+            if let Some(hold) = holds.0.iter().find(|h| h.device == device) {
+                return Some(Arc::clone(hold));
+            }
+            // The caller made `device` current.
+            // SAFETY: a special handle.
+            let id = unsafe { raw::stream_get_id(raw::STREAM_PER_THREAD) }.ok()?;
+            let hold = StreamHold::named_by(raw::STREAM_PER_THREAD, device, thread, id);
+            let hold = Arc::new(hold);
+            holds.0.push(Arc::clone(&hold));
+            Some(hold)
+        })
+        .ok()
+        .flatten()
 }
