@@ -261,8 +261,10 @@ impl Settings {
     }
 }
 
-/// Runs `trial` for the raw side and the safe side alternately (ABAB), `warmup` rounds unrecorded
-/// and then `trials` rounds; returns the samples of each side, pairwise aligned.
+/// Runs `trial` for the raw side and the safe side alternately, `warmup` rounds unrecorded and
+/// then `trials` rounds; returns the samples of each side, pairwise aligned. The side that goes
+/// first alternates from round to round (ABBA), so that whatever the first or the second trial
+/// of a round gains (caches, clocks, a GPU just idle) falls on both sides alike.
 fn interleave(
     warmup: usize,
     trials: usize,
@@ -273,9 +275,14 @@ fn interleave(
         trial(Side::Safe)?;
     }
     let (mut raw, mut safe) = (Vec::with_capacity(trials), Vec::with_capacity(trials));
-    for _ in 0..trials {
-        raw.push(trial(Side::Raw)?);
-        safe.push(trial(Side::Safe)?);
+    for round in 0..trials {
+        if round % 2 == 0 {
+            raw.push(trial(Side::Raw)?);
+            safe.push(trial(Side::Safe)?);
+        } else {
+            safe.push(trial(Side::Safe)?);
+            raw.push(trial(Side::Raw)?);
+        }
     }
     Ok((raw, safe))
 }
