@@ -230,6 +230,58 @@ mod on_default_streams {
         assert!(cuda_rt::take_deferred_error().is_none());
     }
 
+    /// What the per-thread markers rely on at a thread's exit: a Rust thread-local registered
+    /// after the thread's first CUDA call is destroyed while `cudaStreamPerThread` still names
+    /// the stream the thread used (`cudaStreamGetId` unchanged).
+    #[test]
+    fn a_threads_per_thread_stream_outlives_its_rust_thread_locals() {
+        use cuda_rt::raw;
+        use std::cell::RefCell;
+
+        struct Probe {
+            id: u64,
+            device: i32,
+            seen: mpsc::Sender<(u64, Result<u64, String>)>,
+        }
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                // SAFETY: cudaSetDevice and cudaStreamGetId of a special handle: no preconditions.
+                let now = unsafe {
+                    raw::set_device(self.device)
+                        .and_then(|()| raw::stream_get_id(raw::STREAM_PER_THREAD))
+                };
+                let _ = self.seen.send((self.id, now.map_err(|e| e.to_string())));
+            }
+        }
+        thread_local! {
+            static PROBE: RefCell<Option<Probe>> = const { RefCell::new(None) };
+        }
+
+        let Some(_gpu) = cuda_rt_testing::gpu() else {
+            return;
+        };
+        let _serial = serial();
+        let device = Device::current().unwrap().ordinal();
+        let (seen, probed) = mpsc::channel();
+        std::thread::spawn(move || {
+            Device::from_ordinal(device).set_current().unwrap();
+            let mut buffer = DeviceBuffer::<u32>::zeroed(1024).unwrap();
+            buffer.set_bytes_async(StreamRef::per_thread(), 1).unwrap();
+            StreamRef::per_thread().synchronize().unwrap();
+            // SAFETY: a special handle.
+            let id = unsafe { raw::stream_get_id(raw::STREAM_PER_THREAD) }.unwrap();
+            PROBE.with(|p| *p.borrow_mut() = Some(Probe { id, device, seen }));
+        })
+        .join()
+        .unwrap();
+        let (id, at_exit) = probed.recv().unwrap();
+        assert_eq!(
+            at_exit,
+            Ok(id),
+            "the per-thread stream changed before the thread-locals went"
+        );
+    }
+
     #[test]
     fn buffers_used_on_a_per_thread_stream_are_dropped_without_waiting_on_any_thread() {
         let Some(_gpu) = cuda_rt_testing::gpu() else {

@@ -6,7 +6,7 @@ use super::synchronize_stream;
 use crate::context::{thread_tag, ThreadTag, ORPHANED};
 use crate::error::Result;
 use crate::raw::{self, RawStream};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What the last-use markers of device memory keep of an owned [`Stream`](super::Stream) they record on
@@ -212,6 +212,9 @@ impl Drop for PerThreadHolds {
 
 thread_local! {
     static PER_THREAD_HOLDS: RefCell<PerThreadHolds> = const { RefCell::new(PerThreadHolds(Vec::new())) };
+    /// Whether this thread has made a hold of [`PER_THREAD_HOLDS`] (which is then registered for
+    /// destruction at the thread's exit).
+    static HOLDS_MADE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A hold of the calling thread's per-thread default stream of `device` made without CUDA (and
@@ -234,18 +237,34 @@ pub(crate) fn per_thread_hold(device: i32) -> Option<Arc<StreamHold>> {
     if thread == ORPHANED {
         return None;
     }
+    let find = |holds: &PerThreadHolds| holds.0.iter().find(|h| h.device == device).cloned();
+    if HOLDS_MADE.get() {
+        let found =
+            PER_THREAD_HOLDS.try_with(|holds| holds.try_borrow().ok().and_then(|h| find(&h)));
+        if let Ok(Some(hold)) = found {
+            return Some(hold);
+        }
+    }
+    // Named before the thread's holds are first touched: the runtime sets up its per-thread
+    // stream (and what it keeps per thread) before the holds are registered for destruction at
+    // the thread's exit, so that they are destroyed first. The caller made `device` current.
+    // SAFETY: a special handle.
+    let id = unsafe { raw::stream_get_id(raw::STREAM_PER_THREAD) }.ok()?;
     PER_THREAD_HOLDS
         .try_with(|holds| {
             let mut holds = holds.try_borrow_mut().ok()?;
-            if let Some(hold) = holds.0.iter().find(|h| h.device == device) {
-                return Some(Arc::clone(hold));
+            if let Some(hold) = find(&holds) {
+                return Some(hold);
             }
-            // The caller made `device` current.
-            // SAFETY: a special handle.
-            let id = unsafe { raw::stream_get_id(raw::STREAM_PER_THREAD) }.ok()?;
-            let hold = StreamHold::named_by(raw::STREAM_PER_THREAD, device, thread, id);
-            let hold = Arc::new(hold);
+            let hold = Arc::new(StreamHold::named_by(
+                raw::STREAM_PER_THREAD,
+                device,
+                thread,
+                id,
+            ));
             holds.0.push(Arc::clone(&hold));
+            // (A thread-local without a destructor: reachable while the thread exits.)
+            HOLDS_MADE.set(true);
             Some(hold)
         })
         .ok()
