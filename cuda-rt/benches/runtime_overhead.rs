@@ -138,6 +138,18 @@ fn raw_malloc(bytes: usize) -> BenchResult<*mut c_void> {
     Ok(ptr)
 }
 
+/// `cudaMallocAsync` on `stream` (from the device's default memory pool, as `DeviceBuffer::new`
+/// allocates); `cudaFree` releases it.
+fn raw_malloc_async(bytes: usize, stream: sys::cudaStream_t) -> BenchResult<*mut c_void> {
+    let mut ptr = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one pointer through a valid pointer; `stream` is live.
+        unsafe { sys::cudaMallocAsync(&mut ptr, bytes, stream) },
+        "cudaMallocAsync",
+    )?;
+    Ok(ptr)
+}
+
 /// `cudaMallocHost`, every byte written once (as `PinnedBuffer::new` does on the safe side).
 fn raw_malloc_host(bytes: usize) -> BenchResult<*mut c_void> {
     let mut ptr = std::ptr::null_mut();
@@ -394,7 +406,7 @@ enum Goal {
     MinRatio(f64),
     /// Per-operation cost: cuda-rt at most this many nanoseconds above raw.
     MaxOverheadNs(f64),
-    /// Shown for information; the issue sets no goal.
+    /// Shown for information (a control row, or a row with no goal).
     None,
 }
 
@@ -596,12 +608,20 @@ const LAUNCH_ROWS: [&str; 5] = [
 
 /// Launches and copies on the two default streams, each side on the same handle (the raw
 /// side's `cudaStreamLegacy` / `cudaStreamPerThread`).
-const DEFAULT_STREAM_ROWS: [&str; 4] = [
+const DEFAULT_STREAM_ROWS: [&str; 5] = [
     "empty-kernel launch on the legacy default stream inside DeviceBuffer::with_ptr_mut_on (&mut)",
     "empty-kernel launch on the per-thread default stream inside DeviceBuffer::with_ptr_mut_on (&mut)",
     "4 KiB device-to-device copy on the legacy default stream (copy_from_device_async)",
     "4 KiB device-to-device copy on the per-thread default stream (copy_from_device_async)",
+    "4 KiB device-to-device copy on the legacy default stream, the same buffers' pointers, untracked (control)",
 ];
+
+/// Whether a row's safe side goes through the tracking of device memory, or is its control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tracking {
+    Tracked,
+    Untracked,
+}
 
 /// Streams and settings shared by the sections. Each side has its own non-blocking stream.
 struct Bench {
@@ -1312,9 +1332,15 @@ impl Bench {
             rows.push(outcome(
                 DEFAULT_STREAM_ROWS[2 + i],
                 Goal::MaxOverheadNs(50.0),
-                self.default_stream_copies(raw, stream),
+                self.default_stream_copies(raw, stream, Tracking::Tracked),
             ));
         }
+        let (raw, stream) = handles[0];
+        rows.push(outcome(
+            DEFAULT_STREAM_ROWS[4],
+            Goal::None,
+            self.default_stream_copies(raw, stream, Tracking::Untracked),
+        ));
         rows
     }
 
@@ -1370,11 +1396,14 @@ impl Bench {
     }
 
     /// One row of [`default_streams`](Self::default_streams): 4 KiB device-to-device copies on
-    /// `raw` / `stream`.
+    /// `raw` / `stream`. Both sides copy between buffers of the device's default memory pool
+    /// (the raw side's from `cudaMallocAsync`, the safe side's from `DeviceBuffer`); untracked,
+    /// the safe side copies between its buffers' pointers with `cudaMemcpyAsync`, as a control.
     fn default_stream_copies(
         &self,
         raw: sys::cudaStream_t,
         stream: StreamRef<'static>,
+        tracking: Tracking,
     ) -> BenchResult<(Vec<f64>, Vec<f64>)> {
         const BYTES: usize = 4096;
         let Settings {
@@ -1382,11 +1411,14 @@ impl Bench {
             graph_trials: op_trials,
             ..
         } = self.settings;
-        let (raw_src, raw_dst) = (raw_malloc(BYTES)?, raw_malloc(BYTES)?);
+        let (raw_src, raw_dst) = (raw_malloc_async(BYTES, raw)?, raw_malloc_async(BYTES, raw)?);
+        raw_stream_synchronize(raw)?;
         let (src, mut dst) = (
             DeviceBuffer::<u8>::zeroed(BYTES)?,
             DeviceBuffer::<u8>::new(BYTES)?,
         );
+        dst.synchronize()?;
+        let (src_ptr, dst_ptr) = (src.as_raw_ptr().cast(), dst.as_mut_raw_ptr().cast());
         let measured = self.interleave(op_trials, |side| match side {
             Side::Raw => {
                 let ns = per_op(copies, || {
@@ -1397,6 +1429,26 @@ impl Bench {
                             sys::cudaMemcpyAsync(
                                 raw_dst,
                                 raw_src,
+                                BYTES,
+                                sys::cudaMemcpyDeviceToDevice,
+                                raw,
+                            )
+                        },
+                        "cudaMemcpyAsync",
+                    )
+                })?;
+                raw_stream_synchronize(raw)?;
+                Ok(ns)
+            }
+            Side::Safe if tracking == Tracking::Untracked => {
+                let ns = per_op(copies, || {
+                    check(
+                        // SAFETY: two live `BYTES`-byte device allocations, used on no other
+                        // stream; `raw` is a default stream's handle.
+                        unsafe {
+                            sys::cudaMemcpyAsync(
+                                dst_ptr,
+                                src_ptr,
                                 BYTES,
                                 sys::cudaMemcpyDeviceToDevice,
                                 raw,

@@ -195,10 +195,12 @@ fn next_stamp() -> u64 {
     NEXT_STAMP.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The same-stream case of [`State::fast`] kept inline, so that a use repeated on one stream
-/// reads no heap memory of the tracker (a kernel launch between two uses evicts it from the
-/// caches). While set, `entries` is exactly one entry, of range `span`, whose marker (`marker`)
-/// is the lazy marker of the owned stream `id`; the uses it lets through are noted here
+/// The same-stream cases of [`State::fast`] kept inline, so that a use repeated on one stream
+/// reads no heap memory of the tracker (a kernel launch or a copy between two uses evicts it
+/// from the caches). While set, either `entries[entry]`, of range `span`, is one of the lazy
+/// marker of stream `id` (`marker`) and no other entry overlaps it; or (`reads_only`) the state is one that
+/// let a read of `span` on stream `id` through [`State::fast_read`], which lets every later read
+/// of `span` on that stream through and no write. The uses it lets through are noted here
 /// (`write`, `dirty`) and folded into that entry and marker by [`State::settle_hint`], which
 /// every other access to the state runs first.
 #[derive(Debug, Clone, Copy)]
@@ -206,8 +208,11 @@ struct Hint {
     id: u64,
     span: Span,
     marker: usize,
+    /// The index of that entry (`usize::MAX` with `reads_only`).
+    entry: usize,
     write: bool,
     dirty: bool,
+    reads_only: bool,
 }
 
 #[derive(Debug)]
@@ -633,32 +638,56 @@ impl State {
         if let Some(hint) = &mut self.hint {
             // The hint stands for the whole state (one range, one stream's marker): a use it
             // does not cover is not a same-stream use.
-            if hint.id != id || !hint.span.contains(span) {
+            if hint.id != id || !hint.span.contains(span) || (hint.reads_only && access.writes()) {
                 return false;
             }
             hint.write |= access.writes();
             hint.dirty = true;
             return true;
         }
-        if let [entry] = self.entries.as_mut_slice() {
-            if entry.span.contains(span) {
-                if let Some(Some(marker)) = self.markers.get_mut(entry.marker) {
-                    if marker.is_stream(id) {
-                        entry.write |= access.writes();
-                        marker.dirty = true;
-                        self.hint = Some(Hint {
-                            id,
-                            span: entry.span,
-                            marker: entry.marker,
-                            write: entry.write,
-                            dirty: false,
-                        });
-                        return true;
-                    }
-                }
-            }
+        if self.fast_own_range(span, access, id) {
+            return true;
         }
         !access.writes() && self.fast_read(span, id)
+    }
+
+    /// The same-stream case of [`fast`](Self::fast) without a hint: a range of this stream's
+    /// marker contains `span`, and no other range overlaps it (so nothing but this stream's own
+    /// earlier work, which the stream orders, touched those bytes last). Marks the use on that
+    /// range (a write of part of it marks all of it written: a later use may wait for more than
+    /// it must, never for less) and leaves a hint for the next use.
+    #[inline]
+    fn fast_own_range(&mut self, span: Span, access: Access, id: u64) -> bool {
+        let markers = &self.markers;
+        let own = self.entries.iter().position(|e| {
+            e.span.contains(span)
+                && matches!(markers.get(e.marker), Some(Some(m)) if m.is_stream(id))
+        });
+        let Some(index) = own else {
+            return false;
+        };
+        let range = self.entries[index].span;
+        let alone =
+            (self.entries.iter().enumerate()).all(|(i, e)| i == index || !e.span.overlaps(range));
+        if !alone {
+            return false;
+        }
+        let entry = &mut self.entries[index];
+        entry.write |= access.writes();
+        let (marker, write) = (entry.marker, entry.write);
+        if let Some(Some(m)) = self.markers.get_mut(marker) {
+            m.dirty = true;
+        }
+        self.hint = Some(Hint {
+            id,
+            span: range,
+            marker,
+            entry: index,
+            write,
+            dirty: false,
+            reads_only: false,
+        });
+        true
     }
 
     /// The same-stream case of a read that follows a write on another stream: the span's last
@@ -687,6 +716,20 @@ impl State {
         match self.markers.get_mut(read.marker) {
             Some(Some(marker)) if marker.is_stream(id) => {
                 marker.dirty = true;
+                // What was checked holds until the state changes, which settles the hint
+                // first: later reads of the span both entries cover go through the hint.
+                self.hint = Some(Hint {
+                    id,
+                    span: Span {
+                        start: write.span.start.max(read.span.start),
+                        end: write.span.end.min(read.span.end),
+                    },
+                    marker: read.marker,
+                    entry: usize::MAX,
+                    write: false,
+                    dirty: false,
+                    reads_only: true,
+                });
                 true
             }
             _ => false,
@@ -698,7 +741,7 @@ impl State {
     #[inline]
     fn settle_hint(&mut self) {
         if let Some(hint) = self.hint.take() {
-            if let [entry] = self.entries.as_mut_slice() {
+            if let Some(entry) = self.entries.get_mut(hint.entry) {
                 entry.write |= hint.write;
             }
             if hint.dirty {
@@ -1323,6 +1366,39 @@ mod tests {
     }
 
     #[test]
+    fn uses_of_part_of_a_buffer_on_the_stream_that_used_it_last_take_the_fast_path() {
+        let mut s = state();
+        let (other, _) = s.add_marker(per_thread_marker(0));
+        let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
+        let lane = Some((legacy_id(0), 0));
+        // Allocated on another stream, then its first quarter written on this one.
+        s.note(span(0, 256), other, true);
+        s.note(span(0, 64), legacy, true);
+        // Another use of the quarter, or of a part of it, waits for nothing but this stream.
+        assert!(s.fast(span(0, 64), Access::Write, 0, lane));
+        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
+        s.settle_hint();
+        assert_eq!(s.entries.len(), 2);
+        // A read of a part, on a quarter read only so far, marks the whole quarter read; a
+        // write of a part marks it written.
+        s.entries[1].write = false;
+        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
+        s.settle_hint();
+        assert!(!s.entries[1].write);
+        assert!(s.fast(span(8, 16), Access::Write, 0, lane));
+        s.settle_hint();
+        assert!(s.entries.iter().all(|e| e.write));
+        assert!(s.markers[legacy].as_ref().unwrap().dirty);
+        // Beyond the quarter, or another stream: the slow path.
+        assert!(!s.fast(span(0, 65), Access::Write, 0, lane));
+        assert!(!s.fast(span(0, 64), Access::Write, 0, Some((legacy_id(1), 1))));
+        // Another stream's read of part of the quarter: this stream's write must wait for it.
+        s.note(span(32, 40), other, false);
+        assert!(!s.fast(span(0, 16), Access::Write, 0, lane));
+        assert!(!s.fast(span(0, 16), Access::Read, 0, lane));
+    }
+
+    #[test]
     fn reads_after_a_waited_for_write_on_another_stream_take_the_fast_path() {
         let mut s = state();
         let (writer, _) = s.add_marker(per_thread_marker(0));
@@ -1343,6 +1419,16 @@ mod tests {
         assert!(s.fast(span(8, 16), Access::Read, 0, lane));
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         assert_eq!(s.entries.len(), 2);
+        // Later reads of the span go through the hint, which notes them until it is settled; a
+        // write does not.
+        assert!(s
+            .hint
+            .is_some_and(|h| h.reads_only && h.span.contains(span(0, 64))));
+        s.markers[legacy].as_mut().unwrap().dirty = false;
+        assert!(s.fast(span(0, 64), Access::Read, 0, lane));
+        assert!(!s.fast(span(0, 64), Access::Write, 0, lane));
+        s.settle_hint();
+        assert!(s.hint.is_none() && s.markers[legacy].as_ref().unwrap().dirty);
         // A write, a span beyond the entries, another stream, a newer record of the writer: the
         // slow path.
         assert!(!s.fast(span(0, 64), Access::Write, 0, lane));
@@ -1353,6 +1439,7 @@ mod tests {
         // The writer's record with uses not recorded yet says nothing.
         s.markers[writer].as_mut().unwrap().stamp = stamp;
         assert!(s.fast(span(0, 64), Access::Read, 0, lane));
+        s.settle_hint();
         s.markers[writer].as_mut().unwrap().dirty = true;
         assert!(!s.fast(span(0, 64), Access::Read, 0, lane));
         // The stand-in handle is not an event: keep it from being destroyed.
