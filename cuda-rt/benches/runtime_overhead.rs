@@ -608,18 +608,24 @@ const LAUNCH_ROWS: [&str; 5] = [
 
 /// Launches and copies on the two default streams, each side on the same handle (the raw
 /// side's `cudaStreamLegacy` / `cudaStreamPerThread`).
-const DEFAULT_STREAM_ROWS: [&str; 5] = [
+const DEFAULT_STREAM_ROWS: [&str; 7] = [
     "empty-kernel launch on the legacy default stream inside DeviceBuffer::with_ptr_mut_on (&mut)",
     "empty-kernel launch on the per-thread default stream inside DeviceBuffer::with_ptr_mut_on (&mut)",
     "4 KiB device-to-device copy on the legacy default stream (copy_from_device_async)",
     "4 KiB device-to-device copy on the per-thread default stream (copy_from_device_async)",
     "4 KiB device-to-device copy on the legacy default stream, the same buffers' pointers, untracked (control)",
+    "4 KiB device-to-device copy on the legacy default stream, the same buffers' pointers, through cuda_rt::raw::memcpy_async (control)",
+    "4 KiB device-to-device copy on an owned stream (copy_from_device_async)",
 ];
 
 /// Whether a row's safe side goes through the tracking of device memory, or is its control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tracking {
+    /// Through the tracking (the operation under test).
     Tracked,
+    /// The same CUDA call through cuda-rt's raw layer (`cuda_rt::raw`), untracked.
+    RawLayer,
+    /// The same CUDA call through `cuda-rt-sys`, untracked: what the harness adds.
     Untracked,
 }
 
@@ -1336,10 +1342,20 @@ impl Bench {
             ));
         }
         let (raw, stream) = handles[0];
+        for (i, tracking) in [Tracking::Untracked, Tracking::RawLayer]
+            .into_iter()
+            .enumerate()
+        {
+            rows.push(outcome(
+                DEFAULT_STREAM_ROWS[4 + i],
+                Goal::None,
+                self.default_stream_copies(raw, stream, tracking),
+            ));
+        }
         rows.push(outcome(
-            DEFAULT_STREAM_ROWS[4],
-            Goal::None,
-            self.default_stream_copies(raw, stream, Tracking::Untracked),
+            DEFAULT_STREAM_ROWS[6],
+            Goal::MaxOverheadNs(50.0),
+            self.default_stream_copies(self.raw_stream, (&self.stream).into(), Tracking::Tracked),
         ));
         rows
     }
@@ -1402,7 +1418,7 @@ impl Bench {
     fn default_stream_copies(
         &self,
         raw: sys::cudaStream_t,
-        stream: StreamRef<'static>,
+        stream: StreamRef<'_>,
         tracking: Tracking,
     ) -> BenchResult<(Vec<f64>, Vec<f64>)> {
         const BYTES: usize = 4096;
@@ -1456,6 +1472,22 @@ impl Bench {
                         },
                         "cudaMemcpyAsync",
                     )
+                })?;
+                raw_stream_synchronize(raw)?;
+                Ok(ns)
+            }
+            Side::Safe if tracking == Tracking::RawLayer => {
+                let ns = per_op(copies, || {
+                    // SAFETY: as for the untracked control.
+                    unsafe {
+                        cuda_rt::raw::memcpy_async(
+                            dst_ptr,
+                            src_ptr,
+                            BYTES,
+                            cuda_rt::raw::flags::MEMCPY_DEVICE_TO_DEVICE,
+                            raw,
+                        )
+                    }
                 })?;
                 raw_stream_synchronize(raw)?;
                 Ok(ns)

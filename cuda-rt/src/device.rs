@@ -659,17 +659,19 @@ impl Device {
 /// # Errors
 /// An error of `cudaGetDeviceCount` (not kept: asked again next time), or
 /// [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback) inside a host callback.
+#[inline]
 fn sole_device() -> Result<Option<i32>> {
-    /// Not asked yet.
-    const UNKNOWN: i32 = -2;
-    /// Several devices.
-    const SEVERAL: i32 = -1;
-    static SOLE: AtomicI32 = AtomicI32::new(UNKNOWN);
     match SOLE.load(Ordering::Relaxed) {
-        UNKNOWN => {}
-        SEVERAL => return Ok(None),
-        device => return Ok(Some(device)),
+        UNKNOWN => ask_sole_device(),
+        SEVERAL => Ok(None),
+        device => Ok(Some(device)),
     }
+}
+
+/// [`sole_device`] before it is known: the one `cudaGetDeviceCount`.
+#[cold]
+#[inline(never)]
+fn ask_sole_device() -> Result<Option<i32>> {
     // SAFETY: no preconditions.
     let count = unsafe { raw::get_device_count() }?;
     let sole = if count == 1 { 0 } else { SEVERAL };
@@ -677,11 +679,19 @@ fn sole_device() -> Result<Option<i32>> {
     Ok((sole == 0).then_some(0))
 }
 
+/// [`sole_device`]'s answer: [`UNKNOWN`], [`SEVERAL`], or the sole device's ordinal.
+static SOLE: AtomicI32 = AtomicI32::new(UNKNOWN);
+/// Not asked yet.
+const UNKNOWN: i32 = -2;
+/// Several devices.
+const SEVERAL: i32 = -1;
+
 /// The calling thread's current device: the process's only device when CUDA sees one (no
 /// CUDA call after the first), else `cudaGetDevice`.
 ///
 /// # Errors
 /// An error of `cudaGetDeviceCount` or `cudaGetDevice`.
+#[inline]
 pub(crate) fn current_ordinal() -> Result<i32> {
     match sole_device()? {
         Some(device) => Ok(device),

@@ -246,6 +246,7 @@ pub use kernels::*;
 /// nvcc-compiled code linked into the program); `args` must point to one pointer per kernel
 /// parameter, each to a value of that parameter's type; everything the kernel accesses must stay
 /// valid until it has finished.
+#[inline]
 pub unsafe fn launch_kernel(
     func: *const c_void,
     grid: Dim3,

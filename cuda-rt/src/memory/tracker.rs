@@ -299,6 +299,7 @@ impl Tracker {
     /// orders it after the earlier uses it must follow, runs `with_ptr_on` (which queues the work on
     /// the raw stream it is given) without holding any lock, and marks the span after it, also
     /// if `with_ptr_on` fails or panics.
+    #[inline]
     pub(crate) fn use_on<R>(
         &self,
         span: Span,

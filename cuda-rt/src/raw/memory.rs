@@ -388,6 +388,7 @@ pub unsafe fn host_get_device_pointer(host: *mut c_void) -> Result<*mut c_void> 
 /// # Safety
 /// `dst`/`src` must be valid for `bytes` bytes of the kinds `kind` names, and stay so (and
 /// unaccessed by anything racing with the copy) until the stream has executed the copy.
+#[inline]
 pub unsafe fn memcpy_async(
     dst: *mut c_void,
     src: *const c_void,
