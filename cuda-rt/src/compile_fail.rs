@@ -24,6 +24,11 @@ case!(
     "capture_stream_used_during_capture.rs"
 );
 case!(
+    current_device_guard_not_send,
+    "E0277",
+    "current_device_guard_not_send.rs"
+);
+case!(
     captured_handle_escapes,
     "E0521",
     "captured_handle_escapes.rs"

@@ -35,6 +35,62 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Device(i32);
 
+/// The calling thread's current device made so by [`Device::set_current_scoped`], until this
+/// guard is dropped (or [`restore`](Self::restore)d): then the device that was current before
+/// is current again (`cudaSetDevice`).
+///
+/// Dropping it never panics; an error making the previous device current again is deferred
+/// ([`take_deferred_error`](crate::take_deferred_error)), never dropped. Forgetting it
+/// (`std::mem::forget`) leaves the device current, which is safe.
+///
+/// # Thread safety
+/// Neither `Send` nor `Sync`: the current device is the calling thread's.
+#[derive(Debug)]
+#[must_use = "the previous device is current again as soon as the guard is dropped"]
+pub struct CurrentDeviceGuard {
+    previous: i32,
+    device: i32,
+    /// The current device is a property of the thread that made the guard.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl CurrentDeviceGuard {
+    /// The device the guard made current.
+    pub fn device(&self) -> Device {
+        Device(self.device)
+    }
+
+    /// The device that was current when the guard was made, which it makes current again.
+    pub fn previous(&self) -> Device {
+        Device(self.previous)
+    }
+
+    /// Makes the previous device current again now, returning the error of `cudaSetDevice`
+    /// instead of deferring it as a drop does.
+    ///
+    /// # Errors
+    /// An error of `cudaSetDevice` (e.g. a sticky error of the context).
+    pub fn restore(self) -> Result<()> {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.set_previous()
+    }
+
+    fn set_previous(&self) -> Result<()> {
+        if self.previous == self.device {
+            return Ok(());
+        }
+        // SAFETY: the ordinal was the current device, so it exists.
+        unsafe { raw::set_device(self.previous) }
+            .map_err(|e| e.context("CurrentDeviceGuard: restoring the previous device"))
+    }
+}
+
+impl Drop for CurrentDeviceGuard {
+    fn drop(&mut self) {
+        crate::error::defer_result(self.set_previous());
+    }
+}
+
 /// A compute capability (`major.minor`, e.g. 9.0 for H100).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ComputeCapability {
@@ -411,6 +467,60 @@ impl Device {
     pub fn set_current(self) -> Result<()> {
         // SAFETY: an invalid ordinal is an error.
         unsafe { raw::set_device(self.0) }.map_err(|e| e.context("Device::set_current"))
+    }
+
+    /// Makes this the calling host thread's current device until the returned guard is dropped,
+    /// which makes the previous current device current again (`cudaGetDevice`, then
+    /// `cudaSetDevice` now and when the guard drops). Guards nest: drop them in the reverse
+    /// order of their making (each restores the device that was current when it was made).
+    ///
+    /// The guard belongs to this thread (it is neither `Send` nor `Sync`). To run one piece of
+    /// code with the device current, [`with_current`](Self::with_current) says it in one call.
+    ///
+    /// # Errors
+    /// `cudaErrorInvalidDevice` for an ordinal that does not exist (the current device is then
+    /// unchanged); errors of CUDA initialization;
+    /// [`ErrorKind::InHostCallback`](crate::ErrorKind::InHostCallback) inside a host callback.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cuda_rt::{Device, DeviceBuffer};
+    /// let on_one = {
+    ///     let _current = Device::from_ordinal(1).set_current_scoped()?;
+    ///     DeviceBuffer::<f32>::zeroed(1 << 20)? // allocated on device 1
+    /// }; // the previous device is current again
+    /// # Ok::<(), cuda_rt::Error>(())
+    /// ```
+    pub fn set_current_scoped(self) -> Result<CurrentDeviceGuard> {
+        const WHAT: &str = "Device::set_current_scoped";
+        // SAFETY: no preconditions.
+        let previous = unsafe { raw::get_device() }.map_err(|e| e.context(WHAT))?;
+        if previous != self.0 {
+            // SAFETY: an invalid ordinal is an error.
+            unsafe { raw::set_device(self.0) }.map_err(|e| e.context(WHAT))?;
+        }
+        Ok(CurrentDeviceGuard {
+            previous,
+            device: self.0,
+            _thread: std::marker::PhantomData,
+        })
+    }
+
+    /// Runs `f` with this device current on the calling host thread, then makes the previous
+    /// current device current again (`cudaGetDevice`, `cudaSetDevice` before and after `f`; no
+    /// call when this device is current already). What `f` makes on the current device
+    /// (streams, events, buffers) is made on this one.
+    ///
+    /// # Errors
+    /// As for [`set_current_scoped`](Self::set_current_scoped), before `f` runs (`f` is then not
+    /// run). Once `f` has run, its value is returned: an error making the previous device
+    /// current again is deferred ([`take_deferred_error`](crate::take_deferred_error), and the
+    /// next synchronize), not returned in its place.
+    pub fn with_current<R>(self, f: impl FnOnce() -> R) -> Result<R> {
+        let guard = self.set_current_scoped()?;
+        let value = f();
+        crate::error::defer_result(guard.restore());
+        Ok(value)
     }
 
     /// `cudaGetDeviceProperties`: the device's properties.

@@ -156,8 +156,8 @@ pub mod stream;
 pub use callback::in_host_callback;
 pub use check::{check_after, run_passed_checks};
 pub use device::{
-    driver_version, runtime_version, ComputeCapability, Device, DeviceFlags, DeviceProperties,
-    Limit, StreamPriorityRange, Version,
+    driver_version, runtime_version, ComputeCapability, CurrentDeviceGuard, Device, DeviceFlags,
+    DeviceProperties, Limit, StreamPriorityRange, Version,
 };
 pub use error::{
     defer_error, deferred_errors_dropped, is_sticky, last_error, peek_last_error,

@@ -898,3 +898,65 @@ fn one_shot_callbacks_are_refused_on_a_capturing_per_thread_stream() {
     per_thread.launch_host_fn(|| {}).unwrap();
     per_thread.synchronize().unwrap();
 }
+
+#[test]
+fn scoped_current_devices_restore_the_previous_one() {
+    let Some(gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let first = Device::current().unwrap();
+    // The current device again: nothing changes, nothing to restore.
+    {
+        let guard = first.set_current_scoped().unwrap();
+        assert_eq!((guard.device(), guard.previous()), (first, first));
+        assert_eq!(Device::current().unwrap(), first);
+    }
+    assert_eq!(Device::current().unwrap(), first);
+    // A device that does not exist: refused, the current device unchanged.
+    let missing = Device::from_ordinal(gpu.device_count);
+    let e = missing.set_current_scoped().unwrap_err();
+    assert_eq!(e.code(), Some(cuda_rt::raw::status::INVALID_DEVICE), "{e}");
+    assert_eq!(Device::current().unwrap(), first);
+    let e = missing
+        .with_current(|| unreachable!("not run"))
+        .unwrap_err();
+    assert_eq!(e.code(), Some(cuda_rt::raw::status::INVALID_DEVICE), "{e}");
+    // The closure form hands back the closure's value; what it makes is on that device.
+    let buffer = first
+        .with_current(|| DeviceBuffer::<u32>::zeroed(1024))
+        .unwrap()
+        .unwrap();
+    assert_eq!(buffer.device(), first);
+    assert_eq!(first.with_current(|| 7).unwrap(), 7);
+    drop(buffer);
+
+    if gpu.device_count < 2 {
+        println!(
+            "scoped_current_devices_restore_the_previous_one: the part on two devices skipped: \
+             this machine has one"
+        );
+    } else {
+        let other = Device::from_ordinal(if first.ordinal() == 0 { 1 } else { 0 });
+        let (on_other, stream_device) = other
+            .with_current(|| {
+                let buffer = DeviceBuffer::<u32>::zeroed(1024).unwrap();
+                let stream = Stream::new().unwrap();
+                (buffer, stream.device())
+            })
+            .unwrap();
+        assert_eq!((on_other.device(), stream_device), (other, other));
+        assert_eq!(Device::current().unwrap(), first);
+        // Nested guards, dropped in reverse order, restore step by step.
+        let outer = other.set_current_scoped().unwrap();
+        assert_eq!(Device::current().unwrap(), other);
+        let inner = first.set_current_scoped().unwrap();
+        assert_eq!(Device::current().unwrap(), first);
+        drop(inner);
+        assert_eq!(Device::current().unwrap(), other);
+        outer.restore().unwrap();
+        assert_eq!(Device::current().unwrap(), first);
+        assert_eq!(on_other.to_vec().unwrap(), vec![0; 1024]);
+    }
+    assert!(cuda_rt::take_deferred_error().is_none());
+}
