@@ -1435,47 +1435,24 @@ impl Bench {
         );
         dst.synchronize()?;
         let (src_ptr, dst_ptr) = (src.as_raw_ptr().cast(), dst.as_mut_raw_ptr().cast());
+        // `copies` copies between two allocations with `cudaMemcpyAsync` on `raw`.
+        let raw_copies = |dst: *mut c_void, src: *const c_void| -> BenchResult<f64> {
+            let ns = per_op(copies, || {
+                check(
+                    // SAFETY: two live `BYTES`-byte device allocations, used on no other
+                    // stream; `raw` is a default stream's handle.
+                    unsafe {
+                        sys::cudaMemcpyAsync(dst, src, BYTES, sys::cudaMemcpyDeviceToDevice, raw)
+                    },
+                    "cudaMemcpyAsync",
+                )
+            })?;
+            raw_stream_synchronize(raw)?;
+            Ok(ns)
+        };
         let measured = self.interleave(op_trials, |side| match side {
-            Side::Raw => {
-                let ns = per_op(copies, || {
-                    check(
-                        // SAFETY: two live `BYTES`-byte device allocations; `raw` is a default
-                        // stream's handle.
-                        unsafe {
-                            sys::cudaMemcpyAsync(
-                                raw_dst,
-                                raw_src,
-                                BYTES,
-                                sys::cudaMemcpyDeviceToDevice,
-                                raw,
-                            )
-                        },
-                        "cudaMemcpyAsync",
-                    )
-                })?;
-                raw_stream_synchronize(raw)?;
-                Ok(ns)
-            }
-            Side::Safe if tracking == Tracking::Untracked => {
-                let ns = per_op(copies, || {
-                    check(
-                        // SAFETY: two live `BYTES`-byte device allocations, used on no other
-                        // stream; `raw` is a default stream's handle.
-                        unsafe {
-                            sys::cudaMemcpyAsync(
-                                dst_ptr,
-                                src_ptr,
-                                BYTES,
-                                sys::cudaMemcpyDeviceToDevice,
-                                raw,
-                            )
-                        },
-                        "cudaMemcpyAsync",
-                    )
-                })?;
-                raw_stream_synchronize(raw)?;
-                Ok(ns)
-            }
+            Side::Raw => raw_copies(raw_dst, raw_src),
+            Side::Safe if tracking == Tracking::Untracked => raw_copies(dst_ptr, src_ptr),
             Side::Safe if tracking == Tracking::RawLayer => {
                 let ns = per_op(copies, || {
                     // SAFETY: as for the untracked control.
