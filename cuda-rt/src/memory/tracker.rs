@@ -4,7 +4,7 @@
 use crate::device::{current_ordinal, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
-use crate::stream::{per_thread_hold, HoldState, StreamHold, StreamRef};
+use crate::stream::{per_thread_hold, per_thread_lanes_open, HoldState, StreamHold, StreamRef};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -101,6 +101,18 @@ fn legacy_id(device: i32) -> u64 {
     LEGACY_IDS | u64::from(device.unsigned_abs())
 }
 
+/// The identity of the calling thread's per-thread default stream of `device` while its uses are
+/// recorded lazily: `None` for a thread that exits (its tag gone, or its holds closed: a later
+/// use would not be covered by the event its hold recorded) or numbers that do not fit.
+#[inline]
+fn per_thread_lane_id(device: i32) -> Option<u64> {
+    let thread = crate::context::thread_tag();
+    if thread == crate::context::ORPHANED || !per_thread_lanes_open() {
+        return None;
+    }
+    per_thread_id(thread, device)
+}
+
 /// The identities of the per-thread default streams in the ids of lazy markers:
 /// `PER_THREAD_IDS + thread * 256 + device`. Below [`LEGACY_IDS`]; owned streams never reach it.
 const PER_THREAD_IDS: u64 = 1 << 62;
@@ -136,12 +148,8 @@ fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
     }
     let raw = stream.as_raw();
     if raw == raw::STREAM_PER_THREAD {
-        let thread = crate::context::thread_tag();
-        if thread == crate::context::ORPHANED {
-            return Ok(None);
-        }
         let device = current_ordinal().map_err(|e| e.context("device memory"))?;
-        return Ok(per_thread_id(thread, device).map(|id| (id, device)));
+        return Ok(per_thread_lane_id(device).map(|id| (id, device)));
     }
     if !is_legacy(raw) {
         return Ok(None);
@@ -878,7 +886,7 @@ impl State {
         let lazy_id = match stream.hold() {
             Some(_) if stream.id() != 0 => Some(stream.id()),
             _ if is_legacy(raw) => Some(legacy_id(device)),
-            _ if per_thread => per_thread_id(crate::context::thread_tag(), device),
+            _ if per_thread => per_thread_lane_id(device),
             _ => None,
         };
         if let Some(id) = lazy_id {

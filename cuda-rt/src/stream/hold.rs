@@ -202,6 +202,9 @@ struct PerThreadHolds(Vec<Arc<StreamHold>>);
 
 impl Drop for PerThreadHolds {
     fn drop(&mut self) {
+        // From now on the thread's uses of its per-thread streams are recorded right after
+        // each use: a hold closed here would not cover them.
+        HOLDS_CLOSING.set(true);
         for hold in &self.0 {
             if Arc::strong_count(hold) > 1 && !crate::context::in_callback() {
                 hold.close();
@@ -215,6 +218,16 @@ thread_local! {
     /// Whether this thread has made a hold of [`PER_THREAD_HOLDS`] (which is then registered for
     /// destruction at the thread's exit).
     static HOLDS_MADE: Cell<bool> = const { Cell::new(false) };
+    /// Set once [`PER_THREAD_HOLDS`] is being destroyed (thread-locals without a destructor
+    /// stay readable while the thread exits).
+    static HOLDS_CLOSING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread's uses of its per-thread default streams may be recorded lazily:
+/// `false` once the thread exits and its holds have been closed (or are being closed).
+#[inline]
+pub(crate) fn per_thread_lanes_open() -> bool {
+    !HOLDS_CLOSING.get()
 }
 
 /// A hold of the calling thread's per-thread default stream of `device` made without CUDA (and
@@ -234,7 +247,7 @@ pub(crate) fn per_thread_hold_for_tests(device: i32) -> Arc<StreamHold> {
 /// or if `cudaStreamGetId` fails: such uses are recorded right after they are queued instead.
 pub(crate) fn per_thread_hold(device: i32) -> Option<Arc<StreamHold>> {
     let thread = thread_tag();
-    if thread == ORPHANED {
+    if thread == ORPHANED || !per_thread_lanes_open() {
         return None;
     }
     let find = |holds: &PerThreadHolds| holds.0.iter().find(|h| h.device == device).cloned();
@@ -249,7 +262,14 @@ pub(crate) fn per_thread_hold(device: i32) -> Option<Arc<StreamHold>> {
     // stream (and what it keeps per thread) before the holds are registered for destruction at
     // the thread's exit, so that they are destroyed first. The caller made `device` current.
     // SAFETY: a special handle.
-    let id = unsafe { raw::stream_get_id(raw::STREAM_PER_THREAD) }.ok()?;
+    let id = match unsafe { raw::stream_get_id(raw::STREAM_PER_THREAD) } {
+        Ok(id) => id,
+        Err(e) => {
+            // The use is recorded eagerly instead, which meets the same error if CUDA is gone.
+            crate::error::defer(e.context("per-thread default stream"));
+            return None;
+        }
+    };
     PER_THREAD_HOLDS
         .try_with(|holds| {
             let mut holds = holds.try_borrow_mut().ok()?;
@@ -269,4 +289,34 @@ pub(crate) fn per_thread_hold(device: i32) -> Option<Arc<StreamHold>> {
         })
         .ok()
         .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_thread_lanes_close_when_the_threads_holds_are_destroyed() {
+        /// Sends, as the thread exits, whether lanes are still open then.
+        struct Probe(std::sync::mpsc::Sender<bool>);
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                let _ = self.0.send(per_thread_lanes_open());
+            }
+        }
+        thread_local! {
+            static PROBE: RefCell<Option<Probe>> = const { RefCell::new(None) };
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Registered for destruction before the holds, so destroyed after them.
+            PROBE.with(|p| *p.borrow_mut() = Some(Probe(tx)));
+            assert!(per_thread_lanes_open());
+            PER_THREAD_HOLDS.with(|_| ());
+        })
+        .join()
+        .unwrap();
+        assert_eq!(rx.recv(), Ok(false));
+        assert!(per_thread_lanes_open(), "other threads are not affected");
+    }
 }
