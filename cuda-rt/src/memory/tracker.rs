@@ -205,10 +205,10 @@ fn next_stamp() -> u64 {
 
 /// The same-stream cases of [`State::fast`] kept inline, so that a use repeated on one stream
 /// reads no heap memory of the tracker (a kernel launch or a copy between two uses evicts it
-/// from the caches). While set, either `entries[entry]`, of range `span`, is one of the lazy
-/// marker of stream `id` (`marker`) and no other entry overlaps it; or (`reads_only`) the state is one that
-/// let a read of `span` on stream `id` through [`State::fast_read`], which lets every later read
-/// of `span` on that stream through and no write. The uses it lets through are noted here
+/// from the caches). While set, either `entries[entry]`, of range `span`, is a range of the lazy
+/// marker of stream `id` (`marker`) and no other entry overlaps it; or (`reads_only`) the state
+/// let a read of `span` on stream `id` through [`State::fast_read`], and so lets every later
+/// read of `span` on that stream through, and no write. The uses it lets through are noted here
 /// (`write`, `dirty`) and folded into that entry and marker by [`State::settle_hint`], which
 /// every other access to the state runs first.
 #[derive(Debug, Clone, Copy)]
@@ -399,9 +399,10 @@ impl Tracker {
     }
 
     /// For a stream-ordered free: if every use of the memory was on one owned stream of
-    /// `device` that is still open (or the legacy default stream of `device`), runs `free` on that stream, under its hold's lock (the
-    /// stream orders the free after the uses; its owner cannot destroy it meanwhile), and
-    /// returns its result. `None`: no such stream, nothing was run.
+    /// `device` that is still open (or on the legacy default stream of `device`), runs `free` on
+    /// that stream, under its hold's lock (the stream orders the free after the uses; its owner
+    /// cannot destroy it meanwhile), and returns its result. `None`: no such stream, nothing
+    /// was run.
     pub(crate) fn free_on_last_stream(
         &mut self,
         device: i32,
@@ -645,8 +646,9 @@ impl State {
             return false;
         }
         if let Some(hint) = &mut self.hint {
-            // The hint stands for the whole state (one range, one stream's marker): a use it
-            // does not cover is not a same-stream use.
+            // The hint stands for the state: a use it does not cover (another stream, bytes
+            // beyond its range, a write where it lets reads through only) goes the slow way,
+            // which settles the hint first.
             if hint.id != id || !hint.span.contains(span) || (hint.reads_only && access.writes()) {
                 return false;
             }
