@@ -3,7 +3,7 @@
 use crate::arch::{archs, check_one, gencode_flags, Arch, Archs};
 use crate::image::{self, ImageKind};
 use crate::link::{archive, self_contained_object, Tools};
-use crate::{env, Error, Toolkit};
+use crate::{Error, Toolkit};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -302,7 +302,7 @@ impl Build {
                 None => format!("-D{name}"),
             });
         }
-        if env("CUDA_RT_LINEINFO").is_some_and(|v| v == "1") {
+        if crate::lineinfo() {
             flags.push("-lineinfo".into());
         }
         flags.extend(self.flags.iter().cloned());

@@ -82,6 +82,7 @@
 //! | `CUDA_RT_ARCHS` | GPU architectures, comma-separated; default `80,90` ([`DEFAULT_ARCHS`]). `80` (or `8.0`): machine code for 8.0, and the newest such entry also PTX; `sm_80`: machine code only; `compute_80`: PTX only; `all`: `80` for each of 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 12.0 ([`ALL_ARCHS`]) that nvcc supports. Each is checked against `nvcc --list-gpu-arch` and the kernels' [`min_arch`](Build::min_arch). |
 //! | `CUDA_RT_LINEINFO=1` | `-lineinfo`: source lines for profilers and compute-sanitizer |
 //! | `CUDA_RT_NVCC_FLAGS` | extra nvcc flags, whitespace-separated |
+//! | `CUDA_RT_LINEINFO_<CRATE>`, `CUDA_RT_NVCC_FLAGS_<CRATE>` | the same for one crate only: the package's name in capitals, `-` as `_` (`CUDA_RT_NVCC_FLAGS_MY_APP` for `my-app`). The crate's own `LINEINFO` wins over the global one; its flags come after the global ones. Changing one rebuilds that crate's device code only, not its dependencies' (the sort's, say): the way to profile or tune your own kernels |
 //!
 //! # How crates with relocatable device code link together
 //! nvcc's separate compilation ends with a device link (`nvcc --device-link`), which joins the
@@ -169,12 +170,52 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// The extra nvcc flags of `CUDA_RT_NVCC_FLAGS` (whitespace-separated), for a build script's
-/// own nvcc command; [`Build`] adds them itself.
+/// The extra nvcc flags of `CUDA_RT_NVCC_FLAGS` and then of the building crate's own
+/// `CUDA_RT_NVCC_FLAGS_<CRATE>` (whitespace-separated; see [`crate_env_name`]), for a build
+/// script's own nvcc command; [`Build`] adds them itself.
 pub fn extra_nvcc_flags() -> Vec<String> {
-    env("CUDA_RT_NVCC_FLAGS")
-        .map(|f| f.split_whitespace().map(String::from).collect())
-        .unwrap_or_default()
+    let global = env("CUDA_RT_NVCC_FLAGS");
+    let own = crate_env("CUDA_RT_NVCC_FLAGS");
+    [global, own]
+        .iter()
+        .flatten()
+        .flat_map(|f| f.split_whitespace().map(String::from))
+        .collect()
+}
+
+/// Whether `-lineinfo` is asked for: the building crate's own `CUDA_RT_LINEINFO_<CRATE>` if it
+/// is set, else `CUDA_RT_LINEINFO` (`1`: yes).
+pub(crate) fn lineinfo() -> bool {
+    crate_env("CUDA_RT_LINEINFO")
+        .or_else(|| env("CUDA_RT_LINEINFO"))
+        .is_some_and(|v| v == "1")
+}
+
+/// The name of the building crate's own variant of the variable `name`: `name`, `_`, and the
+/// package's name (`CARGO_PKG_NAME`) in capitals with `-` as `_`
+/// (`CUDA_RT_NVCC_FLAGS_MY_APP` for package `my-app`). `None` outside a build script.
+pub fn crate_env_name(name: &str) -> Option<String> {
+    let package = std::env::var("CARGO_PKG_NAME").ok()?;
+    Some(variant_name(name, &package))
+}
+
+fn variant_name(name: &str, package: &str) -> String {
+    let package: String = package
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{name}_{package}")
+}
+
+/// [`env`] of the building crate's own variant of `name` ([`crate_env_name`]).
+fn crate_env(name: &str) -> Option<String> {
+    env(&crate_env_name(name)?)
 }
 
 /// Reads `name` and registers it for reruns (`cargo:rerun-if-env-changed`); empty counts as
@@ -188,3 +229,21 @@ pub fn env(name: &str) -> Option<String> {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
+
+#[cfg(test)]
+mod tests {
+    use super::variant_name;
+
+    #[test]
+    fn a_crates_own_variables_carry_its_package_name_in_capitals() {
+        assert_eq!(
+            variant_name("CUDA_RT_NVCC_FLAGS", "my-app"),
+            "CUDA_RT_NVCC_FLAGS_MY_APP"
+        );
+        assert_eq!(
+            variant_name("CUDA_RT_LINEINFO", "cuda-rt-kernels"),
+            "CUDA_RT_LINEINFO_CUDA_RT_KERNELS"
+        );
+        assert_eq!(variant_name("X", "a_b2"), "X_A_B2");
+    }
+}
