@@ -11,7 +11,8 @@
 //! batch-pipeline benchmark).
 //!
 //! Variables: those of cuda-rt-build (`CUDA_RT_ARCHS`, `CUDA_RT_LINEINFO`,
-//! `CUDA_RT_NVCC_FLAGS`). The kernels run on compute capability 7.5 (Turing) and newer: code
+//! `CUDA_RT_NVCC_FLAGS`), and `CUDA_RT_KERNELS_WARN_SPILLS=1` for ptxas's warnings about
+//! spilled registers. The kernels run on compute capability 7.5 (Turing) and newer: code
 //! compiled for 9.0 and newer moves tiles with Hopper's bulk copies, older code with
 //! asynchronous copies (8.x) or plain loads and stores (7.5), chosen at compile time.
 
@@ -70,14 +71,18 @@ fn main() {
 }
 
 /// The settings of every build of `kernels/`: their headers, C++ constexpr functions in device
-/// code, ptxas's spill warnings, and Turing or newer.
+/// code, and Turing or newer; ptxas's warnings about spilled registers only when
+/// `CUDA_RT_KERNELS_WARN_SPILLS=1` (for work on the kernels: a crate that depends on this one
+/// by path would see them on every build).
 fn kernel_build() -> Build {
     let mut build = Build::new();
     build
         .include("kernels")
         .flag("--expt-relaxed-constexpr")
-        .flag("-Xptxas=-warn-spills")
         .min_arch(Arch(75));
+    if cuda_rt_build::env("CUDA_RT_KERNELS_WARN_SPILLS").is_some_and(|v| v == "1") {
+        build.flag("-Xptxas=-warn-spills");
+    }
     build
 }
 
