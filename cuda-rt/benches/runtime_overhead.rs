@@ -8,6 +8,10 @@
 //! cargo xtask stage-gpu              # then, there: .gpu/bin/bench-runtime_overhead --bench
 //! ```
 //!
+//! `--only <section>` runs one section of the table: `bandwidth`, `host-register`, `events`,
+//! `allocations`, `staging`, `launches` (with the default streams' rows), `callbacks`, `graphs`,
+//! `small-copies` or `futures`.
+//!
 //! Without `--bench` (as `cargo test --all-targets` runs it) it makes a short smoke run with small
 //! sizes; without a CUDA device it says so and exits successfully (or fails under
 //! `CUDA_RT_REQUIRE_GPU=1`).
@@ -608,7 +612,7 @@ const LAUNCH_ROWS: [&str; 5] = [
 
 /// Launches and copies on the two default streams, each side on the same handle (the raw
 /// side's `cudaStreamLegacy` / `cudaStreamPerThread`).
-const DEFAULT_STREAM_ROWS: [&str; 7] = [
+const DEFAULT_STREAM_ROWS: [&str; 8] = [
     "empty-kernel launch on the legacy default stream inside DeviceBuffer::with_ptr_mut_on (&mut)",
     "empty-kernel launch on the per-thread default stream inside DeviceBuffer::with_ptr_mut_on (&mut)",
     "4 KiB device-to-device copy on the legacy default stream (copy_from_device_async)",
@@ -616,6 +620,7 @@ const DEFAULT_STREAM_ROWS: [&str; 7] = [
     "4 KiB device-to-device copy on the legacy default stream, the same buffers' pointers, untracked (control)",
     "4 KiB device-to-device copy on the legacy default stream, the same buffers' pointers, through cuda_rt::raw::memcpy_async (control)",
     "4 KiB device-to-device copy on an owned stream (copy_from_device_async)",
+    "4 KiB device-to-device copy on an owned stream, the source read on the legacy default stream before (copy_from_device_async)",
 ];
 
 /// Whether a row's safe side goes through the tracking of device memory, or is its control.
@@ -627,6 +632,9 @@ enum Tracking {
     RawLayer,
     /// The same CUDA call through `cuda-rt-sys`, untracked: what the harness adds.
     Untracked,
+    /// Through the tracking, of a source that a copy on the legacy default stream read before
+    /// (a buffer read on several streams, as a kernel's constant input is).
+    SourceReadElsewhere,
 }
 
 /// Streams and settings shared by the sections. Each side has its own non-blocking stream.
@@ -1320,7 +1328,8 @@ impl Bench {
     /// default stream: raw (`cudaLaunchKernel`, `cudaMemcpyAsync`) against the same work through
     /// the tracking of device memory (`with_ptr_mut_on`, `copy_from_device_async`), many short
     /// trials as for the other launch rows. The buffers are used on that default stream only, as
-    /// a program that uses no stream of its own does.
+    /// a program that uses no stream of its own does. Then the controls, and the copy on an owned
+    /// stream: alone, and of a source that a copy on the legacy stream read before.
     fn default_streams(&self) -> Vec<Outcome> {
         let handles = [
             (cuda_rt::raw::STREAM_LEGACY, StreamRef::legacy()),
@@ -1352,11 +1361,16 @@ impl Bench {
                 self.default_stream_copies(raw, stream, tracking),
             ));
         }
-        rows.push(outcome(
-            DEFAULT_STREAM_ROWS[6],
-            Goal::MaxOverheadNs(50.0),
-            self.default_stream_copies(self.raw_stream, (&self.stream).into(), Tracking::Tracked),
-        ));
+        for (i, tracking) in [Tracking::Tracked, Tracking::SourceReadElsewhere]
+            .into_iter()
+            .enumerate()
+        {
+            rows.push(outcome(
+                DEFAULT_STREAM_ROWS[6 + i],
+                Goal::MaxOverheadNs(50.0),
+                self.default_stream_copies(self.raw_stream, (&self.stream).into(), tracking),
+            ));
+        }
         rows
     }
 
@@ -1434,6 +1448,11 @@ impl Bench {
             DeviceBuffer::<u8>::new(BYTES)?,
         );
         dst.synchronize()?;
+        if tracking == Tracking::SourceReadElsewhere {
+            let mut elsewhere = DeviceBuffer::<u8>::new(BYTES)?;
+            elsewhere.copy_from_device_async(StreamRef::legacy(), &src)?;
+            elsewhere.close()?;
+        }
         let (src_ptr, dst_ptr) = (src.as_raw_ptr().cast(), dst.as_mut_raw_ptr().cast());
         // `copies` copies between two allocations with `cudaMemcpyAsync` on `raw`.
         let raw_copies = |dst: *mut c_void, src: *const c_void| -> BenchResult<f64> {
@@ -2094,7 +2113,9 @@ fn cpu_description() -> String {
 }
 
 fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench");
+    let only = (args.iter().position(|a| a == "--only")).and_then(|i| args.get(i + 1).cloned());
     if let Some(why) = cuda_rt_testing::why_no_device() {
         if cuda_rt_testing::gpu_required() {
             eprintln!("runtime_overhead: no CUDA device ({why}) and CUDA_RT_REQUIRE_GPU=1");
@@ -2103,17 +2124,21 @@ fn main() {
         println!("runtime_overhead: no CUDA device ({why}); nothing measured");
         return;
     }
-    if let Err(e) = run(if full {
+    let settings = if full {
         Settings::bench()
     } else {
         Settings::smoke()
-    }) {
+    };
+    if let Err(e) = run(settings, only) {
         eprintln!("runtime_overhead: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(settings: Settings) -> BenchResult<()> {
+/// One section of the table: a method of [`Bench`] that measures its rows.
+type Section = fn(&Bench) -> Vec<Outcome>;
+
+fn run(settings: Settings, only: Option<String>) -> BenchResult<()> {
     // SAFETY: no preconditions; device 0 exists (checked by the caller).
     check(unsafe { sys::cudaSetDevice(0) }, "cudaSetDevice")?;
     println!("GPU: {}", gpu_description()?);
@@ -2124,17 +2149,30 @@ fn run(settings: Settings) -> BenchResult<()> {
         stream: Stream::with_flags(StreamFlags::NON_BLOCKING)?,
     };
     let started = Instant::now();
+    let sections: [(&str, Section); 10] = [
+        ("bandwidth", Bench::bandwidth),
+        ("host-register", Bench::host_register),
+        ("events", Bench::events),
+        ("allocations", Bench::allocations),
+        ("staging", Bench::staging_buffers),
+        ("launches", Bench::launches),
+        ("callbacks", Bench::callbacks),
+        ("graphs", Bench::graphs),
+        ("small-copies", Bench::small_copies),
+        ("futures", Bench::futures),
+    ];
+    if let Some(only) = &only {
+        if !sections.iter().any(|(name, _)| name == only) {
+            let names: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
+            return Err(format!("--only {only}: no such section ({})", names.join(", ")).into());
+        }
+    }
     let mut outcomes = Vec::new();
-    outcomes.extend(bench.bandwidth());
-    outcomes.extend(bench.host_register());
-    outcomes.extend(bench.events());
-    outcomes.extend(bench.allocations());
-    outcomes.extend(bench.staging_buffers());
-    outcomes.extend(bench.launches());
-    outcomes.extend(bench.callbacks());
-    outcomes.extend(bench.graphs());
-    outcomes.extend(bench.small_copies());
-    outcomes.extend(bench.futures());
+    for (name, section) in sections {
+        if only.as_deref().is_none_or(|only| only == name) {
+            outcomes.extend(section(&bench));
+        }
+    }
     println!();
     print_table(&outcomes);
     println!();

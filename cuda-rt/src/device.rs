@@ -778,6 +778,15 @@ fn sole_device() -> Result<Option<i32>> {
     }
 }
 
+/// [`sole_device`] once known, without a call: `None` while unknown or with several devices.
+#[inline]
+pub(crate) fn known_sole_device() -> Option<i32> {
+    match SOLE.load(Ordering::Relaxed) {
+        device if device >= 0 => Some(device),
+        _ => None,
+    }
+}
+
 /// [`sole_device`] before it is known: the one `cudaGetDeviceCount`.
 #[cold]
 #[inline(never)]

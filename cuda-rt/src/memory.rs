@@ -62,8 +62,10 @@
 //! unrecorded uses), releases it, and queues its work. Through a shared borrow, another thread
 //! may record that marker between the registration and the queuing, before the work; so once
 //! its work is queued, the use raises a flag of the tracker (one atomic store, no lock), and the
-//! next record of any marker first takes the flag and, if it was raised, marks every marker as
-//! having unrecorded uses again (a record may then be repeated, never missed). A later use
+//! next record of any marker first takes the flag and, if it was raised, marks every marker that
+//! such uses were registered on as having unrecorded uses again (a record may then be repeated,
+//! never missed; a marker no shared use touched, say a writer's that readers on other streams
+//! waited for, keeps its record). A later use
 //! that must follow this one is, by the borrow rules, issued after this call returned: it finds
 //! the range registered, takes the flag, and records the marker after the work. Ranges that a
 //! write covers are replaced; reads accumulate until the next write (merged per stream when
@@ -90,7 +92,7 @@
 //! marker and one `cudaStreamWaitEvent` per stream to follow; a stream that stays one stream (an
 //! owned one, the legacy stream of a device, a thread's per-thread stream) waits for a given
 //! record of a marker once, so reads repeated after one write on another stream wait for it the
-//! first time only. On foreign streams: one `cudaEventRecord` per use and one
+//! first time only, on each of however many streams read. On foreign streams: one `cudaEventRecord` per use and one
 //! `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
 //! with an `unsafe` launch.
 
@@ -111,6 +113,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracker::RaiseQueued;
 
 pub(crate) use tracker::{Access, Span, Tracker};
 pub use view::{Chunks, ChunksExactMut, ChunksMut, DeviceView, DeviceViewMut};
@@ -184,6 +187,100 @@ fn track_mut<T: DeviceCopy, M: private::Sealed<T> + ?Sized, R>(
             .tracker
             .use_on(span, access, device, stream, |s| enqueue(ptr, s)),
     }
+}
+
+/// The fast path of a use of all of `memory` through `&mut` (see `Tracker::try_fast`): `None`
+/// sends the use the slow way; `Some` has marked it, and holds what is dropped once its work is
+/// queued.
+#[inline]
+fn try_fast_mut<'m, T: DeviceCopy, M: private::Sealed<T> + ?Sized>(
+    memory: &'m mut M,
+    access: Access,
+    lane: (u64, i32),
+) -> Option<Option<RaiseQueued<'m>>> {
+    let parts = memory.parts();
+    let (span, device) = (parts.span(), parts.device);
+    match memory.owned_tracker() {
+        Some(tracker) => tracker
+            .try_fast_exclusive(span, access, device, lane)
+            .then_some(None),
+        None => (memory.parts().tracker)
+            .try_fast(span, access, device, lane)
+            .map(Some),
+    }
+}
+
+/// The rest of [`DeviceMemoryMut::copy_from_device_async`] (across devices, or a destination
+/// that takes the slow path), out of line: the common case stays short.
+#[cold]
+#[inline(never)]
+fn copy_between_devices<T: DeviceCopy, M: private::Sealed<T> + ?Sized>(
+    dst: &mut M,
+    src: Parts<'_, T>,
+    bytes: usize,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    const WHAT: &str = "DeviceMemoryMut::copy_from_device_async";
+    let dst_device = dst.parts().device;
+    let (write, read) = if dst_device == src.device {
+        (Access::Write, Access::Read)
+    } else {
+        (Access::PeerWrite, Access::PeerRead)
+    };
+    track_mut(dst, write, stream, |dst, _| {
+        track(src, read, stream, |s| {
+            // SAFETY: both are live memory of `bytes` bytes, kept alive until the copy has
+            // run by their markers; `&mut self` and `&src` do not overlap (a mutable borrow
+            // excludes overlapping views; a DeviceBufferRef's contract forbids aliasing).
+            unsafe {
+                if dst_device == src.device {
+                    raw::memcpy_async(
+                        dst.cast(),
+                        src.ptr.as_ptr().cast(),
+                        bytes,
+                        raw::flags::MEMCPY_DEVICE_TO_DEVICE,
+                        s,
+                    )
+                } else {
+                    raw::memcpy_peer_async(
+                        dst.cast(),
+                        dst_device,
+                        src.ptr.as_ptr().cast(),
+                        src.device,
+                        bytes,
+                        s,
+                    )
+                }
+            }
+        })
+    })
+    .map_err(|e| e.context(WHAT))
+}
+
+/// The rest of a device-to-device copy whose destination (`bytes` bytes at `dst`, of the
+/// source's device) took the fast path: the source's use the slow way, then the copy.
+#[cold]
+#[inline(never)]
+fn copy_after_slow_read<T>(
+    src: Parts<'_, T>,
+    dst: *mut c_void,
+    bytes: usize,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    track(src, Access::Read, stream, |s| {
+        // SAFETY: `dst` is live memory of `bytes` bytes whose use on `stream` is marked, kept
+        // alive until the copy has run by its marker (the caller's contract), as `src` is by
+        // its own; they do not overlap (a `&mut` borrow and a `&` one).
+        unsafe {
+            raw::memcpy_async(
+                dst,
+                src.ptr.as_ptr().cast(),
+                bytes,
+                raw::flags::MEMCPY_DEVICE_TO_DEVICE,
+                s,
+            )
+        }
+    })
 }
 
 /// Queues a use of `parts` through a shared borrow.
@@ -586,39 +683,33 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
             return Ok(());
         }
         let stream = stream.into();
-        let (write, read) = if dst_device == src.device {
-            (Access::Write, Access::Read)
-        } else {
-            (Access::PeerWrite, Access::PeerRead)
-        };
-        track_mut(self, write, stream, |dst, _| {
-            track(src, read, stream, |s| {
-                // SAFETY: both are live memory of `bytes` bytes, kept alive until the copy has
-                // run by their markers; `&mut self` and `&src` do not overlap (a mutable borrow
-                // excludes overlapping views; a DeviceBufferRef's contract forbids aliasing).
-                unsafe {
-                    if dst_device == src.device {
-                        raw::memcpy_async(
-                            dst.cast(),
-                            src.ptr.as_ptr().cast(),
-                            bytes,
-                            raw::flags::MEMCPY_DEVICE_TO_DEVICE,
-                            s,
-                        )
-                    } else {
-                        raw::memcpy_peer_async(
-                            dst.cast(),
-                            dst_device,
-                            src.ptr.as_ptr().cast(),
-                            src.device,
-                            bytes,
-                            s,
-                        )
-                    }
-                }
-            })
-        })
-        .map_err(|e| e.context(WHAT))
+        let lane = tracker::fast_lane(&stream).filter(|_| dst_device == src.device);
+        if let Some(lane) = lane {
+            // Both uses through the fast path, without closures: the common case in few
+            // instructions (its code is what each copy brings into the instruction cache).
+            let dst = self.as_mut_raw_ptr();
+            if let Some(dst_use) = try_fast_mut(self, Access::Write, lane) {
+                let copied =
+                    match (src.tracker).try_fast(src.span(), Access::Read, src.device, lane) {
+                        // SAFETY: both are live memory of `bytes` bytes, kept alive until the copy
+                        // has run by their markers; `&mut self` and `&src` do not overlap (as in
+                        // `copy_between_devices`).
+                        Some(_src_use) => unsafe {
+                            raw::memcpy_async(
+                                dst.cast(),
+                                src.ptr.as_ptr().cast(),
+                                bytes,
+                                raw::flags::MEMCPY_DEVICE_TO_DEVICE,
+                                stream.as_raw(),
+                            )
+                        },
+                        None => copy_after_slow_read(src, dst.cast(), bytes, stream),
+                    };
+                drop(dst_use);
+                return copied.map_err(|e| e.context(WHAT));
+            }
+        }
+        copy_between_devices(self, src, bytes, stream)
     }
 
     /// Queues an upload from an owned page-locked buffer on `stream`: the buffer is moved in and

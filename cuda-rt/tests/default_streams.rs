@@ -333,6 +333,49 @@ mod on_default_streams {
         assert!(cuda_rt::take_deferred_error().is_none());
     }
 
+    /// A buffer written on the legacy stream and then read on several owned streams (a kernel's
+    /// constant input): each stream's first read waits for the write; its later reads take the
+    /// fast path, however many streams read the buffer; and a write after them still waits for
+    /// every one of them, though each reader is held up by a slow kernel of its own first.
+    #[test]
+    fn a_buffer_read_on_several_streams_is_rewritten_only_after_every_read() {
+        let Some(_gpu) = cuda_rt_testing::gpu() else {
+            return;
+        };
+        let _serial = serial();
+        let spin = Spin::new();
+        let mut src = DeviceBuffer::<u32>::zeroed(N).unwrap();
+        spin.fill(StreamRef::legacy(), &mut src, 1);
+        let readers: Vec<Stream> = (0..3)
+            .map(|_| Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap())
+            .collect();
+        let mut delays: Vec<DeviceBuffer<u32>> = (0..readers.len())
+            .map(|_| DeviceBuffer::<u32>::zeroed(32).unwrap())
+            .collect();
+        let mut copies: Vec<Vec<DeviceBuffer<u32>>> = Vec::new();
+        for (stream, delay) in readers.iter().zip(&mut delays) {
+            // The reads of this stream run only after ~50 ms of its own.
+            spin.fill(stream, delay, 3);
+            let mut mine = Vec::new();
+            for _ in 0..3 {
+                let mut dst = DeviceBuffer::<u32>::zeroed(N).unwrap();
+                dst.copy_from_device_async(stream, &src).unwrap();
+                mine.push(dst);
+            }
+            copies.push(mine);
+        }
+        // A quick write on yet another stream: it must wait for the slow readers.
+        let writer = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+        src.set_bytes_async(&writer, 0xff).unwrap();
+        for (i, mine) in copies.iter().enumerate() {
+            for (j, dst) in mine.iter().enumerate() {
+                assert_all(&dst.to_vec().unwrap(), 1, &format!("reader {i}, copy {j}"));
+            }
+        }
+        assert_all(&src.to_vec().unwrap(), u32::MAX, "the rewrite");
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
     #[test]
     fn a_stream_ordered_buffer_used_on_the_legacy_stream_is_freed_behind_its_uses() {
         let Some(_gpu) = cuda_rt_testing::gpu() else {

@@ -74,6 +74,9 @@ struct Entry {
     span: Span,
     marker: usize,
     write: bool,
+    /// A read range merged from several ([`State::merge_reads`]): it may cover bytes its stream
+    /// has not read since their last write.
+    merged: bool,
 }
 
 #[derive(Debug)]
@@ -158,6 +161,43 @@ fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
     Ok(Some((legacy_id(device), device)))
 }
 
+/// [`lazy_lane`] for the fast path: `None` also where it fails (the slow path reports it).
+/// Owned streams inline, default streams out of line.
+#[inline(always)]
+pub(crate) fn fast_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
+    match stream.id() {
+        0 => default_lane(stream),
+        id => Some((id, stream.known_device())),
+    }
+}
+
+/// [`fast_lane`] of a default or foreign stream: the process's only device without a call,
+/// else [`lazy_lane`].
+#[inline(never)]
+fn default_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
+    let raw = stream.as_raw();
+    let per_thread = raw == raw::STREAM_PER_THREAD;
+    if !per_thread && !is_legacy(raw) {
+        return None;
+    }
+    let Some(device) = crate::device::known_sole_device() else {
+        return asked_lane(stream);
+    };
+    if per_thread {
+        per_thread_lane_id(device).map(|id| (id, device))
+    } else {
+        Some((legacy_id(device), device))
+    }
+}
+
+/// [`default_lane`] where the device is not known without a call (several devices, or not
+/// asked yet).
+#[cold]
+#[inline(never)]
+fn asked_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
+    lazy_lane(stream).ok().flatten()
+}
+
 /// What names a default or foreign stream at the time of a use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct EagerKey {
@@ -233,6 +273,19 @@ struct State {
     poisoned: bool,
     /// Devices of streams that used the memory (bit per ordinal < 64).
     devices: u64,
+    /// The lazy markers that uses through a shared borrow were registered on since the state
+    /// was last reached exclusively ([`marker_bit`] of each): those whose record may have come
+    /// between such a use's registration and its queuing, which [`State::take_queued`] marks as
+    /// having unrecorded uses again. (A marker no shared use touched keeps its record: a reader
+    /// on another stream then waits for the writer's record once, not at every read.)
+    shared: u64,
+}
+
+/// The bit of marker `index` in [`State::shared`]: one per index below 63, the last for every
+/// index from 63 up.
+#[inline]
+fn marker_bit(index: usize) -> u64 {
+    1 << index.min(63)
 }
 
 /// How many markers a tracker keeps before it drops those no range refers to.
@@ -283,6 +336,7 @@ impl Tracker {
                 markers: Vec::new(),
                 poisoned: false,
                 devices: 0,
+                shared: 0,
             }),
             queued: AtomicBool::new(false),
         }
@@ -316,17 +370,68 @@ impl Tracker {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
-        let lane = lazy_lane(&stream)?;
-        let begun = {
-            let mut state = self.lock_unsettled();
-            if state.fast(span, access, memory_device, lane) {
-                drop(state);
+        if let Some(lane) = fast_lane(&stream) {
+            if let Some(raise) = self.try_fast(span, access, memory_device, lane) {
                 // Raised once the work is queued, also if `with_ptr_on` panics.
-                let _raise = RaiseQueued(&self.queued);
+                let _raise = raise;
                 return enqueue(stream.as_raw());
             }
-            state.settle_hint();
-            state.begin(span, access, memory_device, stream, &self.queued)?
+        }
+        self.use_on_slow(span, access, memory_device, stream, enqueue)
+    }
+
+    /// The fast path of [`use_on`](Self::use_on) (see [`State::fast`]): the use marked, and the
+    /// flag to raise once its work is queued; `None` for the slow path. Out of line, as
+    /// [`State::fast_on`] is, so that every use runs the same code: few instruction-cache lines,
+    /// which the CUDA call between two uses evicts.
+    #[inline(never)]
+    pub(crate) fn try_fast(
+        &self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        lane: (u64, i32),
+    ) -> Option<RaiseQueued<'_>> {
+        let mut state = self.lock_unsettled();
+        let marker = state.fast_on(span, access, memory_device, lane)?;
+        state.shared |= marker_bit(marker);
+        Some(RaiseQueued(&self.queued))
+    }
+
+    /// The fast path of [`use_on_exclusive`](Self::use_on_exclusive): whether the use was
+    /// marked.
+    #[inline]
+    pub(crate) fn try_fast_exclusive(
+        &mut self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        lane: (u64, i32),
+    ) -> bool {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        state.fast_on(span, access, memory_device, lane).is_some()
+    }
+
+    /// The rest of [`use_on`](Self::use_on), kept out of line so that the fast path stays
+    /// short (its code is what a use brings into the instruction cache).
+    #[cold]
+    #[inline(never)]
+    fn use_on_slow<R>(
+        &self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        stream: StreamRef<'_>,
+        enqueue: impl FnOnce(RawStream) -> Result<R>,
+    ) -> Result<R> {
+        lazy_lane(&stream)?;
+        let begun = {
+            let mut state = self.lock();
+            let begun = state.begin(span, access, memory_device, stream, &self.queued)?;
+            if begun.lazy() {
+                state.shared |= marker_bit(begun.marker);
+            }
+            begun
         };
         queue_then_finish(Owner::Shared(self), begun, stream, enqueue)
     }
@@ -342,14 +447,34 @@ impl Tracker {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
-        let lane = lazy_lane(&stream)?;
+        if let Some(lane) = fast_lane(&stream) {
+            if self.try_fast_exclusive(span, access, memory_device, lane) {
+                // Borrowed exclusively: nobody records the marker before the work is queued.
+                return enqueue(stream.as_raw());
+            }
+        }
+        self.use_on_exclusive_slow(span, access, memory_device, stream, enqueue)
+    }
+
+    /// The rest of [`use_on_exclusive`](Self::use_on_exclusive), out of line.
+    #[cold]
+    #[inline(never)]
+    fn use_on_exclusive_slow<R>(
+        &mut self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        stream: StreamRef<'_>,
+        enqueue: impl FnOnce(RawStream) -> Result<R>,
+    ) -> Result<R> {
+        lazy_lane(&stream)?;
         let Tracker { state, queued } = self;
         let state = state.get_mut().unwrap_or_else(|p| p.into_inner());
-        if state.fast(span, access, memory_device, lane) {
-            // Borrowed exclusively: nobody records the marker before the work is queued.
-            return enqueue(stream.as_raw());
-        }
         state.settle_hint();
+        // No use through a shared borrow is in flight: those that raised `queued` are taken
+        // now, and no later one can have been registered before a record it missed.
+        state.take_queued(queued);
+        state.shared = 0;
         let begun = state.begin(span, access, memory_device, stream, queued)?;
         queue_then_finish(Owner::Exclusive(state), begun, stream, enqueue)
     }
@@ -502,9 +627,11 @@ fn synchronize_event(event: RawEvent) -> Result<()> {
 }
 
 /// Raises [`Tracker::queued`] when dropped: after a use's work is queued, also on unwinding.
-struct RaiseQueued<'t>(&'t AtomicBool);
+#[derive(Debug)]
+pub(crate) struct RaiseQueued<'t>(&'t AtomicBool);
 
 impl Drop for RaiseQueued<'_> {
+    #[inline]
     fn drop(&mut self) {
         // Release: a record that takes the flag (Acquire) follows the work.
         self.0.store(true, Ordering::Release);
@@ -625,41 +752,77 @@ impl Marker {
 impl State {
     /// The common case, decided without a CUDA call or an error value: the last use of all of
     /// `span` was on this owned stream, of the memory's device. Marks the use (nothing to wait
-    /// for: the stream orders it) and says so; `false` sends the use through
-    /// [`begin`](Self::begin).
+    /// for: the stream orders it) and returns the marker it was marked on; `None` sends the use
+    /// through [`begin`](Self::begin). A use the hint covers is decided inline; the rest out of
+    /// line ([`fast_unhinted`](Self::fast_unhinted)).
     #[inline(always)]
     fn fast(
         &mut self,
         span: Span,
         access: Access,
         memory_device: i32,
-        lane: Option<(u64, i32)>,
-    ) -> bool {
-        let Some((id, device)) = lane else {
-            return false;
-        };
+        (id, device): (u64, i32),
+    ) -> Option<usize> {
+        match &mut self.hint {
+            // The hint stands for the state: a use it does not cover (another stream, bytes
+            // beyond its range, a write where it lets reads through only) goes the slow way,
+            // which settles the hint first. (No hint lives in a poisoned state: the hint is
+            // made only when it is not, and poison is set on paths that settle the hint first.)
+            Some(hint) => {
+                if hint.id != id
+                    || !hint.span.contains(span)
+                    || (hint.reads_only && access.writes())
+                    || span.is_empty()
+                    || (device != memory_device && !access.across_devices())
+                    || crate::context::in_callback()
+                {
+                    return None;
+                }
+                hint.write |= access.writes();
+                hint.dirty = true;
+                Some(hint.marker)
+            }
+            None => self.fast_unhinted(span, access, memory_device, (id, device)),
+        }
+    }
+
+    /// [`fast`](Self::fast) out of line: the code every fast use runs, shared by the uses
+    /// through both kinds of borrow (see [`Tracker::try_fast`]).
+    #[inline(never)]
+    fn fast_on(
+        &mut self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        lane: (u64, i32),
+    ) -> Option<usize> {
+        self.fast(span, access, memory_device, lane)
+    }
+
+    /// [`fast`](Self::fast) without a hint: the stream's own range, or a read after a write it
+    /// waited for.
+    #[inline(never)]
+    fn fast_unhinted(
+        &mut self,
+        span: Span,
+        access: Access,
+        memory_device: i32,
+        (id, device): (u64, i32),
+    ) -> Option<usize> {
         if (device != memory_device && !access.across_devices())
             || self.poisoned
             || span.is_empty()
             || crate::context::in_callback()
         {
-            return false;
+            return None;
         }
-        if let Some(hint) = &mut self.hint {
-            // The hint stands for the state: a use it does not cover (another stream, bytes
-            // beyond its range, a write where it lets reads through only) goes the slow way,
-            // which settles the hint first.
-            if hint.id != id || !hint.span.contains(span) || (hint.reads_only && access.writes()) {
-                return false;
-            }
-            hint.write |= access.writes();
-            hint.dirty = true;
-            return true;
+        if let Some(marker) = self.fast_own_range(span, access, id) {
+            return Some(marker);
         }
-        if self.fast_own_range(span, access, id) {
-            return true;
+        if access.writes() {
+            return None;
         }
-        !access.writes() && self.fast_read(span, id)
+        self.fast_read(span, id)
     }
 
     /// The same-stream case of [`fast`](Self::fast) without a hint: a range of this stream's
@@ -668,20 +831,18 @@ impl State {
     /// range (a write of part of it marks all of it written: a later use may wait for more than
     /// it must, never for less) and leaves a hint for the next use.
     #[inline]
-    fn fast_own_range(&mut self, span: Span, access: Access, id: u64) -> bool {
+    fn fast_own_range(&mut self, span: Span, access: Access, id: u64) -> Option<usize> {
         let markers = &self.markers;
         let own = self.entries.iter().position(|e| {
             e.span.contains(span)
                 && matches!(markers.get(e.marker), Some(Some(m)) if m.is_stream(id))
         });
-        let Some(index) = own else {
-            return false;
-        };
+        let index = own?;
         let range = self.entries[index].span;
         let alone =
             (self.entries.iter().enumerate()).all(|(i, e)| i == index || !e.span.overlaps(range));
         if !alone {
-            return false;
+            return None;
         }
         let entry = &mut self.entries[index];
         entry.write |= access.writes();
@@ -698,53 +859,62 @@ impl State {
             dirty: false,
             reads_only: false,
         });
-        true
+        Some(marker)
     }
 
-    /// The same-stream case of a read that follows a write on another stream: the span's last
-    /// write is one marker's (recorded, with no use since that record), this stream has waited
-    /// for that record, and has read the span since (its entry). Such a read needs no wait: it
-    /// only marks this stream's marker as having unrecorded uses, so that a later write waits
-    /// for it. (A buffer written once and then read on one stream, as a kernel's constant
-    /// input, took the slow path at every use otherwise.) Uses of the writer's marker queued
-    /// since its record cannot be writes of this span: a write of it is exclusive (`&mut`), and
-    /// one of another span splits the entries.
+    /// The same-stream case of a read that follows a write on another stream: every write
+    /// range overlapping `span` is one marker's (recorded, with no use since that record), this
+    /// stream has waited for that record, and has read the span since (a range of its own
+    /// contains `span`). Reads of other streams do not matter to a read. Such a read needs no
+    /// wait: it only marks this stream's marker as having unrecorded uses, so that a later write
+    /// waits for it. (A buffer written once and then read on one or several streams, as a
+    /// kernel's constant input, took the slow path at every use otherwise.) Uses of the writer's
+    /// marker queued since its record cannot be writes of this span: a write of it is exclusive
+    /// (`&mut`), and one of another span splits the ranges. This stream's range was noted by the
+    /// slow path after the write was queued (the write cut every range it overlapped, and the
+    /// read waited for the writer's record, taking `Tracker::queued` first), unless it was
+    /// merged from several ([`State::merge_reads`]), which does not count.
     #[inline]
-    fn fast_read(&mut self, span: Span, id: u64) -> bool {
-        let [a, b] = self.entries.as_slice() else {
-            return false;
-        };
-        let (write, read) = if a.write { (*a, *b) } else { (*b, *a) };
-        if !write.write || read.write || !write.span.contains(span) || !read.span.contains(span) {
-            return false;
-        }
-        let Some(stamp) = self.record_of(write.marker) else {
-            return false;
-        };
-        if !self.has_waited(read.marker, write.marker, stamp) {
-            return false;
-        }
-        match self.markers.get_mut(read.marker) {
-            Some(Some(marker)) if marker.is_stream(id) => {
-                marker.dirty = true;
-                // What was checked holds until the state changes, which settles the hint
-                // first: later reads of the span both entries cover go through the hint.
-                self.hint = Some(Hint {
-                    id,
-                    span: Span {
-                        start: write.span.start.max(read.span.start),
-                        end: write.span.end.min(read.span.end),
-                    },
-                    marker: read.marker,
-                    entry: usize::MAX,
-                    write: false,
-                    dirty: false,
-                    reads_only: true,
-                });
-                true
+    fn fast_read(&mut self, span: Span, id: u64) -> Option<usize> {
+        let (mut writer, mut read) = (None, None);
+        for entry in &self.entries {
+            if !entry.span.overlaps(span) {
+                continue;
             }
-            _ => false,
+            if entry.write {
+                if writer.is_some_and(|w| w != entry.marker) {
+                    return None;
+                }
+                writer = Some(entry.marker);
+            } else if read.is_none()
+                && !entry.merged
+                && entry.span.contains(span)
+                && matches!(self.markers.get(entry.marker), Some(Some(m)) if m.is_stream(id))
+            {
+                read = Some(*entry);
+            }
         }
+        let (writer, read) = (writer?, read?);
+        let stamp = self.record_of(writer)?;
+        if writer == read.marker || !self.has_waited(read.marker, writer, stamp) {
+            return None;
+        }
+        // What was checked holds until the state changes, which settles the hint first: later
+        // reads of this stream's range go through the hint, if no other marker wrote any of it.
+        let others_wrote = (self.entries.iter())
+            .any(|e| e.write && e.marker != writer && e.span.overlaps(read.span));
+        let marker = self.markers.get_mut(read.marker)?.as_mut()?;
+        marker.dirty = true;
+        self.hint = Some(Hint {
+            id,
+            span: if others_wrote { span } else { read.span },
+            marker: read.marker,
+            entry: usize::MAX,
+            write: false,
+            dirty: false,
+            reads_only: true,
+        });
+        Some(read.marker)
     }
 
     /// Folds the uses the hint let through into the entry and marker it stands for, and drops
@@ -1055,6 +1225,7 @@ impl State {
                 span,
                 marker,
                 write: true,
+                merged: false,
             });
         } else {
             if self
@@ -1068,6 +1239,7 @@ impl State {
                 span,
                 marker,
                 write: false,
+                merged: false,
             });
         }
         if self.entries.len() > ENTRIES_KEPT {
@@ -1086,6 +1258,7 @@ impl State {
             } else if let Some(m) = merged.iter_mut().find(|m| m.marker == entry.marker) {
                 m.span.start = m.span.start.min(entry.span.start);
                 m.span.end = m.span.end.max(entry.span.end);
+                m.merged = true;
             } else {
                 merged.push(entry);
             }
@@ -1096,13 +1269,21 @@ impl State {
 
     /// Before a record of a lazy marker: if a use through a shared borrow queued its work since
     /// the last time (`Tracker::queued`), a record made between that use's registration and its
-    /// queuing may precede its work: every lazy marker is marked as having unrecorded uses
-    /// again (Acquire: the records that follow come after that work).
+    /// queuing may precede its work: every lazy marker such uses were registered on
+    /// ([`State::shared`]) is marked as having unrecorded uses again (Acquire: the records that
+    /// follow come after that work).
     fn take_queued(&mut self, queued: &AtomicBool) {
         if queued.load(Ordering::Relaxed) && queued.swap(false, Ordering::Acquire) {
-            for marker in self.markers.iter_mut().flatten() {
-                if !matches!(marker.stream, Stream::Eager { .. }) {
-                    marker.dirty = true;
+            let shared = self.shared;
+            for (index, slot) in self.markers.iter_mut().enumerate() {
+                match slot {
+                    Some(marker)
+                        if shared & marker_bit(index) != 0
+                            && !matches!(marker.stream, Stream::Eager { .. }) =>
+                    {
+                        marker.dirty = true;
+                    }
+                    _ => {}
                 }
             }
         }
@@ -1196,7 +1377,13 @@ mod tests {
             markers: Vec::new(),
             poisoned: false,
             devices: 0,
+            shared: 0,
         }
+    }
+
+    /// Whether [`State::fast`] lets a use of memory of device 0 through.
+    fn fast(s: &mut State, span: Span, access: Access, lane: Option<(u64, i32)>) -> bool {
+        lane.is_some_and(|lane| s.fast(span, access, 0, lane).is_some())
     }
 
     /// The marker of this thread's per-thread default stream of `device`, with a hold made
@@ -1350,28 +1537,32 @@ mod tests {
         let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
         s.note(span(0, 64), legacy, true);
         let lane = Some((legacy_id(0), 0));
-        assert!(s.fast(span(0, 64), Access::Write, 0, lane));
-        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
+        assert!(fast(&mut s, span(0, 64), Access::Write, lane));
+        assert!(fast(&mut s, span(8, 16), Access::Read, lane));
         s.settle_hint();
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         // Another device's legacy stream, or a stream without a lazy lane: the slow path.
         let other = Some((legacy_id(1), 1));
-        assert!(!s.fast(span(0, 64), Access::Write, 0, other));
-        assert!(!s.fast(span(0, 64), Access::Write, 0, None));
+        assert!(!fast(&mut s, span(0, 64), Access::Write, other));
+        assert!(!fast(&mut s, span(0, 64), Access::Write, None));
         // A clean marker never recorded needs no wait, and no CUDA call.
         let queued = AtomicBool::new(false);
         s.markers[legacy].as_mut().unwrap().dirty = false;
         assert_eq!(s.flush(legacy, &queued).unwrap(), None);
-        // A use through a shared borrow that queued its work since: lazy markers (the default
-        // streams' among them) are marked as having unrecorded uses again, eager ones are not.
+        // A use through a shared borrow that queued its work since: the lazy markers such uses
+        // were registered on (the default streams' among them) are marked as having unrecorded
+        // uses again; eager ones and those no shared use touched are not.
         let (per_thread, _) = s.add_marker(per_thread_marker(0));
+        let (untouched, _) = s.add_marker(per_thread_marker(1));
         // SAFETY: never given to CUDA here.
         let foreign = unsafe { StreamRef::from_raw(0x1000 as RawStream) };
         let (foreign, _) = s.marker_for(foreign, 0);
+        s.shared = marker_bit(legacy) | marker_bit(per_thread) | marker_bit(foreign);
         queued.store(true, Ordering::Release);
         s.take_queued(&queued);
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         assert!(s.markers[per_thread].as_ref().unwrap().dirty);
+        assert!(!s.markers[untouched].as_ref().unwrap().dirty);
         assert!(!s.markers[foreign].as_ref().unwrap().dirty);
         assert!(!queued.load(Ordering::Acquire));
     }
@@ -1386,27 +1577,32 @@ mod tests {
         s.note(span(0, 256), other, true);
         s.note(span(0, 64), legacy, true);
         // Another use of the quarter, or of a part of it, waits for nothing but this stream.
-        assert!(s.fast(span(0, 64), Access::Write, 0, lane));
-        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
+        assert!(fast(&mut s, span(0, 64), Access::Write, lane));
+        assert!(fast(&mut s, span(8, 16), Access::Read, lane));
         s.settle_hint();
         assert_eq!(s.entries.len(), 2);
         // A read of a part, on a quarter read only so far, marks the whole quarter read; a
         // write of a part marks it written.
         s.entries[1].write = false;
-        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
+        assert!(fast(&mut s, span(8, 16), Access::Read, lane));
         s.settle_hint();
         assert!(!s.entries[1].write);
-        assert!(s.fast(span(8, 16), Access::Write, 0, lane));
+        assert!(fast(&mut s, span(8, 16), Access::Write, lane));
         s.settle_hint();
         assert!(s.entries.iter().all(|e| e.write));
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         // Beyond the quarter, or another stream: the slow path.
-        assert!(!s.fast(span(0, 65), Access::Write, 0, lane));
-        assert!(!s.fast(span(0, 64), Access::Write, 0, Some((legacy_id(1), 1))));
+        assert!(!fast(&mut s, span(0, 65), Access::Write, lane));
+        assert!(!fast(
+            &mut s,
+            span(0, 64),
+            Access::Write,
+            Some((legacy_id(1), 1))
+        ));
         // Another stream's read of part of the quarter: this stream's write must wait for it.
         s.note(span(32, 40), other, false);
-        assert!(!s.fast(span(0, 16), Access::Write, 0, lane));
-        assert!(!s.fast(span(0, 16), Access::Read, 0, lane));
+        assert!(!fast(&mut s, span(0, 16), Access::Write, lane));
+        assert!(!fast(&mut s, span(0, 16), Access::Read, lane));
     }
 
     #[test]
@@ -1424,10 +1620,10 @@ mod tests {
         }
         s.note(span(0, 64), legacy, false);
         // Read since, but not waited for that record: the slow path.
-        assert!(!s.fast(span(0, 64), Access::Read, 0, lane));
+        assert!(!fast(&mut s, span(0, 64), Access::Read, lane));
         let stamp = s.record_of(writer).unwrap();
         s.note_waited(legacy, writer, stamp);
-        assert!(s.fast(span(8, 16), Access::Read, 0, lane));
+        assert!(fast(&mut s, span(8, 16), Access::Read, lane));
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         assert_eq!(s.entries.len(), 2);
         // Later reads of the span go through the hint, which notes them until it is settled; a
@@ -1436,23 +1632,85 @@ mod tests {
             .hint
             .is_some_and(|h| h.reads_only && h.span.contains(span(0, 64))));
         s.markers[legacy].as_mut().unwrap().dirty = false;
-        assert!(s.fast(span(0, 64), Access::Read, 0, lane));
-        assert!(!s.fast(span(0, 64), Access::Write, 0, lane));
+        assert!(fast(&mut s, span(0, 64), Access::Read, lane));
+        assert!(!fast(&mut s, span(0, 64), Access::Write, lane));
         s.settle_hint();
         assert!(s.hint.is_none() && s.markers[legacy].as_ref().unwrap().dirty);
         // A write, a span beyond the entries, another stream, a newer record of the writer: the
         // slow path.
-        assert!(!s.fast(span(0, 64), Access::Write, 0, lane));
-        assert!(!s.fast(span(0, 128), Access::Read, 0, lane));
-        assert!(!s.fast(span(0, 64), Access::Read, 0, Some((legacy_id(1), 1))));
+        assert!(!fast(&mut s, span(0, 64), Access::Write, lane));
+        assert!(!fast(&mut s, span(0, 128), Access::Read, lane));
+        assert!(!fast(
+            &mut s,
+            span(0, 64),
+            Access::Read,
+            Some((legacy_id(1), 1))
+        ));
         s.markers[writer].as_mut().unwrap().stamp = next_stamp();
-        assert!(!s.fast(span(0, 64), Access::Read, 0, lane));
+        assert!(!fast(&mut s, span(0, 64), Access::Read, lane));
         // The writer's record with uses not recorded yet says nothing.
         s.markers[writer].as_mut().unwrap().stamp = stamp;
-        assert!(s.fast(span(0, 64), Access::Read, 0, lane));
+        assert!(fast(&mut s, span(0, 64), Access::Read, lane));
         s.settle_hint();
         s.markers[writer].as_mut().unwrap().dirty = true;
-        assert!(!s.fast(span(0, 64), Access::Read, 0, lane));
+        assert!(!fast(&mut s, span(0, 64), Access::Read, lane));
+        // The stand-in handle is not an event: keep it from being destroyed.
+        for m in s.markers.iter_mut().flatten() {
+            m.event = std::ptr::null_mut();
+        }
+    }
+
+    /// A buffer written once and read on several streams (a constant input): each stream's
+    /// reads after its wait take the fast path, however many streams read it, and a use
+    /// through a shared borrow queued on one reader makes no other marker record again.
+    #[test]
+    fn reads_on_several_streams_after_one_waited_for_write_take_the_fast_path() {
+        let mut s = state();
+        let (writer, _) = s.add_marker(per_thread_marker(1));
+        let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
+        let (reader, _) = s.add_marker(per_thread_marker(0));
+        let lane = Some((per_thread_id(crate::context::thread_tag(), 0).unwrap(), 0));
+        s.note(span(0, 64), writer, true);
+        {
+            let m = s.markers[writer].as_mut().unwrap();
+            // A stand-in handle, never given to CUDA here.
+            m.event = std::ptr::NonNull::<u8>::dangling().as_ptr().cast();
+            m.stamp = next_stamp();
+        }
+        let stamp = s.record_of(writer).unwrap();
+        for waiter in [legacy, reader] {
+            s.note(span(0, 64), waiter, false);
+            s.note_waited(waiter, writer, stamp);
+        }
+        assert_eq!(s.entries.len(), 3);
+        assert!(fast(&mut s, span(8, 16), Access::Read, lane));
+        assert!(s
+            .hint
+            .is_some_and(|h| h.reads_only && h.span == span(0, 64)));
+        s.settle_hint();
+        // Used through a shared borrow on the reader's stream and queued: only the reader's
+        // marker records again; the writer's record still stands, so the reads stay fast.
+        s.shared = marker_bit(reader);
+        let queued = AtomicBool::new(true);
+        s.take_queued(&queued);
+        assert!(!s.markers[writer].as_ref().unwrap().dirty);
+        assert!(s.markers[reader].as_ref().unwrap().dirty);
+        assert!(fast(&mut s, span(0, 64), Access::Read, lane));
+        s.settle_hint();
+        // Another stream writes the last quarter: reads of the rest stay fast, with a hint
+        // of the rest only; reads of the written quarter go the slow way.
+        s.note(span(48, 64), legacy, true);
+        assert!(fast(&mut s, span(0, 16), Access::Read, lane));
+        assert!(s.hint.is_some_and(|h| h.span == span(0, 48)));
+        s.settle_hint();
+        assert!(!fast(&mut s, span(40, 56), Access::Read, lane));
+        assert!(!fast(&mut s, span(48, 64), Access::Read, lane));
+        // A range merged from several may cover bytes the reader has not read since their last
+        // write: it does not count.
+        for e in s.entries.iter_mut().filter(|e| e.marker == reader) {
+            e.merged = true;
+        }
+        assert!(!fast(&mut s, span(0, 16), Access::Read, lane));
         // The stand-in handle is not an event: keep it from being destroyed.
         for m in s.markers.iter_mut().flatten() {
             m.event = std::ptr::null_mut();
