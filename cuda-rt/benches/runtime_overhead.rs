@@ -8,7 +8,8 @@
 //! cargo xtask stage-gpu              # then, there: .gpu/bin/bench-runtime_overhead --bench
 //! ```
 //!
-//! `--only <section>` runs one section of the table: `bandwidth`, `host-register`, `events`,
+//! `--only <section>` runs one section of the table: `bandwidth`, `peer` (copies between
+//! devices 0 and 1; skipped with one device), `host-register`, `events`,
 //! `allocations`, `staging`, `launches` (with the default streams' rows), `callbacks`, `graphs`,
 //! `small-copies` or `futures`.
 //!
@@ -681,6 +682,206 @@ impl Bench {
                 .map(|name| outcome(name, Goal::MinRatio(0.98), Err(e.to_string().into())))
                 .collect(),
         }
+    }
+
+    /// Copies of 256 MiB between devices 0 and 1 with peer access enabled both ways: raw
+    /// `cudaMemcpyPeerAsync` against `copy_from_device_async` (which makes that call), each
+    /// direction alone on a stream of the destination's device, and both at once on one stream
+    /// of each device; timed by events of one device, as the bandwidth rows are. Skipped (no
+    /// rows) on a machine with one device.
+    fn peer_copies(&self) -> Vec<Outcome> {
+        const NAMES: [&str; 3] = [
+            "peer copy, device 0 to 1, 256 MiB (copy_from_device_async)",
+            "peer copy, device 1 to 0, 256 MiB (copy_from_device_async)",
+            "peer copies both ways at once, 2 × 256 MiB (two streams)",
+        ];
+        match Device::count() {
+            Ok(count) if count < 2 => {
+                println!("peer copies: skipped: needs two devices, this machine has {count}");
+                return Vec::new();
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return NAMES
+                    .iter()
+                    .map(|name| outcome(name, Goal::MinRatio(0.98), Err(e.to_string().into())))
+                    .collect()
+            }
+        }
+        let names = NAMES.map(|n| {
+            n.replace(
+                "256 MiB",
+                &format!("{} MiB", self.settings.copy_bytes >> 20),
+            )
+        });
+        let rows = self.peer_rows();
+        // The other sections run with device 0 current.
+        // SAFETY: no preconditions; device 0 exists.
+        let restored = check(unsafe { sys::cudaSetDevice(0) }, "cudaSetDevice");
+        match rows.and_then(|rows| restored.map(|()| rows)) {
+            Ok(rows) => names
+                .iter()
+                .zip(rows)
+                .map(|(name, measured)| outcome(name, Goal::MinRatio(0.98), measured))
+                .collect(),
+            Err(e) => names
+                .iter()
+                .map(|name| outcome(name, Goal::MinRatio(0.98), Err(e.to_string().into())))
+                .collect(),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn peer_rows(&self) -> BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>> {
+        let bytes = self.settings.copy_bytes;
+        let trials = self.settings.bandwidth_trials;
+        let devices = [Device::new(0)?, Device::new(1)?];
+        for (a, b) in [(0, 1), (1, 0)] {
+            if !devices[a].can_access_peer(devices[b])? {
+                return Err(format!("device {a} cannot access device {b}'s memory").into());
+            }
+            devices[a].enable_peer_access(devices[b])?;
+        }
+        // Per device, raw: a buffer of twice `bytes` (the first half is copied from, the second
+        // written when both directions run at once), a stream and two events; safe: the same.
+        let mut raw_side = Vec::new();
+        let mut safe_side = Vec::new();
+        for (ordinal, device) in (0i32..).zip(devices) {
+            // SAFETY: no preconditions; the device exists.
+            check(unsafe { sys::cudaSetDevice(ordinal) }, "cudaSetDevice")?;
+            raw_side.push((
+                raw_malloc(2 * bytes)?,
+                raw_stream()?,
+                raw_event()?,
+                raw_event()?,
+            ));
+            safe_side.push(device.with_current(|| -> BenchResult<_> {
+                Ok((
+                    DeviceBuffer::<u8>::zeroed(2 * bytes)?,
+                    Stream::with_flags(StreamFlags::NON_BLOCKING)?,
+                    Event::new()?,
+                    Event::new()?,
+                ))
+            })??);
+        }
+        for (_, stream, _, _) in &safe_side {
+            stream.synchronize()?;
+        }
+        // One direction, the first half of `from`'s buffer into the first half of `to`'s, on
+        // the destination's stream, timed by its events.
+        let mut one_way = |from: usize, to: usize| {
+            self.interleave(trials, |side| match side {
+                Side::Raw => {
+                    let src = raw_side[from].0;
+                    let (dst, stream, start, end) = raw_side[to];
+                    // SAFETY: buffers of `2 * bytes` bytes on their devices, used by nothing
+                    // else; the stream and events are live and of device `to`; the copy is
+                    // waited for before returning.
+                    unsafe {
+                        check(sys::cudaEventRecord(start, stream), "cudaEventRecord")?;
+                        check(
+                            sys::cudaMemcpyPeerAsync(
+                                dst,
+                                to as i32,
+                                src,
+                                from as i32,
+                                bytes,
+                                stream,
+                            ),
+                            "cudaMemcpyPeerAsync",
+                        )?;
+                        check(sys::cudaEventRecord(end, stream), "cudaEventRecord")?;
+                        check(sys::cudaEventSynchronize(end), "cudaEventSynchronize")?;
+                    }
+                    gigabytes_per_second(bytes, raw_elapsed(start, end)?)
+                }
+                Side::Safe => {
+                    let (low, high) = safe_side.split_at_mut(1);
+                    let (src, dst) = if from == 0 {
+                        (&low[0], &mut high[0])
+                    } else {
+                        (&high[0], &mut low[0])
+                    };
+                    let (dst, stream, start, end) = dst;
+                    let src = src.0.slice(..bytes)?;
+                    start.record(&*stream)?;
+                    dst.slice_mut(..bytes)?
+                        .copy_from_device_async(&*stream, &src)?;
+                    end.record(&*stream)?;
+                    end.synchronize()?;
+                    gigabytes_per_second(bytes, elapsed_time_between(&*start, &*end)?)
+                }
+            })
+        };
+        let forward = one_way(0, 1);
+        let backward = one_way(1, 0);
+        // Both ways, each the first half of one buffer into the second half of the other:
+        // device 1's stream waits for a start recorded on device 0's, device 0's for the end of
+        // device 1's copy, so start..end (events of device 0) spans both copies.
+        let both = self.interleave(trials, |side| match side {
+            Side::Raw => {
+                let (buf0, stream0, start, end) = raw_side[0];
+                let (buf1, stream1, joined, _) = raw_side[1];
+                // SAFETY: as for one way; each copy reads the first half of one buffer and
+                // writes the second half of the other, so the two touch no byte in common; both
+                // are waited for (through `end`, which follows both) before returning.
+                unsafe {
+                    let second = |buffer: *mut c_void| buffer.cast::<u8>().add(bytes).cast();
+                    check(sys::cudaEventRecord(start, stream0), "cudaEventRecord")?;
+                    check(
+                        sys::cudaStreamWaitEvent(stream1, start, 0),
+                        "cudaStreamWaitEvent",
+                    )?;
+                    check(
+                        sys::cudaMemcpyPeerAsync(second(buf1), 1, buf0, 0, bytes, stream1),
+                        "cudaMemcpyPeerAsync",
+                    )?;
+                    check(
+                        sys::cudaMemcpyPeerAsync(second(buf0), 0, buf1, 1, bytes, stream0),
+                        "cudaMemcpyPeerAsync",
+                    )?;
+                    check(sys::cudaEventRecord(joined, stream1), "cudaEventRecord")?;
+                    check(
+                        sys::cudaStreamWaitEvent(stream0, joined, 0),
+                        "cudaStreamWaitEvent",
+                    )?;
+                    check(sys::cudaEventRecord(end, stream0), "cudaEventRecord")?;
+                    check(sys::cudaEventSynchronize(end), "cudaEventSynchronize")?;
+                }
+                gigabytes_per_second(2 * bytes, raw_elapsed(start, end)?)
+            }
+            Side::Safe => {
+                let (low, high) = safe_side.split_at_mut(1);
+                let (buf0, stream0, start, end) = &mut low[0];
+                let (buf1, stream1, joined, _) = &mut high[0];
+                start.record(&*stream0)?;
+                stream1.wait(&*start)?;
+                let (first0, mut second0) = buf0.split_at_mut(bytes)?;
+                let (first1, mut second1) = buf1.split_at_mut(bytes)?;
+                second1.copy_from_device_async(&*stream1, &first0)?;
+                second0.copy_from_device_async(&*stream0, &first1)?;
+                joined.record(&*stream1)?;
+                stream0.wait(&*joined)?;
+                end.record(&*stream0)?;
+                end.synchronize()?;
+                gigabytes_per_second(2 * bytes, elapsed_time_between(&*start, &*end)?)
+            }
+        });
+        let mut handles = Vec::new();
+        for (buffer, stream, start, end) in raw_side {
+            handles.extend([
+                RawHandle::Device(buffer),
+                RawHandle::Stream(stream),
+                RawHandle::Event(start),
+                RawHandle::Event(end),
+            ]);
+        }
+        release(handles)?;
+        for (buffer, stream, _, _) in safe_side {
+            stream.synchronize()?;
+            buffer.close()?;
+        }
+        Ok(vec![forward, backward, both])
     }
 
     #[allow(clippy::type_complexity)]
@@ -2149,8 +2350,9 @@ fn run(settings: Settings, only: Option<String>) -> BenchResult<()> {
         stream: Stream::with_flags(StreamFlags::NON_BLOCKING)?,
     };
     let started = Instant::now();
-    let sections: [(&str, Section); 10] = [
+    let sections: [(&str, Section); 11] = [
         ("bandwidth", Bench::bandwidth),
+        ("peer", Bench::peer_copies),
         ("host-register", Bench::host_register),
         ("events", Bench::events),
         ("allocations", Bench::allocations),

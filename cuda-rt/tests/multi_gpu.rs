@@ -1,0 +1,258 @@
+//! Device memory across the GPUs of one host: work on one device ordered after work on another
+//! through the tracking alone (a slow kernel on one device, then a peer copy or a write queued
+//! on another), views of one buffer copied to every device at once, and the errors that name
+//! both devices. Each test skips loudly on a machine with fewer than two GPUs (and without a
+//! GPU at all).
+//!
+//! The spinning kernel is loaded at run time (`Library`, CUDA 12.8 or newer); against an older
+//! runtime one test says why there is nothing to run.
+
+#[cfg(cudart_ge = "12.8")]
+mod across_devices {
+    use cuda_rt::prelude::*;
+    use cuda_rt::{Device, ErrorKind, Kernel, LaunchConfig, Library, SliceMut};
+    use cuda_rt_test_kernels::images::MODULE_FATBIN;
+    use std::sync::Mutex;
+
+    /// Tests run one at a time: the spinning kernels occupy the devices, and deferred errors
+    /// are process-wide.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    const N: usize = 1 << 20;
+
+    /// The devices of this machine, when it has two or more; else says why the test is skipped.
+    fn devices(test: &str) -> Option<(Vec<Device>, std::sync::MutexGuard<'static, ()>)> {
+        let gpu = cuda_rt_testing::gpu()?;
+        if gpu.device_count < 2 {
+            println!(
+                "{test}: skipped: needs two devices, this machine has {}",
+                gpu.device_count
+            );
+            return None;
+        }
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let count = usize::try_from(gpu.device_count).unwrap_or(0);
+        let devices = (0..count).map(|d| Device::new(d).unwrap()).collect();
+        Some((devices, serial))
+    }
+
+    /// `spin_fill_u32` of the test kernels (each thread spins, then writes `value`), with the
+    /// clock ticks of about 50 ms (measured on device 0).
+    struct Spin {
+        kernel: Kernel<(SliceMut<u32>, u32, u64)>,
+        cycles: u64,
+        _library: Library,
+    }
+
+    impl Spin {
+        fn new(device: Device) -> Spin {
+            // SAFETY: an image nvcc wrote for this workspace (include_bytes! of the build output).
+            let library = unsafe { Library::load(MODULE_FATBIN) }.unwrap();
+            // SAFETY: the parameter list of the `extern "C"` kernel of kernels/module.cu (a buffer
+            // is a pointer and its length); it writes only below the length it is given.
+            let kernel = unsafe { library.kernel("spin_fill_u32") }.unwrap();
+            let cycles = device
+                .with_current(|| {
+                    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+                    let (start, end) = (Event::new().unwrap(), Event::new().unwrap());
+                    let mut small = DeviceBuffer::<u32>::zeroed(32).unwrap();
+                    let calibration = 10_000_000u64;
+                    start.record(&stream).unwrap();
+                    kernel
+                        .launch(
+                            &stream,
+                            LaunchConfig::new(1, 32),
+                            (&mut small, 1, calibration),
+                        )
+                        .unwrap();
+                    end.record(&stream).unwrap();
+                    end.synchronize().unwrap();
+                    let elapsed = Event::elapsed_time_between(&start, &end).unwrap();
+                    let per_ms = calibration as f64 / (elapsed.as_secs_f64() * 1e3).max(1e-3);
+                    (per_ms * 50.0) as u64
+                })
+                .unwrap();
+            Spin {
+                kernel,
+                cycles,
+                _library: library,
+            }
+        }
+
+        /// Queues the slow write of `value` into all of `buffer` on `stream` (of the buffer's
+        /// device).
+        fn fill(&self, stream: &Stream, buffer: &mut DeviceBuffer<u32>, value: u32) {
+            self.kernel
+                .launch(
+                    stream,
+                    LaunchConfig::new(64, 256),
+                    (buffer, value, self.cycles),
+                )
+                .unwrap();
+        }
+    }
+
+    fn assert_all(values: &[u32], expected: u32, what: &str) {
+        let wrong = values.iter().filter(|&&v| v != expected).count();
+        assert_eq!(
+            wrong,
+            0,
+            "{what}: {wrong} of {} values are not {expected}",
+            values.len()
+        );
+    }
+
+    /// A buffer and a non-blocking stream made on `device`.
+    fn on(device: Device, len: usize) -> (DeviceBuffer<u32>, Stream) {
+        device
+            .with_current(|| {
+                (
+                    DeviceBuffer::<u32>::zeroed(len).unwrap(),
+                    Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap(),
+                )
+            })
+            .unwrap()
+    }
+
+    /// A slow write on device 0, then a peer copy into device 1 queued on a stream of device 1
+    /// (and one on a stream of device 0): both see the write, with no wait by the host between.
+    #[test]
+    fn a_peer_copy_on_another_device_follows_a_slow_write() {
+        let Some((devices, _serial)) =
+            devices("a_peer_copy_on_another_device_follows_a_slow_write")
+        else {
+            return;
+        };
+        let (d0, d1) = (devices[0], devices[1]);
+        let spin = Spin::new(d0);
+        for (i, copy_on_destination) in [true, false].into_iter().enumerate() {
+            let value = 7 + i as u32;
+            let (mut src, s0) = on(d0, N);
+            let (mut dst, s1) = on(d1, N);
+            spin.fill(&s0, &mut src, value);
+            let stream = if copy_on_destination { &s1 } else { &s0 };
+            dst.copy_from_device_async(stream, &src).unwrap();
+            assert_all(&dst.to_vec().unwrap(), value, "the copy on device 1");
+        }
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
+    /// Reads of device 0's buffer queued on streams of every other device, each held up by a
+    /// slow kernel of its own device first; then a quick write of the buffer on device 0: it
+    /// waits for every read.
+    #[test]
+    fn a_write_waits_for_reads_on_other_devices() {
+        let Some((devices, _serial)) = devices("a_write_waits_for_reads_on_other_devices") else {
+            return;
+        };
+        let spins: Vec<Spin> = devices.iter().map(|&d| Spin::new(d)).collect();
+        let (mut src, s0) = on(devices[0], N);
+        src.set_bytes_async(&s0, 1).unwrap();
+        let mut reads = Vec::new();
+        for (&device, spin) in devices.iter().zip(&spins).skip(1) {
+            let (mut delay, stream) = on(device, 32);
+            let (mut dst, _) = on(device, N);
+            spin.fill(&stream, &mut delay, 3);
+            dst.copy_from_device_async(&stream, &src).unwrap();
+            dst.copy_from_device_async(&stream, &src).unwrap();
+            reads.push((dst, delay, stream));
+        }
+        let (_, writer) = on(devices[0], 1);
+        src.set_bytes_async(&writer, 0xff).unwrap();
+        for (i, (dst, _, _)) in reads.iter().enumerate() {
+            assert_all(
+                &dst.to_vec().unwrap(),
+                0x0101_0101,
+                &format!("device {}", i + 1),
+            );
+        }
+        assert_all(&src.to_vec().unwrap(), u32::MAX, "the rewrite");
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
+    /// One buffer on device 0 cut into as many views as there are devices, each copied to a
+    /// buffer of its own device on a stream of that device, all queued before any is awaited.
+    #[test]
+    fn views_of_one_buffer_are_copied_to_every_device_at_once() {
+        let Some((devices, _serial)) =
+            devices("views_of_one_buffer_are_copied_to_every_device_at_once")
+        else {
+            return;
+        };
+        let n = devices.len() * N;
+        let input: Vec<u32> = (0..n as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let (mut src, s0) = on(devices[0], n);
+        let mut staged = devices[0]
+            .with_current(|| DeviceBuffer::<u32>::zeroed(n))
+            .unwrap()
+            .unwrap();
+        staged.copy_from_host(&input).unwrap();
+        // The source's contents arrive behind a slow kernel on its stream: every copy must
+        // wait for them. (The staging buffer is dropped at once: its free waits for the copy.)
+        let spin = Spin::new(devices[0]);
+        let mut delay = devices[0]
+            .with_current(|| DeviceBuffer::<u32>::zeroed(32))
+            .unwrap()
+            .unwrap();
+        spin.fill(&s0, &mut delay, 1);
+        src.copy_from_device_async(&s0, &staged).unwrap();
+        drop(staged);
+        let mut copies = Vec::new();
+        for (k, view) in src.chunks(N).unwrap().enumerate() {
+            let (mut dst, stream) = on(devices[k], N);
+            dst.copy_from_device_async(&stream, &view).unwrap();
+            copies.push((dst, stream));
+        }
+        for (k, (dst, _)) in copies.iter().enumerate() {
+            assert_eq!(
+                dst.to_vec().unwrap(),
+                input[k * N..(k + 1) * N],
+                "device {k}"
+            );
+        }
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
+    /// Memory of device 0 on a stream of device 1: refused with an error that names both
+    /// devices, also for a view; a peer copy is not refused.
+    #[test]
+    fn errors_name_both_devices() {
+        let Some((devices, _serial)) = devices("errors_name_both_devices") else {
+            return;
+        };
+        let (d0, d1) = (devices[0], devices[1]);
+        let (mut memory, _) = on(d0, 1024);
+        let (mut there, other) = on(d1, 1024);
+        let e = memory.set_bytes_async(&other, 0).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            ErrorKind::WrongDevice {
+                memory: 0,
+                stream: 1
+            }
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("device 0") && text.contains("device 1"),
+            "{text}"
+        );
+        let mut view = memory.slice_mut(8..16).unwrap();
+        let e = view.set_bytes_async(&other, 0).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::WrongDevice { .. }), "{e}");
+        there.copy_from_device_async(&other, &memory).unwrap();
+        other.synchronize().unwrap();
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+}
+
+#[cfg(not(cudart_ge = "12.8"))]
+#[test]
+fn multi_gpu_tests_need_cuda_12_8() {
+    println!(
+        "skipped: these tests launch a kernel loaded with cuda_rt::Library, which needs a CUDA \
+         runtime of 12.8 or newer; this build links CUDA {}",
+        cuda_rt_sys::TOOLKIT_CUDART_VERSION
+    );
+}
