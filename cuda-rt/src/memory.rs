@@ -61,8 +61,8 @@
 //! lock (waiting first for what it must follow, and marking its stream's marker as having
 //! unrecorded uses), releases it, and queues its work. Through a shared borrow, another thread
 //! may record that marker between the registration and the queuing, before the work; so once
-//! its work is queued, the use raises a flag of the tracker (one atomic store, no lock), and the
-//! next record of any marker first takes the flag and, if it was raised, marks every marker that
+//! its work is queued, the use counts itself in the tracker (one atomic add, no lock), and the
+//! next record of any marker first reads the count and, if it moved, marks every marker that
 //! such uses were registered on as having unrecorded uses again (a record may then be repeated,
 //! never missed; a marker no shared use touched, say a writer's that readers on other streams
 //! waited for, keeps its record). A later use
@@ -86,13 +86,17 @@
 //! # Cost
 //! Through `&mut` on a whole buffer, on the same owned stream as its previous use: a few
 //! compares (no lock, no CUDA call). Through `&self` or a view: that under an uncontended
-//! lock, and one atomic store once the work is queued. On a default stream: the same, and, in a
+//! lock, and one atomic add once the work is queued. On a default stream: the same, and, in a
 //! process whose CUDA sees several devices, one `cudaGetDevice` (the handle names the current
 //! device's stream). When the stream changes: one `cudaEventRecord` of the previous stream's
 //! marker and one `cudaStreamWaitEvent` per stream to follow; a stream that stays one stream (an
 //! owned one, the legacy stream of a device, a thread's per-thread stream) waits for a given
 //! record of a marker once, so reads repeated after one write on another stream wait for it the
-//! first time only, on each of however many streams read. On foreign streams: one `cudaEventRecord` per use and one
+//! first time only, on each of however many streams read. Each range also notes the first record
+//! of its marker made after its uses (with no use through a shared borrow in flight): a stream
+//! that has waited for that record does not wait again for the range, though the stream that
+//! used it has gone on to other ranges of the buffer since, so a producer filling one half while
+//! a consumer drains the other are not serialized. On foreign streams: one `cudaEventRecord` per use and one
 //! `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
 //! with an `unsafe` launch.
 

@@ -5,7 +5,7 @@ use crate::device::{current_ordinal, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
 use crate::stream::{per_thread_hold, per_thread_lanes_open, HoldState, StreamHold, StreamRef};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a use touches the memory.
@@ -57,9 +57,11 @@ impl Span {
 #[derive(Debug)]
 pub struct Tracker {
     state: Mutex<State>,
-    /// Set (without the lock) by a use through a shared borrow once it has queued its work on
-    /// an owned stream; taken by every record of a lazy marker (see `State::take_queued`).
-    queued: AtomicBool,
+    /// How many uses through a shared borrow (of lazy markers) have queued their work: counted
+    /// (without the lock) once a use's work is queued; every record of a lazy marker takes the
+    /// news first (see `State::take_queued`), and a record with none in flight (see
+    /// `State::registered`) may say which uses it follows (`Entry::covered`).
+    queued: AtomicUsize,
 }
 
 // SAFETY: the event and stream handles inside may be used from any thread; the state is behind
@@ -77,6 +79,12 @@ struct Entry {
     /// A read range merged from several ([`State::merge_reads`]): it may cover bytes its stream
     /// has not read since their last write.
     merged: bool,
+    /// The stamp of the first record of the marker made after every use of the range so far,
+    /// with no use through a shared borrow in flight (a lazy marker's); 0 while there is none.
+    /// A stream that has waited for that record or a later one needs no other wait for the
+    /// range's uses, even if the marker has had uses of other ranges since (see
+    /// [`State::begin_slow`]).
+    covered: u64,
 }
 
 #[derive(Debug)]
@@ -256,7 +264,8 @@ struct Hint {
     id: u64,
     span: Span,
     marker: usize,
-    /// The index of that entry (`usize::MAX` with `reads_only`).
+    /// The index of that entry (with `reads_only`, of this stream's read range that contains
+    /// `span`).
     entry: usize,
     write: bool,
     dirty: bool,
@@ -279,6 +288,11 @@ struct State {
     /// having unrecorded uses again. (A marker no shared use touched keeps its record: a reader
     /// on another stream then waits for the writer's record once, not at every read.)
     shared: u64,
+    /// How many uses through a shared borrow (of lazy markers) were registered: with
+    /// `Tracker::queued`, how many are in flight (registered, work not yet queued).
+    registered: usize,
+    /// `Tracker::queued` when [`State::take_queued`] last took it.
+    taken: usize,
 }
 
 /// The bit of marker `index` in [`State::shared`]: one per index below 63, the last for every
@@ -337,8 +351,10 @@ impl Tracker {
                 poisoned: false,
                 devices: 0,
                 shared: 0,
+                registered: 0,
+                taken: 0,
             }),
-            queued: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
         }
     }
 
@@ -395,6 +411,7 @@ impl Tracker {
         let mut state = self.lock_unsettled();
         let marker = state.fast_on(span, access, memory_device, lane)?;
         state.shared |= marker_bit(marker);
+        state.registered = state.registered.wrapping_add(1);
         Some(RaiseQueued(&self.queued))
     }
 
@@ -430,6 +447,7 @@ impl Tracker {
             let begun = state.begin(span, access, memory_device, stream, &self.queued)?;
             if begun.lazy() {
                 state.shared |= marker_bit(begun.marker);
+                state.registered = state.registered.wrapping_add(1);
             }
             begun
         };
@@ -626,15 +644,16 @@ fn synchronize_event(event: RawEvent) -> Result<()> {
     }
 }
 
-/// Raises [`Tracker::queued`] when dropped: after a use's work is queued, also on unwinding.
+/// Counts a use in [`Tracker::queued`] when dropped: after its work is queued, also on
+/// unwinding.
 #[derive(Debug)]
-pub(crate) struct RaiseQueued<'t>(&'t AtomicBool);
+pub(crate) struct RaiseQueued<'t>(&'t AtomicUsize);
 
 impl Drop for RaiseQueued<'_> {
     #[inline]
     fn drop(&mut self) {
-        // Release: a record that takes the flag (Acquire) follows the work.
-        self.0.store(true, Ordering::Release);
+        // Release: a record that reads the count (Acquire) follows the work.
+        self.0.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -846,6 +865,7 @@ impl State {
         }
         let entry = &mut self.entries[index];
         entry.write |= access.writes();
+        entry.covered = 0;
         let (marker, write) = (entry.marker, entry.write);
         if let Some(Some(m)) = self.markers.get_mut(marker) {
             m.dirty = true;
@@ -877,7 +897,7 @@ impl State {
     #[inline]
     fn fast_read(&mut self, span: Span, id: u64) -> Option<usize> {
         let (mut writer, mut read) = (None, None);
-        for entry in &self.entries {
+        for (index, entry) in self.entries.iter().enumerate() {
             if !entry.span.overlaps(span) {
                 continue;
             }
@@ -891,10 +911,10 @@ impl State {
                 && entry.span.contains(span)
                 && matches!(self.markers.get(entry.marker), Some(Some(m)) if m.is_stream(id))
             {
-                read = Some(*entry);
+                read = Some((index, *entry));
             }
         }
-        let (writer, read) = (writer?, read?);
+        let (writer, (read_index, read)) = (writer?, read?);
         let stamp = self.record_of(writer)?;
         if writer == read.marker || !self.has_waited(read.marker, writer, stamp) {
             return None;
@@ -905,11 +925,12 @@ impl State {
             .any(|e| e.write && e.marker != writer && e.span.overlaps(read.span));
         let marker = self.markers.get_mut(read.marker)?.as_mut()?;
         marker.dirty = true;
+        self.entries[read_index].covered = 0;
         self.hint = Some(Hint {
             id,
             span: if others_wrote { span } else { read.span },
             marker: read.marker,
-            entry: usize::MAX,
+            entry: read_index,
             write: false,
             dirty: false,
             reads_only: true,
@@ -924,6 +945,9 @@ impl State {
         if let Some(hint) = self.hint.take() {
             if let Some(entry) = self.entries.get_mut(hint.entry) {
                 entry.write |= hint.write;
+                if hint.dirty {
+                    entry.covered = 0;
+                }
             }
             if hint.dirty {
                 if let Some(Some(marker)) = self.markers.get_mut(hint.marker) {
@@ -942,7 +966,7 @@ impl State {
         access: Access,
         memory_device: i32,
         stream: StreamRef<'_>,
-        queued: &AtomicBool,
+        queued: &AtomicUsize,
     ) -> Result<Begun> {
         refuse_in_callback("device memory")?;
         let device = stream.device_ordinal()?;
@@ -976,7 +1000,7 @@ impl State {
         access: Access,
         device: i32,
         stream: StreamRef<'_>,
-        queued: &AtomicBool,
+        queued: &AtomicUsize,
     ) -> Result<Begun> {
         let (marker, eager) = self.marker_for(stream, device);
         // Wait for the uses this one must follow (for an eager stream that may not be the
@@ -994,6 +1018,9 @@ impl State {
         for index in waits {
             if index == marker && ordered_by_stream {
                 continue; // this stream's own earlier uses are ordered by the stream
+            }
+            if ordered_by_stream && self.waited_for_uses(marker, index, span, access.writes()) {
+                continue; // this stream waited for a record that follows those uses already
             }
             let Some(event) = self.flush(index, queued)? else {
                 continue;
@@ -1138,6 +1165,36 @@ impl State {
         }
     }
 
+    /// Whether the stream of marker `waiter` has waited for a record of lazy marker `index` that
+    /// follows every use of its ranges overlapping `span` (only its writes unless `all`): each
+    /// such range noted a record with no use since ([`Entry::covered`]), and the waiter waited
+    /// for that record or a later one. Records of a lazy marker are made on one stream, so a
+    /// later one follows an earlier one; the marker may have had uses of other ranges since,
+    /// which this use need not wait for.
+    fn waited_for_uses(&self, waiter: usize, index: usize, span: Span, all: bool) -> bool {
+        if !matches!(
+            self.markers.get(index),
+            Some(Some(Marker {
+                stream: Stream::Lazy { .. } | Stream::Legacy { .. },
+                ..
+            }))
+        ) {
+            return false;
+        }
+        let mut needed = 0;
+        for entry in &self.entries {
+            if entry.marker == index && (all || entry.write) && entry.span.overlaps(span) {
+                if entry.covered == 0 {
+                    return false;
+                }
+                needed = needed.max(entry.covered);
+            }
+        }
+        needed != 0
+            && matches!(self.markers.get(waiter), Some(Some(m))
+                if m.waited.iter().any(|&(i, stamp)| i == index && stamp >= needed))
+    }
+
     /// Whether the stream of marker `waiter` has waited for record `stamp` of marker `index`.
     fn has_waited(&self, waiter: usize, index: usize, stamp: u64) -> bool {
         matches!(self.markers.get(waiter), Some(Some(m)) if m.waited.contains(&(index, stamp)))
@@ -1226,13 +1283,13 @@ impl State {
                 marker,
                 write: true,
                 merged: false,
+                covered: 0,
             });
         } else {
-            if self
-                .entries
-                .iter()
-                .any(|e| e.marker == marker && e.span.contains(span))
+            if let Some(entry) =
+                (self.entries.iter_mut()).find(|e| e.marker == marker && e.span.contains(span))
             {
+                entry.covered = 0;
                 return;
             }
             self.entries.push(Entry {
@@ -1240,6 +1297,7 @@ impl State {
                 marker,
                 write: false,
                 merged: false,
+                covered: 0,
             });
         }
         if self.entries.len() > ENTRIES_KEPT {
@@ -1259,6 +1317,11 @@ impl State {
                 m.span.start = m.span.start.min(entry.span.start);
                 m.span.end = m.span.end.max(entry.span.end);
                 m.merged = true;
+                m.covered = if m.covered == 0 || entry.covered == 0 {
+                    0
+                } else {
+                    m.covered.max(entry.covered)
+                };
             } else {
                 merged.push(entry);
             }
@@ -1272,8 +1335,11 @@ impl State {
     /// queuing may precede its work: every lazy marker such uses were registered on
     /// ([`State::shared`]) is marked as having unrecorded uses again (Acquire: the records that
     /// follow come after that work).
-    fn take_queued(&mut self, queued: &AtomicBool) {
-        if queued.load(Ordering::Relaxed) && queued.swap(false, Ordering::Acquire) {
+    /// Returns how many such uses are still in flight.
+    fn take_queued(&mut self, queued: &AtomicUsize) -> usize {
+        let done = queued.load(Ordering::Acquire);
+        if done != self.taken {
+            self.taken = done;
             let shared = self.shared;
             for (index, slot) in self.markers.iter_mut().enumerate() {
                 match slot {
@@ -1287,12 +1353,26 @@ impl State {
                 }
             }
         }
+        self.registered.wrapping_sub(done)
+    }
+
+    /// After a record of lazy marker `index` (stamp `stamp`) made with no use through a shared
+    /// borrow in flight: it follows every use of the marker's ranges so far.
+    fn note_record(&mut self, index: usize, stamp: u64, in_flight: usize) {
+        if in_flight != 0 {
+            return;
+        }
+        for entry in &mut self.entries {
+            if entry.marker == index && entry.covered == 0 {
+                entry.covered = stamp;
+            }
+        }
     }
 
     /// The event to wait on for the uses of marker `index` so far: records a lazy marker that
     /// has unrecorded uses. `None`: nothing to wait for.
-    fn flush(&mut self, index: usize, queued: &AtomicBool) -> Result<Option<RawEvent>> {
-        self.take_queued(queued);
+    fn flush(&mut self, index: usize, queued: &AtomicUsize) -> Result<Option<RawEvent>> {
+        let in_flight = self.take_queued(queued);
         let Some(Some(marker)) = self.markers.get_mut(index) else {
             return Ok(None);
         };
@@ -1300,7 +1380,12 @@ impl State {
         let hold = match &marker.stream {
             Stream::Eager { .. } => return Ok(recorded),
             _ if !marker.dirty => return Ok(recorded),
-            &Stream::Legacy { device, .. } => return marker.record_on_legacy(device).map(Some),
+            &Stream::Legacy { device, .. } => {
+                let event = marker.record_on_legacy(device)?;
+                let stamp = marker.stamp;
+                self.note_record(index, stamp, in_flight);
+                return Ok(Some(event));
+            }
             Stream::Lazy { hold, .. } => Arc::clone(hold),
         };
         let guard = hold.lock();
@@ -1326,7 +1411,9 @@ impl State {
                 recorded?;
                 marker.dirty = false;
                 marker.stamp = next_stamp();
-                Ok(Some(marker.event))
+                let (event, stamp) = (marker.event, marker.stamp);
+                self.note_record(index, stamp, in_flight);
+                Ok(Some(event))
             }
             HoldState::Capturing | HoldState::Closed => {
                 // The owner recorded the hold's event after every use (or waited for them); it
@@ -1339,13 +1426,13 @@ impl State {
     /// After a failed marker record: synchronize every device that ran uses, then trust the
     /// markers again.
     #[cold]
-    fn settle_poison(&mut self, queued: &AtomicBool) -> Result<()> {
+    fn settle_poison(&mut self, queued: &AtomicUsize) -> Result<()> {
         if !self.poisoned {
             return Ok(());
         }
         // Uses that queued their work before this are covered by the synchronization below;
-        // those that queue it later set the flag again.
-        queued.swap(false, Ordering::Acquire);
+        // those that queue it later count themselves again.
+        self.taken = queued.load(Ordering::Acquire);
         for device in 0..64 {
             if self.devices & (1 << device) != 0 {
                 // SAFETY: no preconditions.
@@ -1353,7 +1440,8 @@ impl State {
             }
         }
         // Everything queued so far has finished: no marker needs recording. (The ranges stay:
-        // a use in flight on another thread raises `queued` when it has queued its work.)
+        // a use in flight on another thread counts itself in `queued` when it has queued its
+        // work.)
         for marker in self.markers.iter_mut().flatten() {
             marker.dirty = false;
         }
@@ -1378,6 +1466,8 @@ mod tests {
             poisoned: false,
             devices: 0,
             shared: 0,
+            registered: 0,
+            taken: 0,
         }
     }
 
@@ -1546,7 +1636,7 @@ mod tests {
         assert!(!fast(&mut s, span(0, 64), Access::Write, other));
         assert!(!fast(&mut s, span(0, 64), Access::Write, None));
         // A clean marker never recorded needs no wait, and no CUDA call.
-        let queued = AtomicBool::new(false);
+        let queued = AtomicUsize::new(0);
         s.markers[legacy].as_mut().unwrap().dirty = false;
         assert_eq!(s.flush(legacy, &queued).unwrap(), None);
         // A use through a shared borrow that queued its work since: the lazy markers such uses
@@ -1558,13 +1648,17 @@ mod tests {
         let foreign = unsafe { StreamRef::from_raw(0x1000 as RawStream) };
         let (foreign, _) = s.marker_for(foreign, 0);
         s.shared = marker_bit(legacy) | marker_bit(per_thread) | marker_bit(foreign);
-        queued.store(true, Ordering::Release);
-        s.take_queued(&queued);
+        s.registered = 1;
+        queued.store(1, Ordering::Release);
+        assert_eq!(s.take_queued(&queued), 0);
         assert!(s.markers[legacy].as_ref().unwrap().dirty);
         assert!(s.markers[per_thread].as_ref().unwrap().dirty);
         assert!(!s.markers[untouched].as_ref().unwrap().dirty);
         assert!(!s.markers[foreign].as_ref().unwrap().dirty);
-        assert!(!queued.load(Ordering::Acquire));
+        // Taken once: nothing is marked again until another use counts itself.
+        s.markers[legacy].as_mut().unwrap().dirty = false;
+        s.take_queued(&queued);
+        assert!(!s.markers[legacy].as_ref().unwrap().dirty);
     }
 
     #[test]
@@ -1691,7 +1785,7 @@ mod tests {
         // Used through a shared borrow on the reader's stream and queued: only the reader's
         // marker records again; the writer's record still stands, so the reads stay fast.
         s.shared = marker_bit(reader);
-        let queued = AtomicBool::new(true);
+        let queued = AtomicUsize::new(1);
         s.take_queued(&queued);
         assert!(!s.markers[writer].as_ref().unwrap().dirty);
         assert!(s.markers[reader].as_ref().unwrap().dirty);
@@ -1715,6 +1809,50 @@ mod tests {
         for m in s.markers.iter_mut().flatten() {
             m.event = std::ptr::null_mut();
         }
+    }
+
+    /// A stream that waited for a record of another stream's marker made after that stream
+    /// wrote a range needs no new wait to read the range, though the other stream has used
+    /// other ranges of the buffer since (its marker has unrecorded uses): a producer writing
+    /// one half while a consumer reads the other is not serialized. A use of the range itself
+    /// since, or a record made while a use through a shared borrow was in flight, says nothing.
+    #[test]
+    fn a_wait_for_a_record_after_a_ranges_uses_covers_them_whatever_came_after() {
+        let mut s = state();
+        let (producer, _) = s.add_marker(per_thread_marker(1));
+        let (consumer, _) = s.add_marker(per_thread_marker(0));
+        let (first, second) = (span(0, 64), span(64, 128));
+        s.note(first, producer, true);
+        let stamp = next_stamp();
+        s.markers[producer].as_mut().unwrap().stamp = stamp;
+        s.note_record(producer, stamp, 0);
+        s.note_waited(consumer, producer, stamp);
+        // The producer moves on to the second half.
+        s.note(second, producer, true);
+        s.markers[producer].as_mut().unwrap().dirty = true;
+        assert!(s.waited_for_uses(consumer, producer, first, false));
+        assert!(s.waited_for_uses(consumer, producer, span(8, 16), true));
+        assert!(!s.waited_for_uses(consumer, producer, second, false));
+        assert!(!s.waited_for_uses(consumer, producer, span(32, 96), false));
+        // A consumer that waited for an earlier record only, or another marker: no.
+        assert!(!s.waited_for_uses(producer, consumer, first, false));
+        // A record made while a use through a shared borrow is in flight covers nothing.
+        let later = next_stamp();
+        s.note_record(producer, later, 1);
+        s.note_waited(consumer, producer, later);
+        assert!(!s.waited_for_uses(consumer, producer, second, false));
+        // The producer uses the first half again: the old record no longer covers it.
+        s.note(first, producer, false);
+        assert!(!s.waited_for_uses(consumer, producer, first, true));
+        // Through the hint, the same: a use it lets through marks the range once settled.
+        s.note_record(producer, next_stamp(), 0);
+        let newest = s.entries.iter().map(|e| e.covered).max().unwrap();
+        s.note_waited(consumer, producer, newest);
+        assert!(s.waited_for_uses(consumer, producer, second, true));
+        let lane = (per_thread_id(crate::context::thread_tag(), 1).unwrap(), 1);
+        assert!(s.fast(second, Access::Write, 1, lane).is_some());
+        s.settle_hint();
+        assert!(!s.waited_for_uses(consumer, producer, second, true));
     }
 
     #[test]
