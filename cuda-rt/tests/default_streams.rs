@@ -9,10 +9,13 @@
 //! runtime one test says why there is nothing to run.
 
 #[cfg(cudart_ge = "12.8")]
+mod spinning;
+
+#[cfg(cudart_ge = "12.8")]
 mod on_default_streams {
+    use crate::spinning::Spin;
     use cuda_rt::prelude::*;
-    use cuda_rt::{Device, Kernel, LaunchConfig, Library, SliceMut, StreamRef};
-    use cuda_rt_test_kernels::images::MODULE_FATBIN;
+    use cuda_rt::{Device, StreamRef};
     use std::sync::{mpsc, Mutex};
 
     /// Tests run one at a time: the spinning kernels occupy the device, and deferred errors are
@@ -24,61 +27,6 @@ mod on_default_streams {
     }
 
     const N: usize = 1 << 20;
-
-    /// `spin_fill_u32` of the test kernels (each thread spins, then writes `value`), with the
-    /// clock ticks of about 50 ms on this GPU.
-    struct Spin {
-        kernel: Kernel<(SliceMut<u32>, u32, u64)>,
-        cycles: u64,
-        _library: Library,
-    }
-
-    impl Spin {
-        fn new() -> Spin {
-            // SAFETY: an image nvcc wrote for this workspace (include_bytes! of the build output).
-            let library = unsafe { Library::load(MODULE_FATBIN) }.unwrap();
-            // SAFETY: the parameter list of the `extern "C"` kernel of kernels/module.cu (a buffer
-            // is a pointer and its length); it writes only below the length it is given.
-            let kernel = unsafe { library.kernel("spin_fill_u32") }.unwrap();
-            let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
-            let (start, end) = (Event::new().unwrap(), Event::new().unwrap());
-            let mut small = DeviceBuffer::<u32>::zeroed(32).unwrap();
-            let calibration = 10_000_000u64;
-            start.record(&stream).unwrap();
-            kernel
-                .launch(
-                    &stream,
-                    LaunchConfig::new(1, 32),
-                    (&mut small, 1, calibration),
-                )
-                .unwrap();
-            end.record(&stream).unwrap();
-            end.synchronize().unwrap();
-            let elapsed = Event::elapsed_time_between(&start, &end).unwrap();
-            let per_ms = calibration as f64 / (elapsed.as_secs_f64() * 1e3).max(1e-3);
-            Spin {
-                kernel,
-                cycles: (per_ms * 50.0) as u64,
-                _library: library,
-            }
-        }
-
-        /// Queues the slow write of `value` into all of `buffer` on `stream`.
-        fn fill<'s>(
-            &self,
-            stream: impl Into<StreamRef<'s>>,
-            buffer: &mut DeviceBuffer<u32>,
-            value: u32,
-        ) {
-            self.kernel
-                .launch(
-                    stream,
-                    LaunchConfig::new(64, 256),
-                    (buffer, value, self.cycles),
-                )
-                .unwrap();
-        }
-    }
 
     /// Copies `src` into a fresh buffer on a new non-blocking stream (which the legacy stream does
     /// not order implicitly) and returns what the copy read.
@@ -112,7 +60,7 @@ mod on_default_streams {
             return;
         };
         let _serial = serial();
-        let spin = Spin::new();
+        let spin = Spin::new(Device::current().unwrap());
         for (name, stream) in default_streams() {
             // A kernel on the default stream, read on an owned stream.
             let mut written = DeviceBuffer::<u32>::zeroed(N).unwrap();
@@ -150,7 +98,7 @@ mod on_default_streams {
             return;
         };
         let _serial = serial();
-        let spin = Spin::new();
+        let spin = Spin::new(Device::current().unwrap());
         for (name, stream) in default_streams() {
             let per_thread = name == "per-thread";
             // Written on this thread's default stream, then read by two threads at once.
@@ -203,7 +151,7 @@ mod on_default_streams {
             return;
         };
         let _serial = serial();
-        let spin = Spin::new();
+        let spin = Spin::new(Device::current().unwrap());
         // Written lazily on a thread's per-thread stream, which the thread waits for before it
         // exits (a thread that exits with work pending there is not what this is about): the
         // marker then waits on the event the exiting thread recorded, not on a stream nobody
@@ -288,7 +236,7 @@ mod on_default_streams {
             return;
         };
         let _serial = serial();
-        let spin = Spin::new();
+        let spin = Spin::new(Device::current().unwrap());
         // On this thread: the drop queues the free behind the kernel and returns while it runs.
         let mut buffer = DeviceBuffer::<u32>::zeroed(N).unwrap();
         spin.fill(StreamRef::per_thread(), &mut buffer, 40);
@@ -343,7 +291,7 @@ mod on_default_streams {
             return;
         };
         let _serial = serial();
-        let spin = Spin::new();
+        let spin = Spin::new(Device::current().unwrap());
         let mut src = DeviceBuffer::<u32>::zeroed(N).unwrap();
         spin.fill(StreamRef::legacy(), &mut src, 1);
         let readers: Vec<Stream> = (0..3)
@@ -382,7 +330,7 @@ mod on_default_streams {
             return;
         };
         let _serial = serial();
-        let spin = Spin::new();
+        let spin = Spin::new(Device::current().unwrap());
         for _ in 0..4 {
             let mut buffer = DeviceBuffer::<u32>::new_async(N, StreamRef::legacy()).unwrap();
             spin.fill(StreamRef::legacy(), &mut buffer, 5);

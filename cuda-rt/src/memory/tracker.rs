@@ -1471,6 +1471,22 @@ mod tests {
         }
     }
 
+    /// Marks marker `index` as recorded just now, with a stand-in event handle never given to
+    /// CUDA here; returns the record's stamp.
+    fn stand_in_record(s: &mut State, index: usize) -> u64 {
+        let m = s.markers[index].as_mut().unwrap();
+        m.event = std::ptr::NonNull::<u8>::dangling().as_ptr().cast();
+        m.stamp = next_stamp();
+        m.stamp
+    }
+
+    /// Drops the stand-in handles, which are not events, so that nothing destroys them.
+    fn forget_stand_ins(s: &mut State) {
+        for m in s.markers.iter_mut().flatten() {
+            m.event = std::ptr::null_mut();
+        }
+    }
+
     /// Whether [`State::fast`] lets a use of memory of device 0 through.
     fn fast(s: &mut State, span: Span, access: Access, lane: Option<(u64, i32)>) -> bool {
         lane.is_some_and(|lane| s.fast(span, access, 0, lane).is_some())
@@ -1706,12 +1722,7 @@ mod tests {
         let (legacy, _) = s.marker_for(StreamRef::legacy(), 0);
         let lane = Some((legacy_id(0), 0));
         s.note(span(0, 64), writer, true);
-        {
-            let m = s.markers[writer].as_mut().unwrap();
-            // A stand-in handle, never given to CUDA here.
-            m.event = std::ptr::NonNull::<u8>::dangling().as_ptr().cast();
-            m.stamp = next_stamp();
-        }
+        stand_in_record(&mut s, writer);
         s.note(span(0, 64), legacy, false);
         // Read since, but not waited for that record: the slow path.
         assert!(!fast(&mut s, span(0, 64), Access::Read, lane));
@@ -1748,10 +1759,7 @@ mod tests {
         s.settle_hint();
         s.markers[writer].as_mut().unwrap().dirty = true;
         assert!(!fast(&mut s, span(0, 64), Access::Read, lane));
-        // The stand-in handle is not an event: keep it from being destroyed.
-        for m in s.markers.iter_mut().flatten() {
-            m.event = std::ptr::null_mut();
-        }
+        forget_stand_ins(&mut s);
     }
 
     /// A buffer written once and read on several streams (a constant input): each stream's
@@ -1765,12 +1773,7 @@ mod tests {
         let (reader, _) = s.add_marker(per_thread_marker(0));
         let lane = Some((per_thread_id(crate::context::thread_tag(), 0).unwrap(), 0));
         s.note(span(0, 64), writer, true);
-        {
-            let m = s.markers[writer].as_mut().unwrap();
-            // A stand-in handle, never given to CUDA here.
-            m.event = std::ptr::NonNull::<u8>::dangling().as_ptr().cast();
-            m.stamp = next_stamp();
-        }
+        stand_in_record(&mut s, writer);
         let stamp = s.record_of(writer).unwrap();
         for waiter in [legacy, reader] {
             s.note(span(0, 64), waiter, false);
@@ -1805,10 +1808,7 @@ mod tests {
             e.merged = true;
         }
         assert!(!fast(&mut s, span(0, 16), Access::Read, lane));
-        // The stand-in handle is not an event: keep it from being destroyed.
-        for m in s.markers.iter_mut().flatten() {
-            m.event = std::ptr::null_mut();
-        }
+        forget_stand_ins(&mut s);
     }
 
     /// A stream that waited for a record of another stream's marker made after that stream
