@@ -1,0 +1,97 @@
+//! Repeats one tracked operation, or the raw call it makes, and prints the host time per
+//! operation: a 4 KiB `copy_from_device_async` between two `DeviceBuffer`s on one stream, against
+//! `cudaMemcpyAsync` of the same pointers.
+//!
+//! ```text
+//! stand-in-probe [legacy|per-thread|owned] [raw|safe|both]
+//! ```
+//!
+//! `STAND_IN_OPS` sets the operations per trial (200 000), `STAND_IN_TRIALS` the trials (15; the
+//! median is printed). Under the stand-in runtime the times are those of the safe layer's own
+//! code; on a GPU, those of the real calls too.
+
+use cuda_rt::prelude::*;
+use cuda_rt::{DeviceBuffer, Stream, StreamRef};
+use std::ffi::c_void;
+use std::time::Instant;
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let which = args.first().map_or("owned", String::as_str);
+    let side = args.get(1).map_or("both", String::as_str);
+    let (ops, trials) = (
+        setting("STAND_IN_OPS", 200_000),
+        setting("STAND_IN_TRIALS", 15),
+    );
+    let owned = Stream::new()?;
+    let stream: StreamRef<'_> = match which {
+        "legacy" => StreamRef::legacy(),
+        "per-thread" => StreamRef::per_thread(),
+        "owned" => (&owned).into(),
+        other => {
+            return Err(format!("unknown stream {other:?}: legacy, per-thread or owned").into())
+        }
+    };
+    let src = DeviceBuffer::<u8>::zeroed(4096)?;
+    let mut dst = DeviceBuffer::<u8>::new(4096)?;
+    let (src_ptr, dst_ptr) = (
+        src.as_raw_ptr().cast::<c_void>(),
+        dst.as_mut_raw_ptr().cast::<c_void>(),
+    );
+    let raw = stream.as_raw();
+    let (mut raw_ns, mut safe_ns) = (Vec::new(), Vec::new());
+    for _ in 0..trials {
+        if side != "safe" {
+            let started = Instant::now();
+            for _ in 0..ops {
+                // SAFETY: two live 4 KiB allocations; the stream is live; the copies are waited
+                // for below, before the buffers are dropped.
+                let status = unsafe {
+                    cuda_rt_sys::cudaMemcpyAsync(
+                        dst_ptr,
+                        src_ptr,
+                        4096,
+                        cuda_rt_sys::cudaMemcpyDeviceToDevice,
+                        raw.cast(),
+                    )
+                };
+                assert_eq!(status, 0, "cudaMemcpyAsync");
+            }
+            raw_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
+            stream.synchronize()?;
+        }
+        if side != "raw" {
+            let started = Instant::now();
+            for _ in 0..ops {
+                dst.copy_from_device_async(stream, &src)?;
+            }
+            safe_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
+            stream.synchronize()?;
+        }
+    }
+    match (raw_ns.is_empty(), safe_ns.is_empty()) {
+        (false, false) => {
+            let (r, s) = (median(raw_ns), median(safe_ns));
+            println!(
+                "{which}: raw {r:.1} ns, cuda-rt {s:.1} ns, difference {:+.1} ns",
+                s - r
+            );
+        }
+        (false, true) => println!("{which}: raw {:.1} ns", median(raw_ns)),
+        (true, false) => println!("{which}: cuda-rt {:.1} ns", median(safe_ns)),
+        (true, true) => return Err(format!("unknown side {side:?}: raw, safe or both").into()),
+    }
+    Ok(())
+}
