@@ -326,6 +326,37 @@ fn gigabytes_per_second(bytes: usize, elapsed: Duration) -> BenchResult<f64> {
     Ok(bytes as f64 / seconds / 1e9)
 }
 
+/// Times `copies` (work queued on both streams) from a common start to the later end: the second
+/// stream waits for `start` recorded on the first, the first for `joined` recorded on the second
+/// after its work, and `end` is recorded on the first and waited for. The events are of the
+/// first stream's device (`joined` of the second's).
+fn raw_both_at_once(
+    [first, second]: [sys::cudaStream_t; 2],
+    [start, joined, end]: [sys::cudaEvent_t; 3],
+    copies: impl FnOnce() -> BenchResult<()>,
+) -> BenchResult<Duration> {
+    // SAFETY: live streams and events of the devices named above.
+    unsafe {
+        check(sys::cudaEventRecord(start, first), "cudaEventRecord")?;
+        check(
+            sys::cudaStreamWaitEvent(second, start, 0),
+            "cudaStreamWaitEvent",
+        )?;
+    }
+    copies()?;
+    // SAFETY: as above.
+    unsafe {
+        check(sys::cudaEventRecord(joined, second), "cudaEventRecord")?;
+        check(
+            sys::cudaStreamWaitEvent(first, joined, 0),
+            "cudaStreamWaitEvent",
+        )?;
+        check(sys::cudaEventRecord(end, first), "cudaEventRecord")?;
+        check(sys::cudaEventSynchronize(end), "cudaEventSynchronize")?;
+    }
+    raw_elapsed(start, end)
+}
+
 fn raw_elapsed(start: sys::cudaEvent_t, end: sys::cudaEvent_t) -> BenchResult<Duration> {
     let mut ms = 0.0f32;
     check(
@@ -822,33 +853,23 @@ impl Bench {
             Side::Raw => {
                 let (buf0, stream0, start, end) = raw_side[0];
                 let (buf1, stream1, joined, _) = raw_side[1];
-                // SAFETY: as for one way; each copy reads the first half of one buffer and
-                // writes the second half of the other, so the two touch no byte in common; both
-                // are waited for (through `end`, which follows both) before returning.
-                unsafe {
-                    let second = |buffer: *mut c_void| buffer.cast::<u8>().add(bytes).cast();
-                    check(sys::cudaEventRecord(start, stream0), "cudaEventRecord")?;
-                    check(
-                        sys::cudaStreamWaitEvent(stream1, start, 0),
-                        "cudaStreamWaitEvent",
-                    )?;
-                    check(
-                        sys::cudaMemcpyPeerAsync(second(buf1), 1, buf0, 0, bytes, stream1),
-                        "cudaMemcpyPeerAsync",
-                    )?;
-                    check(
-                        sys::cudaMemcpyPeerAsync(second(buf0), 0, buf1, 1, bytes, stream0),
-                        "cudaMemcpyPeerAsync",
-                    )?;
-                    check(sys::cudaEventRecord(joined, stream1), "cudaEventRecord")?;
-                    check(
-                        sys::cudaStreamWaitEvent(stream0, joined, 0),
-                        "cudaStreamWaitEvent",
-                    )?;
-                    check(sys::cudaEventRecord(end, stream0), "cudaEventRecord")?;
-                    check(sys::cudaEventSynchronize(end), "cudaEventSynchronize")?;
-                }
-                gigabytes_per_second(2 * bytes, raw_elapsed(start, end)?)
+                let elapsed = raw_both_at_once([stream0, stream1], [start, joined, end], || {
+                    // SAFETY: as for one way; each copy reads the first half of one buffer and
+                    // writes the second half of the other, so the two touch no byte in common;
+                    // both are waited for before `raw_both_at_once` returns.
+                    unsafe {
+                        let second = |buffer: *mut c_void| buffer.cast::<u8>().add(bytes).cast();
+                        check(
+                            sys::cudaMemcpyPeerAsync(second(buf1), 1, buf0, 0, bytes, stream1),
+                            "cudaMemcpyPeerAsync",
+                        )?;
+                        check(
+                            sys::cudaMemcpyPeerAsync(second(buf0), 0, buf1, 1, bytes, stream0),
+                            "cudaMemcpyPeerAsync",
+                        )
+                    }
+                })?;
+                gigabytes_per_second(2 * bytes, elapsed)
             }
             Side::Safe => {
                 let (low, high) = safe_side.split_at_mut(1);
@@ -950,43 +971,34 @@ impl Bench {
         // the second's end, so start..end spans both copies.
         let bidirectional = self.interleave(trials, |side| match side {
             Side::Raw => {
-                // SAFETY: as in `raw_copy`, with two streams and two pairs of buffers; both copies
-                // are waited for (through `raw_end`, which follows both) before returning.
-                unsafe {
-                    check(sys::cudaEventRecord(raw_start, rs), "cudaEventRecord")?;
-                    check(
-                        sys::cudaStreamWaitEvent(rs2, raw_start, 0),
-                        "cudaStreamWaitEvent",
-                    )?;
-                    check(
-                        sys::cudaMemcpyAsync(
-                            raw_dev_a,
-                            raw_host_a,
-                            bytes,
-                            sys::cudaMemcpyHostToDevice,
-                            rs,
-                        ),
-                        "cudaMemcpyAsync",
-                    )?;
-                    check(
-                        sys::cudaMemcpyAsync(
-                            raw_host_b,
-                            raw_dev_b,
-                            bytes,
-                            sys::cudaMemcpyDeviceToHost,
-                            rs2,
-                        ),
-                        "cudaMemcpyAsync",
-                    )?;
-                    check(sys::cudaEventRecord(raw_joined, rs2), "cudaEventRecord")?;
-                    check(
-                        sys::cudaStreamWaitEvent(rs, raw_joined, 0),
-                        "cudaStreamWaitEvent",
-                    )?;
-                    check(sys::cudaEventRecord(raw_end, rs), "cudaEventRecord")?;
-                    check(sys::cudaEventSynchronize(raw_end), "cudaEventSynchronize")?;
-                }
-                gigabytes_per_second(2 * bytes, raw_elapsed(raw_start, raw_end)?)
+                let elapsed =
+                    raw_both_at_once([rs, rs2], [raw_start, raw_joined, raw_end], || {
+                        // SAFETY: as in `raw_copy`, with two streams and two pairs of buffers; both
+                        // copies are waited for before `raw_both_at_once` returns.
+                        unsafe {
+                            check(
+                                sys::cudaMemcpyAsync(
+                                    raw_dev_a,
+                                    raw_host_a,
+                                    bytes,
+                                    sys::cudaMemcpyHostToDevice,
+                                    rs,
+                                ),
+                                "cudaMemcpyAsync",
+                            )?;
+                            check(
+                                sys::cudaMemcpyAsync(
+                                    raw_host_b,
+                                    raw_dev_b,
+                                    bytes,
+                                    sys::cudaMemcpyDeviceToHost,
+                                    rs2,
+                                ),
+                                "cudaMemcpyAsync",
+                            )
+                        }
+                    })?;
+                gigabytes_per_second(2 * bytes, elapsed)
             }
             Side::Safe => {
                 let upload_from = pin_a.as_deref().ok_or("pinned buffer lost")?;
