@@ -460,6 +460,26 @@ enum Outcome {
     },
 }
 
+/// The rows of a bandwidth section (goal: 0.98× raw), one per name; every row fails with the
+/// section's error if it could not be set up.
+#[allow(clippy::type_complexity)]
+fn bandwidth_outcomes(
+    names: &[String],
+    rows: BenchResult<Vec<BenchResult<(Vec<f64>, Vec<f64>)>>>,
+) -> Vec<Outcome> {
+    match rows {
+        Ok(rows) => names
+            .iter()
+            .zip(rows)
+            .map(|(name, measured)| outcome(name, Goal::MinRatio(0.98), measured))
+            .collect(),
+        Err(e) => names
+            .iter()
+            .map(|name| outcome(name, Goal::MinRatio(0.98), Err(e.to_string().into())))
+            .collect(),
+    }
+}
+
 fn outcome(operation: &str, goal: Goal, measured: BenchResult<(Vec<f64>, Vec<f64>)>) -> Outcome {
     match measured {
         Ok((raw, safe)) => Outcome::Measured {
@@ -702,17 +722,7 @@ impl Bench {
                 )
             }
         });
-        match self.bandwidth_rows() {
-            Ok(rows) => names
-                .iter()
-                .zip(rows)
-                .map(|(name, measured)| outcome(name, Goal::MinRatio(0.98), measured))
-                .collect(),
-            Err(e) => names
-                .iter()
-                .map(|name| outcome(name, Goal::MinRatio(0.98), Err(e.to_string().into())))
-                .collect(),
-        }
+        bandwidth_outcomes(&names, self.bandwidth_rows())
     }
 
     /// Copies of 256 MiB between devices 0 and 1 with peer access enabled both ways: raw
@@ -749,17 +759,7 @@ impl Bench {
         // The other sections run with device 0 current.
         // SAFETY: no preconditions; device 0 exists.
         let restored = check(unsafe { sys::cudaSetDevice(0) }, "cudaSetDevice");
-        match rows.and_then(|rows| restored.map(|()| rows)) {
-            Ok(rows) => names
-                .iter()
-                .zip(rows)
-                .map(|(name, measured)| outcome(name, Goal::MinRatio(0.98), measured))
-                .collect(),
-            Err(e) => names
-                .iter()
-                .map(|name| outcome(name, Goal::MinRatio(0.98), Err(e.to_string().into())))
-                .collect(),
-        }
+        bandwidth_outcomes(&names, rows.and_then(|rows| restored.map(|()| rows)))
     }
 
     #[allow(clippy::type_complexity)]
