@@ -92,12 +92,12 @@
 //! marker and one `cudaStreamWaitEvent` per stream to follow; a stream that stays one stream (an
 //! owned one, the legacy stream of a device, a thread's per-thread stream) waits for a given
 //! record of a marker once, so reads repeated after one write on another stream wait for it the
-//! first time only, on each of however many streams read. Each range also notes the first record
-//! of its marker made after its uses (with no use through a shared borrow in flight): a stream
-//! that has waited for that record does not wait again for the range, though the stream that
-//! used it has gone on to other ranges of the buffer since, so a producer filling one half while
-//! a consumer drains the other are not serialized. On foreign streams: one `cudaEventRecord` per use and one
-//! `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
+//! first time only, on each of however many streams read. Each range also notes the first
+//! record of its marker made after its uses (with no use through a shared borrow in flight): a
+//! stream that has waited for that record does not wait again for the range, though the stream
+//! that used it has gone on to other ranges of the buffer since, so that a producer filling one
+//! half and a consumer draining the other are not serialized. On foreign streams: one
+//! `cudaEventRecord` per use and one `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
 //! with an `unsafe` launch.
 
 mod tracker;
@@ -263,18 +263,22 @@ fn copy_between_devices<T: DeviceCopy, M: private::Sealed<T> + ?Sized>(
 
 /// The rest of a device-to-device copy whose destination (`bytes` bytes at `dst`, of the
 /// source's device) took the fast path: the source's use the slow way, then the copy.
+///
+/// # Safety
+/// `dst` is live device memory of `bytes` bytes, borrowed mutably by the caller (so it overlaps
+/// no byte of `src`), whose use by this copy on `stream` the caller has marked, so that it stays
+/// alive until the copy has run.
 #[cold]
 #[inline(never)]
-fn copy_after_slow_read<T>(
+unsafe fn copy_after_slow_read<T>(
     src: Parts<'_, T>,
     dst: *mut c_void,
     bytes: usize,
     stream: StreamRef<'_>,
 ) -> Result<()> {
     track(src, Access::Read, stream, |s| {
-        // SAFETY: `dst` is live memory of `bytes` bytes whose use on `stream` is marked, kept
-        // alive until the copy has run by its marker (the caller's contract), as `src` is by
-        // its own; they do not overlap (a `&mut` borrow and a `&` one).
+        // SAFETY: `dst` as the caller guarantees; `src` is live memory of `bytes` bytes kept
+        // alive until the copy has run by its marker, marked by `track`.
         unsafe {
             raw::memcpy_async(
                 dst,
@@ -707,7 +711,9 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
                                 stream.as_raw(),
                             )
                         },
-                        None => copy_after_slow_read(src, dst.cast(), bytes, stream),
+                        // SAFETY: `dst` is this memory, of `bytes` bytes and borrowed mutably, its use
+                        // on `stream` marked just above.
+                        None => unsafe { copy_after_slow_read(src, dst.cast(), bytes, stream) },
                     };
                 drop(dst_use);
                 return copied.map_err(|e| e.context(WHAT));
