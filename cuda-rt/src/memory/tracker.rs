@@ -388,7 +388,7 @@ impl Tracker {
     ) -> Result<R> {
         if let Some(lane) = fast_lane(&stream) {
             if let Some(raise) = self.try_fast(span, access, memory_device, lane) {
-                // Raised once the work is queued, also if `with_ptr_on` panics.
+                // Counted once the work is queued, also if `with_ptr_on` panics.
                 let _raise = raise;
                 return enqueue(stream.as_raw());
             }
@@ -397,7 +397,7 @@ impl Tracker {
     }
 
     /// The fast path of [`use_on`](Self::use_on) (see [`State::fast`]): the use marked, and the
-    /// flag to raise once its work is queued; `None` for the slow path. Out of line, as
+    /// count to raise once its work is queued; `None` for the slow path. Out of line, as
     /// [`State::fast_on`] is, so that every use runs the same code: few instruction-cache lines,
     /// which the CUDA call between two uses evicts.
     #[inline(never)]
@@ -489,7 +489,7 @@ impl Tracker {
         let Tracker { state, queued } = self;
         let state = state.get_mut().unwrap_or_else(|p| p.into_inner());
         state.settle_hint();
-        // No use through a shared borrow is in flight: those that raised `queued` are taken
+        // No use through a shared borrow is in flight: those that counted in `queued` are taken
         // now, and no later one can have been registered before a record it missed.
         state.take_queued(queued);
         state.shared = 0;
@@ -699,7 +699,8 @@ impl Finish<'_, '_> {
             Owner::Shared(tracker) if self.begun.lazy() => {
                 // The work is queued: a record of the marker from now on follows it. One that
                 // came between this use's registration and now may precede it: the next record
-                // takes this flag and marks every lazy marker as having unrecorded uses again.
+                // reads this count and marks the markers of such uses as having unrecorded uses
+                // again.
                 drop(RaiseQueued(&tracker.queued));
                 Ok(())
             }
