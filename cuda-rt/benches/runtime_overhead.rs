@@ -795,8 +795,8 @@ impl Bench {
                 ))
             })??);
         }
-        for (_, stream, _, _) in &safe_side {
-            stream.synchronize()?;
+        for (buffer, _, _, _) in &safe_side {
+            buffer.synchronize()?;
         }
         // One direction, the first half of `from`'s buffer into the first half of `to`'s, on
         // the destination's stream, timed by its events.
@@ -898,8 +898,8 @@ impl Bench {
             ]);
         }
         release(handles)?;
-        for (buffer, stream, _, _) in safe_side {
-            stream.synchronize()?;
+        // `close` waits for each buffer's last copy (every trial also waited for its events).
+        for (buffer, _, _, _) in safe_side {
             buffer.close()?;
         }
         Ok(vec![forward, backward, both])

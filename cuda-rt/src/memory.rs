@@ -691,7 +691,9 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
             return Ok(());
         }
         let stream = stream.into();
-        let lane = tracker::fast_lane(&stream).filter(|_| dst_device == src.device);
+        let lane = (dst_device == src.device)
+            .then(|| tracker::fast_lane(&stream))
+            .flatten();
         if let Some(lane) = lane {
             // Both uses through the fast path, without closures: the common case in few
             // instructions (its code is what each copy brings into the instruction cache).

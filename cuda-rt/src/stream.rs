@@ -26,7 +26,7 @@ mod hold;
 
 #[cfg(test)]
 pub(crate) use hold::per_thread_hold_for_tests;
-pub(crate) use hold::{per_thread_hold, per_thread_lanes_open, HoldState, StreamHold};
+pub(crate) use hold::{lazy_per_thread_tag, per_thread_hold, HoldState, StreamHold};
 
 use crate::error::{with_deferred, ErrorKind, Result};
 use crate::raw::{self, RawStream};

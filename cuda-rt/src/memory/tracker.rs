@@ -4,7 +4,7 @@
 use crate::device::{current_ordinal, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
-use crate::stream::{per_thread_hold, per_thread_lanes_open, HoldState, StreamHold, StreamRef};
+use crate::stream::{lazy_per_thread_tag, per_thread_hold, HoldState, StreamHold, StreamRef};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -113,15 +113,11 @@ fn legacy_id(device: i32) -> u64 {
 }
 
 /// The identity of the calling thread's per-thread default stream of `device` while its uses are
-/// recorded lazily: `None` for a thread that exits (its tag gone, or its holds closed: a later
-/// use would not be covered by the event its hold recorded) or numbers that do not fit.
+/// recorded lazily ([`lazy_per_thread_tag`]): `None` for a thread that exits, or numbers that
+/// do not fit.
 #[inline]
 fn per_thread_lane_id(device: i32) -> Option<u64> {
-    let thread = crate::context::thread_tag();
-    if thread == crate::context::ORPHANED || !per_thread_lanes_open() {
-        return None;
-    }
-    per_thread_id(thread, device)
+    per_thread_id(lazy_per_thread_tag()?, device)
 }
 
 /// The identities of the per-thread default streams in the ids of lazy markers:
@@ -158,15 +154,27 @@ fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
         return Ok(Some((id, stream.known_device())));
     }
     let raw = stream.as_raw();
-    if raw == raw::STREAM_PER_THREAD {
-        let device = current_ordinal().map_err(|e| e.context("device memory"))?;
-        return Ok(per_thread_lane_id(device).map(|id| (id, device)));
-    }
-    if !is_legacy(raw) {
+    if !is_default(raw) {
         return Ok(None);
     }
     let device = current_ordinal().map_err(|e| e.context("device memory"))?;
-    Ok(Some((legacy_id(device), device)))
+    Ok(default_lane_of(raw, device))
+}
+
+/// Whether `raw` names a default stream (the legacy or the per-thread one).
+fn is_default(raw: RawStream) -> bool {
+    raw == raw::STREAM_PER_THREAD || is_legacy(raw)
+}
+
+/// The lane of the default stream `raw` of `device` (current): the legacy stream's, or the
+/// calling thread's per-thread stream's while it is recorded lazily.
+#[inline]
+fn default_lane_of(raw: RawStream, device: i32) -> Option<(u64, i32)> {
+    if raw == raw::STREAM_PER_THREAD {
+        per_thread_lane_id(device).map(|id| (id, device))
+    } else {
+        Some((legacy_id(device), device))
+    }
 }
 
 /// [`lazy_lane`] for the fast path: `None` also where it fails (the slow path reports it).
@@ -184,17 +192,12 @@ pub(crate) fn fast_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
 #[inline(never)]
 fn default_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
     let raw = stream.as_raw();
-    let per_thread = raw == raw::STREAM_PER_THREAD;
-    if !per_thread && !is_legacy(raw) {
+    if !is_default(raw) {
         return None;
     }
-    let Some(device) = crate::device::known_sole_device() else {
-        return asked_lane(stream);
-    };
-    if per_thread {
-        per_thread_lane_id(device).map(|id| (id, device))
-    } else {
-        Some((legacy_id(device), device))
+    match crate::device::known_sole_device() {
+        Some(device) => default_lane_of(raw, device),
+        None => asked_lane(stream),
     }
 }
 
@@ -398,7 +401,7 @@ impl Tracker {
 
     /// The fast path of [`use_on`](Self::use_on) (see [`State::fast`]): the use marked, and the
     /// count to raise once its work is queued; `None` for the slow path. Out of line, as
-    /// [`State::fast_on`] is, so that every use runs the same code: few instruction-cache lines,
+    /// [`State::fast`] is, so that every use runs the same code: few instruction-cache lines,
     /// which the CUDA call between two uses evicts.
     #[inline(never)]
     pub(crate) fn try_fast(
@@ -409,7 +412,7 @@ impl Tracker {
         lane: (u64, i32),
     ) -> Option<RaiseQueued<'_>> {
         let mut state = self.lock_unsettled();
-        let marker = state.fast_on(span, access, memory_device, lane)?;
+        let marker = state.fast(span, access, memory_device, lane)?;
         state.shared |= marker_bit(marker);
         state.registered = state.registered.wrapping_add(1);
         Some(RaiseQueued(&self.queued))
@@ -426,7 +429,7 @@ impl Tracker {
         lane: (u64, i32),
     ) -> bool {
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
-        state.fast_on(span, access, memory_device, lane).is_some()
+        state.fast(span, access, memory_device, lane).is_some()
     }
 
     /// The rest of [`use_on`](Self::use_on), kept out of line so that the fast path stays
@@ -441,7 +444,6 @@ impl Tracker {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
-        lazy_lane(&stream)?;
         let begun = {
             let mut state = self.lock();
             let begun = state.begin(span, access, memory_device, stream, &self.queued)?;
@@ -485,7 +487,6 @@ impl Tracker {
         stream: StreamRef<'_>,
         enqueue: impl FnOnce(RawStream) -> Result<R>,
     ) -> Result<R> {
-        lazy_lane(&stream)?;
         let Tracker { state, queued } = self;
         let state = state.get_mut().unwrap_or_else(|p| p.into_inner());
         state.settle_hint();
@@ -773,9 +774,10 @@ impl State {
     /// The common case, decided without a CUDA call or an error value: the last use of all of
     /// `span` was on this owned stream, of the memory's device. Marks the use (nothing to wait
     /// for: the stream orders it) and returns the marker it was marked on; `None` sends the use
-    /// through [`begin`](Self::begin). A use the hint covers is decided inline; the rest out of
-    /// line ([`fast_unhinted`](Self::fast_unhinted)).
-    #[inline(always)]
+    /// through [`begin`](Self::begin). Out of line: the code every fast use runs, shared by the
+    /// uses through both kinds of borrow (see [`Tracker::try_fast`]); a use the hint does not
+    /// cover goes on to [`fast_unhinted`](Self::fast_unhinted).
+    #[inline(never)]
     fn fast(
         &mut self,
         span: Span,
@@ -804,19 +806,6 @@ impl State {
             }
             None => self.fast_unhinted(span, access, memory_device, (id, device)),
         }
-    }
-
-    /// [`fast`](Self::fast) out of line: the code every fast use runs, shared by the uses
-    /// through both kinds of borrow (see [`Tracker::try_fast`]).
-    #[inline(never)]
-    fn fast_on(
-        &mut self,
-        span: Span,
-        access: Access,
-        memory_device: i32,
-        lane: (u64, i32),
-    ) -> Option<usize> {
-        self.fast(span, access, memory_device, lane)
     }
 
     /// [`fast`](Self::fast) without a hint: the stream's own range, or a read after a write it

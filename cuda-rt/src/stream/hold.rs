@@ -226,8 +226,17 @@ thread_local! {
 /// Whether the calling thread's uses of its per-thread default streams may be recorded lazily:
 /// `false` once the thread exits and its holds have been closed (or are being closed).
 #[inline]
-pub(crate) fn per_thread_lanes_open() -> bool {
+fn per_thread_lanes_open() -> bool {
     !HOLDS_CLOSING.get()
+}
+
+/// The calling thread's tag while its per-thread default streams are recorded lazily: `None`
+/// for a thread that exits (its tag gone, or its holds closed: a later use would not be covered
+/// by the event its hold recorded).
+#[inline]
+pub(crate) fn lazy_per_thread_tag() -> Option<crate::context::ThreadTag> {
+    let thread = thread_tag();
+    (thread != ORPHANED && per_thread_lanes_open()).then_some(thread)
 }
 
 /// A hold of the calling thread's per-thread default stream of `device` made without CUDA (and
@@ -246,10 +255,7 @@ pub(crate) fn per_thread_hold_for_tests(device: i32) -> Arc<StreamHold> {
 /// made on first use. `None` while the thread exits (its thread-locals are gone) or has no tag,
 /// or if `cudaStreamGetId` fails: such uses are recorded right after they are queued instead.
 pub(crate) fn per_thread_hold(device: i32) -> Option<Arc<StreamHold>> {
-    let thread = thread_tag();
-    if thread == ORPHANED || !per_thread_lanes_open() {
-        return None;
-    }
+    let thread = lazy_per_thread_tag()?;
     let find = |holds: &PerThreadHolds| holds.0.iter().find(|h| h.device == device).cloned();
     if HOLDS_MADE.get() {
         let found =
