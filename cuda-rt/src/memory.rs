@@ -802,50 +802,75 @@ const ORDERING_STREAM_DEVICES: usize = 64;
 /// against nothing else (blocking streams wait only for the legacy one). Not the per-thread
 /// default stream, which dies with its thread (a thread that exits with an allocation or a free
 /// still queued there must not matter). Its uses are recorded lazily, as on any owned stream.
+///
+/// A reset of the device (`cudaDeviceReset`, also by another runtime of the process) destroys
+/// the stream with its context, and CUDA does not promise an error for a destroyed handle (on
+/// two H100s, `cudaMallocAsync` on it crashed). So the stream is kept with the id of the
+/// context it was made in, and one for the context current now is made where they differ.
 fn ordering_stream(device: i32) -> Result<StreamRef<'static>> {
     let Some(slot) = ordering_slot(device) else {
         return Ok(StreamRef::per_thread());
     };
-    let current = slot.load(Ordering::Acquire);
-    if !current.is_null() {
-        // SAFETY: a published stream is leaked, so it lives for the rest of the process.
-        return Ok(unsafe { &*current }.as_stream_ref());
+    // SAFETY: a published stream is leaked, so it lives for the rest of the process.
+    if let Some(kept) = unsafe { slot.load(Ordering::Acquire).as_ref() } {
+        // SAFETY: no preconditions.
+        if kept.context == unsafe { raw::context_id() } {
+            return Ok(kept.stream.as_stream_ref());
+        }
     }
     make_ordering_stream(device, slot, std::ptr::null_mut())
 }
 
-/// The ordering stream of each device (null until made): leaked [`Stream`]s, never destroyed.
-static ORDERING_STREAMS: [AtomicPtr<Stream>; ORDERING_STREAM_DEVICES] =
+/// An ordering stream and the id of the context it was made in (`None` where the driver
+/// cannot tell: the stream is then renewed only after an error says its context is gone).
+struct OrderingStream {
+    stream: Stream,
+    context: Option<u64>,
+}
+
+/// The ordering stream of each device (null until made): leaked, never destroyed.
+static ORDERING_STREAMS: [AtomicPtr<OrderingStream>; ORDERING_STREAM_DEVICES] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; ORDERING_STREAM_DEVICES];
 
 /// The slot of `device`'s ordering stream; `None` for devices beyond
 /// [`ORDERING_STREAM_DEVICES`] (they use the per-thread default stream).
-fn ordering_slot(device: i32) -> Option<&'static AtomicPtr<Stream>> {
+fn ordering_slot(device: i32) -> Option<&'static AtomicPtr<OrderingStream>> {
     usize::try_from(device)
         .ok()
         .and_then(|d| ORDERING_STREAMS.get(d))
 }
 
-/// The ordering stream in `slot`, made now unless the slot holds one other than `stale` (null:
-/// none is stale). One maker at a time: no stream is made twice; a failed creation leaves the
-/// slot as it was.
+/// The ordering stream in `slot` for `device`'s context as it is now, made now unless the slot
+/// holds one of that context other than `stale` (null: none is stale). The context is asked
+/// with `device` current and initialized, so that another device being current, or a thread
+/// with no context yet, does not count as a new context. One maker at a time: no stream is
+/// made twice; a failed creation leaves the slot as it was.
 fn make_ordering_stream(
     device: i32,
-    slot: &'static AtomicPtr<Stream>,
+    slot: &'static AtomicPtr<OrderingStream>,
     stale: RawStream,
 ) -> Result<StreamRef<'static>> {
     static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _making = crate::context::lock(&MAKING);
-    let current = slot.load(Ordering::Acquire);
-    // SAFETY: a published stream is leaked, so it lives for the rest of the process.
-    if let Some(stream) = unsafe { current.as_ref() } {
-        if stream.as_raw() != stale {
-            return Ok(stream.as_stream_ref());
+    with_current(device, || {
+        // SAFETY: no preconditions.
+        unsafe { raw::init_context() }?;
+        // SAFETY: no preconditions.
+        let context = unsafe { raw::context_id() };
+        // SAFETY: a published stream is leaked, so it lives for the rest of the process.
+        if let Some(kept) = unsafe { slot.load(Ordering::Acquire).as_ref() } {
+            if kept.context == context && kept.stream.as_raw() != stale {
+                return Ok(kept.stream.as_stream_ref());
+            }
         }
-    }
-    let stream: &'static Stream = Box::leak(Box::new(with_current(device, Stream::new)?));
-    slot.store(std::ptr::from_ref(stream).cast_mut(), Ordering::Release);
-    Ok(stream.as_stream_ref())
+        // The stream it replaces, if any, is left alone: leaked with its context.
+        let made: &'static OrderingStream = Box::leak(Box::new(OrderingStream {
+            stream: Stream::new()?,
+            context,
+        }));
+        slot.store(std::ptr::from_ref(made).cast_mut(), Ordering::Release);
+        Ok(made.stream.as_stream_ref())
+    })
 }
 
 /// After an error that says the ordering stream `dead` of `device` belongs to a context that is

@@ -233,6 +233,33 @@ fn consume_last_error(returned: RawStatus) {
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
+/// The address of the driver API function `name` in the `libcuda.so.1` that the runtime has
+/// loaded, for the few driver calls the runtime API lacks; `None` where that driver has no such
+/// function (an older driver) or the platform has no `dlsym`. (`cudaGetDriverEntryPoint` is not
+/// used: a runtime returns only driver functions of its own version or older.)
+fn driver_symbol(name: &std::ffi::CStr) -> Option<*mut c_void> {
+    #[cfg(unix)]
+    {
+        // SAFETY: a NUL-terminated name; RTLD_NOLOAD only returns a library that is already
+        // loaded (the runtime loads the driver when it initializes, before any handle exists)
+        // and loads nothing. The reference it takes is kept: the driver stays loaded for the
+        // process's life anyway.
+        let driver =
+            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if driver.is_null() {
+            return None;
+        }
+        // SAFETY: a live handle and a NUL-terminated name.
+        let symbol = unsafe { libc::dlsym(driver, name.as_ptr()) };
+        (!symbol.is_null()).then_some(symbol)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = name;
+        None
+    }
+}
+
 mod kernels;
 pub use kernels::*;
 

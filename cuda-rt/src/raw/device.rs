@@ -364,3 +364,51 @@ pub unsafe fn device_enable_peer_access(peer: c_int) -> Result<()> {
         "cudaDeviceEnablePeerAccess",
     )
 }
+
+/// `cuCtxGetId` of the driver API, for the context current on the calling thread: a number the
+/// driver gives each context and never reuses in the process, so that a device's primary
+/// context made again after a reset (`cudaDeviceReset`, by this runtime or by another one in
+/// the process) has a new one. The runtime API has no such call; the driver's is looked up in
+/// the `libcuda.so.1` that the runtime has loaded.
+///
+/// `None` where no context is current on the thread (see [`init_context`]), the driver has no
+/// `cuCtxGetId` (drivers before CUDA 12.0), or the call fails; also inside a host callback,
+/// where CUDA must not be called.
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn context_id() -> Option<u64> {
+    use std::sync::OnceLock;
+    /// `CUresult cuCtxGetId(CUcontext, unsigned long long*)` (a null context: the current one).
+    type DriverCtxGetId = unsafe extern "C" fn(*mut c_void, *mut u64) -> RawStatus;
+    static DRIVER: OnceLock<Option<DriverCtxGetId>> = OnceLock::new();
+
+    if in_callback() {
+        return None;
+    }
+    let get = (*DRIVER.get_or_init(|| {
+        let symbol = driver_symbol(c"cuCtxGetId")?;
+        // SAFETY: the driver's `cuCtxGetId` has this signature (cuda.h).
+        Some(unsafe { std::mem::transmute::<*mut c_void, DriverCtxGetId>(symbol) })
+    }))?;
+    let mut id = 0;
+    // SAFETY: a null context asks for the current one; writes one integer through a valid
+    // pointer. With no current context the driver returns an error, which is `None`.
+    let status = unsafe { get(std::ptr::null_mut(), &mut id) };
+    (status == sys::cudaSuccess).then_some(id)
+}
+
+/// `cudaFree(NULL)`: frees nothing, and makes the current device's primary context current on
+/// the calling thread, initializing it if it is not (after a reset, or on a thread's first
+/// call), as any runtime call that needs a context does.
+///
+/// # Errors
+/// The status of `cudaFree` when it is not `cudaSuccess` (errors of initialization).
+///
+/// # Safety
+/// None beyond CUDA's.
+pub unsafe fn init_context() -> Result<()> {
+    not_in_callback("cudaFree")?;
+    // SAFETY: a null pointer frees nothing.
+    check(unsafe { sys::cudaFree(std::ptr::null_mut()) }, "cudaFree")
+}

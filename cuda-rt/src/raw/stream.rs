@@ -207,27 +207,9 @@ type DriverStreamGetDevice = unsafe extern "C" fn(RawStream, *mut c_int) -> RawS
 /// The driver's `cuStreamGetDevice`, if the driver the runtime loaded has it.
 #[cfg(not(cudart_ge = "12.8"))]
 fn driver_stream_get_device() -> Option<DriverStreamGetDevice> {
-    #[cfg(unix)]
-    {
-        // SAFETY: a NUL-terminated name; RTLD_NOLOAD only returns a library that is already
-        // loaded (the runtime loaded the driver when it initialized, before any stream existed)
-        // and loads nothing. The reference it takes is kept: the driver stays loaded for the
-        // process's life anyway.
-        let driver =
-            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-        if driver.is_null() {
-            return None;
-        }
-        // SAFETY: a live handle and a NUL-terminated name.
-        let symbol = unsafe { libc::dlsym(driver, c"cuStreamGetDevice".as_ptr()) };
-        if symbol.is_null() {
-            return None;
-        }
-        // SAFETY: the driver's `cuStreamGetDevice` has this signature (cuda.h).
-        Some(unsafe { std::mem::transmute::<*mut c_void, DriverStreamGetDevice>(symbol) })
-    }
-    #[cfg(not(unix))]
-    None
+    let symbol = driver_symbol(c"cuStreamGetDevice")?;
+    // SAFETY: the driver's `cuStreamGetDevice` has this signature (cuda.h).
+    Some(unsafe { std::mem::transmute::<*mut c_void, DriverStreamGetDevice>(symbol) })
 }
 
 /// `cudaLaunchHostFunc`: queues `func(user_data)` on `stream`.
