@@ -926,12 +926,15 @@ enum Allocation {
 /// # Ok::<(), cuda_rt::Error>(())
 /// ```
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct DeviceBuffer<T: DeviceCopy> {
+    // In declaration order, on a cache line's start (`repr(C, align(64))`): what every use reads
+    // (pointer, length, device, then the tracker's fast-path fields) in two cache lines.
     ptr: NonNull<T>,
     len: usize,
     device: i32,
-    tracker: Tracker,
     allocation: Allocation,
+    tracker: Tracker,
     /// The created pool the memory came from, held until the free is queued.
     pool: Option<Arc<PoolLife>>,
 }
@@ -1408,7 +1411,9 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
 /// # Thread safety
 /// As [`DeviceBuffer`].
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct DeviceBufferRef<'a, T: DeviceCopy> {
+    // Laid out as `DeviceBuffer` is, for the same reason.
     ptr: NonNull<T>,
     len: usize,
     device: i32,
@@ -1522,6 +1527,31 @@ impl<T: DeviceCopy> Drop for DeviceBufferRef<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::mem::{align_of, offset_of};
+
+    /// What every use of a buffer reads (its pointer, length and device, then its tracker's
+    /// fast-path fields) lies in the buffer's first two cache lines, which start a line.
+    #[test]
+    fn fast_fields_fill_two_cache_lines() {
+        fn check<B>(ptr: usize, len: usize, device: usize, tracker: usize) {
+            assert_eq!(align_of::<B>(), 64);
+            let end = tracker + tracker::fast_fields_end(&Tracker::new());
+            assert!(ptr < 64 && len < 64 && device < 64, "{ptr} {len} {device}");
+            assert!(end <= 128, "the fast path reads {end} bytes");
+        }
+        check::<DeviceBuffer<u8>>(
+            offset_of!(DeviceBuffer<u8>, ptr),
+            offset_of!(DeviceBuffer<u8>, len),
+            offset_of!(DeviceBuffer<u8>, device),
+            offset_of!(DeviceBuffer<u8>, tracker),
+        );
+        check::<DeviceBufferRef<'_, u8>>(
+            offset_of!(DeviceBufferRef<'_, u8>, ptr),
+            offset_of!(DeviceBufferRef<'_, u8>, len),
+            offset_of!(DeviceBufferRef<'_, u8>, device),
+            offset_of!(DeviceBufferRef<'_, u8>, tracker),
+        );
+    }
 
     #[test]
     fn byte_sizes_are_checked() {

@@ -54,14 +54,19 @@ impl Span {
 }
 
 /// The last-use markers of a piece of device memory (an allocation, or a foreign slice).
+///
+/// Laid out in declaration order (`repr(C)`), what a fast use touches first: the count, the
+/// lock, then the state's [`Hint`] and counters; so that, behind a buffer's pointer and length,
+/// a use reads two cache lines of it (a CUDA call between two uses evicts them).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Tracker {
-    state: Mutex<State>,
     /// How many uses through a shared borrow (of lazy markers) have queued their work: counted
     /// (without the lock) once a use's work is queued; every record of a lazy marker takes the
     /// news first (see `State::take_queued`), and a record with none in flight (see
     /// `State::registered`) may say which uses it follows (`Entry::covered`).
     queued: AtomicUsize,
+    state: Mutex<State>,
 }
 
 // SAFETY: the event and stream handles inside may be used from any thread; the state is behind
@@ -275,16 +280,11 @@ struct Hint {
     reads_only: bool,
 }
 
+/// In declaration order (`repr(C)`): the fields of the fast path first (see [`Tracker`]).
 #[derive(Debug)]
+#[repr(C)]
 struct State {
     hint: Option<Hint>,
-    entries: Vec<Entry>,
-    markers: Vec<Option<Marker>>,
-    /// A use was queued but its marker could not be recorded after it: waits fall back to
-    /// synchronizing the devices in `devices`.
-    poisoned: bool,
-    /// Devices of streams that used the memory (bit per ordinal < 64).
-    devices: u64,
     /// The lazy markers that uses through a shared borrow were registered on since the state
     /// was last reached exclusively ([`marker_bit`] of each): those whose record may have come
     /// between such a use's registration and its queuing, which [`State::take_queued`] marks as
@@ -296,6 +296,13 @@ struct State {
     registered: usize,
     /// `Tracker::queued` when [`State::take_queued`] last took it.
     taken: usize,
+    entries: Vec<Entry>,
+    markers: Vec<Option<Marker>>,
+    /// Devices of streams that used the memory (bit per ordinal < 64).
+    devices: u64,
+    /// A use was queued but its marker could not be recorded after it: waits fall back to
+    /// synchronizing the devices in `devices`.
+    poisoned: bool,
 }
 
 /// The bit of marker `index` in [`State::shared`]: one per index below 63, the last for every
@@ -1438,6 +1445,27 @@ impl State {
         self.poisoned = false;
         Ok(())
     }
+}
+
+/// How many bytes from its start a tracker's fast path reads (the count, the lock, the hint and
+/// the counters after it), for the layout test of the types that hold one.
+#[cfg(test)]
+pub(crate) fn fast_fields_end(tracker: &Tracker) -> usize {
+    let base = std::ptr::from_ref(tracker) as usize;
+    let state = tracker.lock_unsettled();
+    let end = |address: usize, size: usize| address - base + size;
+    [
+        end(std::ptr::from_ref(&tracker.queued) as usize, 8),
+        end(
+            std::ptr::from_ref(&state.hint) as usize,
+            size_of::<Option<Hint>>(),
+        ),
+        end(std::ptr::from_ref(&state.shared) as usize, 8),
+        end(std::ptr::from_ref(&state.registered) as usize, 8),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
 }
 
 #[cfg(test)]
