@@ -103,7 +103,7 @@
 mod tracker;
 mod view;
 
-use crate::device::with_current;
+use crate::device::{on_stream_device, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::pool::{retire_after, PoolLife};
 use crate::raw::{self, RawStream};
@@ -231,34 +231,45 @@ fn copy_between_devices<T: DeviceCopy, M: private::Sealed<T> + ?Sized>(
     } else {
         (Access::PeerWrite, Access::PeerRead)
     };
-    track_mut(dst, write, stream, |dst, _| {
-        track(src, read, stream, |s| {
-            // SAFETY: both are live memory of `bytes` bytes, kept alive until the copy has
-            // run by their markers; `&mut self` and `&src` do not overlap (a mutable borrow
-            // excludes overlapping views; a DeviceBufferRef's contract forbids aliasing).
-            unsafe {
-                if dst_device == src.device {
-                    raw::memcpy_async(
-                        dst.cast(),
-                        src.ptr.as_ptr().cast(),
-                        bytes,
-                        raw::flags::MEMCPY_DEVICE_TO_DEVICE,
-                        s,
-                    )
-                } else {
-                    raw::memcpy_peer_async(
-                        dst.cast(),
-                        dst_device,
-                        src.ptr.as_ptr().cast(),
-                        src.device,
-                        bytes,
-                        s,
-                    )
+    // `cudaMemcpyAsync` within a device other than the current one fails with
+    // `cudaErrorInvalidValue` (seen on 2 × H100): the stream's device is made current for it.
+    // (`cudaMemcpyPeerAsync` needs no such care.)
+    let mut copy = move || {
+        track_mut(dst, write, stream, |dst, _| {
+            track(src, read, stream, |s| {
+                // SAFETY: both are live memory of `bytes` bytes, kept alive until the copy has
+                // run by their markers; `&mut self` and `&src` do not overlap (a mutable
+                // borrow excludes overlapping views; a DeviceBufferRef's contract forbids
+                // aliasing).
+                unsafe {
+                    if dst_device == src.device {
+                        raw::memcpy_async(
+                            dst.cast(),
+                            src.ptr.as_ptr().cast(),
+                            bytes,
+                            raw::flags::MEMCPY_DEVICE_TO_DEVICE,
+                            s,
+                        )
+                    } else {
+                        raw::memcpy_peer_async(
+                            dst.cast(),
+                            dst_device,
+                            src.ptr.as_ptr().cast(),
+                            src.device,
+                            bytes,
+                            s,
+                        )
+                    }
                 }
-            }
+            })
         })
-    })
-    .map_err(|e| e.context(WHAT))
+    };
+    let copied = if dst_device == src.device {
+        on_stream_device(&stream, copy)
+    } else {
+        copy()
+    };
+    copied.map_err(|e| e.context(WHAT))
 }
 
 /// The rest of a device-to-device copy whose destination (`bytes` bytes at `dst`, of the
@@ -504,21 +515,23 @@ pub trait DeviceMemory<T: DeviceCopy>: private::Sealed<T> {
                 return Ok(());
             }
             let host = buffer.as_mut_ptr().cast::<c_void>();
-            track(parts, Access::Read, s, |s| {
-                // SAFETY: the buffer is owned by the Pending until the copy has finished (its
-                // event is recorded after this copy, and it hands the buffer back or frees it
-                // only after waiting); the device memory is kept alive by its marker; every bit
-                // pattern written is a valid T.
-                unsafe {
-                    raw::memcpy_async(
-                        host,
-                        parts.ptr.as_ptr().cast(),
-                        bytes,
-                        raw::flags::MEMCPY_DEVICE_TO_HOST,
-                        s,
-                    )
-                }
-                .inspect(|()| queued.set(true))
+            on_stream_device(&s, || {
+                track(parts, Access::Read, s, |s| {
+                    // SAFETY: the buffer is owned by the Pending until the copy has finished (its
+                    // event is recorded after this copy, and it hands the buffer back or frees it
+                    // only after waiting); the device memory is kept alive by its marker; every bit
+                    // pattern written is a valid T.
+                    unsafe {
+                        raw::memcpy_async(
+                            host,
+                            parts.ptr.as_ptr().cast(),
+                            bytes,
+                            raw::flags::MEMCPY_DEVICE_TO_HOST,
+                            s,
+                        )
+                    }
+                    .inspect(|()| queued.set(true))
+                })
             })
         })
         .map_err(|e| e.context(WHAT))
@@ -691,7 +704,9 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
             return Ok(());
         }
         let stream = stream.into();
-        let lane = (dst_device == src.device)
+        // With several GPUs the copy may need its stream's device made current (see
+        // `copy_between_devices`), which the fast path does not do.
+        let lane = (dst_device == src.device && crate::device::known_sole_device().is_some())
             .then(|| tracker::fast_lane(&stream))
             .flatten();
         if let Some(lane) = lane {
@@ -744,20 +759,22 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
                 return Ok(());
             }
             let host = buffer.as_ptr().cast::<c_void>();
-            track_mut(self, Access::Write, s, |dst, s| {
-                // SAFETY: the buffer is owned by the Pending until the copy has finished (see
-                // copy_to_pinned_async); the device memory is held by `&mut self` and kept
-                // alive by its marker.
-                unsafe {
-                    raw::memcpy_async(
-                        dst.cast(),
-                        host,
-                        bytes,
-                        raw::flags::MEMCPY_HOST_TO_DEVICE,
-                        s,
-                    )
-                }
-                .inspect(|()| queued.set(true))
+            on_stream_device(&s, || {
+                track_mut(self, Access::Write, s, |dst, s| {
+                    // SAFETY: the buffer is owned by the Pending until the copy has finished (see
+                    // copy_to_pinned_async); the device memory is held by `&mut self` and kept
+                    // alive by its marker.
+                    unsafe {
+                        raw::memcpy_async(
+                            dst.cast(),
+                            host,
+                            bytes,
+                            raw::flags::MEMCPY_HOST_TO_DEVICE,
+                            s,
+                        )
+                    }
+                    .inspect(|()| queued.set(true))
+                })
             })
         })
         .map_err(|e| e.context(WHAT))

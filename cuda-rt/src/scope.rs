@@ -77,7 +77,7 @@ use slots::*;
 
 use crate::callback::{report_panic, run_guarded, status_result};
 use crate::context::{thread_tag, ThreadTag};
-use crate::device::with_current;
+use crate::device::{on_stream_device, with_current};
 use crate::element::{bytes_of, check_len, DeviceCopy};
 use crate::error::{defer, defer_result, take_deferred_error, Error, ErrorKind, Result};
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
@@ -319,18 +319,20 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let stream = stream.into();
         self.enlist_stream(stream)?;
-        dst.with_ptr_mut_on(stream, |dst_ptr| {
-            // SAFETY: `src` is borrowed for 'env, which lasts until the scope has waited for
-            // this stream; `dst` is ordered and kept alive by its marker (with_ptr_mut_on).
-            unsafe {
-                raw::memcpy_async(
-                    dst_ptr.cast(),
-                    src.as_ptr().cast(),
-                    bytes,
-                    raw::flags::MEMCPY_HOST_TO_DEVICE,
-                    stream.as_raw(),
-                )
-            }
+        on_stream_device(&stream, || {
+            dst.with_ptr_mut_on(stream, |dst_ptr| {
+                // SAFETY: `src` is borrowed for 'env, which lasts until the scope has waited for
+                // this stream; `dst` is ordered and kept alive by its marker (with_ptr_mut_on).
+                unsafe {
+                    raw::memcpy_async(
+                        dst_ptr.cast(),
+                        src.as_ptr().cast(),
+                        bytes,
+                        raw::flags::MEMCPY_HOST_TO_DEVICE,
+                        stream.as_raw(),
+                    )
+                }
+            })
         })?
         .map_err(|e| e.context(WHAT))
     }
@@ -358,19 +360,21 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let stream = stream.into();
         self.enlist_stream(stream)?;
-        src.with_ptr_on(stream, |src_ptr| {
-            // SAFETY: `dst` is exclusively borrowed for 'env, which lasts until the scope has
-            // waited for this stream; every bit pattern written is a valid T (DeviceCopy);
-            // `src` is ordered and kept alive by its marker (enqueue).
-            unsafe {
-                raw::memcpy_async(
-                    dst.as_mut_ptr().cast(),
-                    src_ptr.cast(),
-                    bytes,
-                    raw::flags::MEMCPY_DEVICE_TO_HOST,
-                    stream.as_raw(),
-                )
-            }
+        on_stream_device(&stream, || {
+            src.with_ptr_on(stream, |src_ptr| {
+                // SAFETY: `dst` is exclusively borrowed for 'env, which lasts until the scope has
+                // waited for this stream; every bit pattern written is a valid T (DeviceCopy);
+                // `src` is ordered and kept alive by its marker (enqueue).
+                unsafe {
+                    raw::memcpy_async(
+                        dst.as_mut_ptr().cast(),
+                        src_ptr.cast(),
+                        bytes,
+                        raw::flags::MEMCPY_DEVICE_TO_HOST,
+                        stream.as_raw(),
+                    )
+                }
+            })
         })?
         .map_err(|e| e.context(WHAT))
     }

@@ -162,6 +162,157 @@ mod across_devices {
         assert!(cuda_rt::take_deferred_error().is_none());
     }
 
+    /// Every kind of work on a stream of device 1 while device 0 is current (a program that
+    /// makes streams per device and never switches): scoped and owned copies both ways, a
+    /// memset, a copy within device 1 and a typed launch. Each is ordered on device 1 as on the
+    /// current device.
+    #[test]
+    fn work_on_a_stream_of_a_device_that_is_not_current() {
+        let Some((devices, _serial)) = devices("work_on_a_stream_of_a_device_that_is_not_current")
+        else {
+            return;
+        };
+        let (d0, d1) = (devices[0], devices[1]);
+        assert_eq!(Device::current().unwrap(), d0);
+        let spin = Spin::new(d1);
+        let (mut a, s1) = on(d1, N);
+        let (mut b, _) = on(d1, N);
+        let input: Vec<u32> = (0..N as u32).collect();
+        let mut results = Vec::new();
+        // Scoped upload then download, behind a slow kernel on the same stream.
+        let mut back = vec![0u32; N];
+        let scoped = cuda_rt::scope(|s| {
+            spin.fill(&s1, &mut a, 9);
+            s.copy_to_device_async(&s1, &input, &mut a)?;
+            s.copy_to_host_async(&s1, &a, &mut back)
+        });
+        results.push(("scoped upload and download", scoped, back == input));
+        // Owned page-locked copies.
+        let pinned = PinnedBuffer::from_slice(&input).unwrap();
+        let owned = b
+            .copy_from_pinned_async(&s1, pinned)
+            .and_then(|p| p.synchronize())
+            .and_then(|_| b.copy_to_pinned_async(&s1, PinnedBuffer::new(N)?))
+            .and_then(|p| p.synchronize());
+        let same = owned.as_ref().is_ok_and(|p| p[..] == input[..]);
+        results.push(("page-locked upload and download", owned.map(drop), same));
+        // A memset, then a copy within device 1, then a typed launch over it.
+        let memset = a.set_bytes_async(&s1, 1);
+        let copy = b.copy_from_device_async(&s1, &a);
+        let copied = b.to_vec().map(|v| v.iter().all(|&x| x == 0x0101_0101));
+        results.push(("memset", memset, true));
+        results.push(("copy within device 1", copy, copied.unwrap_or(false)));
+        spin.fill(&s1, &mut b, 5);
+        let launched = b.to_vec().map(|v| v.iter().all(|&x| x == 5));
+        results.push(("typed launch", Ok(()), launched.unwrap_or(false)));
+        for (what, result, right) in &results {
+            println!("{what}: {result:?}, contents right: {right}");
+        }
+        for (what, result, right) in results {
+            assert!(
+                result.is_ok() && right,
+                "{what}: {result:?}, contents right: {right}"
+            );
+        }
+        assert_eq!(Device::current().unwrap(), d0, "the current device changed");
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
+    /// Set in the child process of the fault test, which plays [`fault_child`].
+    const FAULT_CHILD: &str = "CUDA_RT_MULTI_GPU_FAULT_CHILD";
+    const FAULT_TEST: &str =
+        "across_devices::a_fault_on_one_device_does_not_end_a_scope_before_another_devices_copy";
+
+    /// A scope that waits for a stream of device 0, where a kernel writes out of bounds (a
+    /// sticky error: device 0's context is lost), and for a download into borrowed page-locked
+    /// host memory on device 1, held up by a slow kernel. The scope must not return before the
+    /// download has ended, whatever it reports for device 0. A child process plays it (it loses
+    /// device 0's context); the parent checks its report.
+    #[test]
+    fn a_fault_on_one_device_does_not_end_a_scope_before_another_devices_copy() {
+        if std::env::var_os(FAULT_CHILD).is_some() {
+            return fault_child();
+        }
+        let Some((_devices, _serial)) = devices(FAULT_TEST) else {
+            return;
+        };
+        let exe = std::env::current_exe().unwrap();
+        let output = std::process::Command::new(exe)
+            .args(["--exact", FAULT_TEST, "--nocapture", "--test-threads=1"])
+            .env(FAULT_CHILD, "1")
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for line in text.lines().filter(|l| l.starts_with("CHILD ")) {
+            println!("  | {line}");
+        }
+        assert!(
+            output.status.success() && text.contains("CHILD the download had ended"),
+            "the child failed ({}):\n{text}",
+            output.status
+        );
+    }
+
+    /// The child of the fault test (see there).
+    fn fault_child() {
+        println!();
+        let (d0, d1) = (Device::new(0).unwrap(), Device::new(1).unwrap());
+        let spin = Spin::new(d1);
+        let (mut victim, s0) = on(d0, 1024);
+        let (mut slow, s1) = on(d1, N);
+        let mut host = PinnedBuffer::<u32>::new(N).unwrap();
+        host.fill(0);
+        let started = std::time::Instant::now();
+        let outcome = cuda_rt::scope(|s| {
+            // Device 0 first, so that the scope meets its failure before it waits for device 1.
+            let n = victim.len();
+            let launched = victim.with_ptr_mut_on(&s0, |ptr| {
+                // SAFETY: the store lands 256 GiB past the buffer, in unmapped device memory:
+                // device 0 faults; no host memory is touched. This process expects it.
+                unsafe {
+                    cuda_rt_test_kernels::ffi::cuda_rt_faults_write_out_of_bounds(
+                        ptr,
+                        n,
+                        1 << 36,
+                        s0.as_raw(),
+                    )
+                }
+            })?;
+            println!("CHILD fault kernel queued on device 0: status {launched}");
+            s.launch_host_fn(&s0, || {})?;
+            spin.fill(&s1, &mut slow, 42);
+            s.copy_to_host_async(&s1, &slow, &mut host[..])
+        });
+        let waited = started.elapsed();
+        println!(
+            "CHILD the scope returned after {:.1} ms: {:?}",
+            waited.as_secs_f64() * 1e3,
+            outcome.as_ref().map_err(ToString::to_string)
+        );
+        let missing = host.iter().filter(|&&v| v != 42).count();
+        println!("CHILD values of the download missing when the scope returned: {missing}");
+        assert_eq!(missing, 0, "the scope returned before the download ended");
+        println!("CHILD the download had ended");
+        let device_0 = s0.synchronize();
+        println!("CHILD device 0 afterwards: {device_0:?}");
+        assert!(
+            device_0.is_err_and(|e| e.is_sticky()),
+            "device 0 did not fault"
+        );
+        let device_1 = d1.with_current(|| DeviceBuffer::from_slice(&[5u32, 6])?.to_vec());
+        println!("CHILD device 1 afterwards: {device_1:?}");
+        // The buffer of device 0 is leaked (its context is gone); errors are deferred, not lost.
+        drop((victim, slow, s0, s1));
+        while let Some(e) = cuda_rt::take_deferred_error() {
+            println!("CHILD deferred: {e}");
+        }
+    }
+
     /// Memory of device 0 on a stream of device 1: refused with an error that names both
     /// devices, also for a view; a peer copy is not refused.
     #[test]
