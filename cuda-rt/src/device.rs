@@ -223,23 +223,6 @@ pub(crate) fn peer_access_enabled(device: i32, peer: i32) -> bool {
         .is_some_and(|word| word.load(Ordering::Relaxed) & device_bit(peer) != 0)
 }
 
-/// Runs `f`, which queues a copy between host and device memory on `stream`, with the stream's
-/// device current. With several GPUs, `cudaMemcpyAsync` between host memory and a device, on a
-/// stream of a device other than the current one, fails with `cudaErrorInvalidValue` (seen on
-/// 2 × H100, with page-locked host memory), although the memory and the stream agree. Nothing
-/// more is called with one GPU, for a default stream (the current device's by definition) or
-/// for a foreign stream (whose device the caller makes current, as for a launch).
-pub(crate) fn on_stream_device<R>(
-    stream: &crate::StreamRef<'_>,
-    f: impl FnOnce() -> Result<R>,
-) -> Result<R> {
-    let device = stream.known_device();
-    if device < 0 || known_sole_device().is_some() {
-        return f();
-    }
-    with_current(device, f)
-}
-
 /// Runs `f` with `device` current on this thread, then restores the previous current device.
 ///
 /// Returns `f`'s error if it failed (an error restoring the previous device is then deferred to

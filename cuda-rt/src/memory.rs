@@ -103,10 +103,11 @@
 mod tracker;
 mod view;
 
-use crate::device::{on_stream_device, with_current};
+use crate::device::with_current;
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::pool::{retire_after, PoolLife};
 use crate::raw::{self, RawStream};
+use crate::stream::on_stream_device;
 use crate::stream::{synchronize_stream, Stream, StreamRef};
 use std::cell::Cell;
 use std::ffi::c_void;

@@ -77,12 +77,13 @@ use slots::*;
 
 use crate::callback::{report_panic, run_guarded, status_result};
 use crate::context::{thread_tag, ThreadTag};
-use crate::device::{on_stream_device, with_current};
+use crate::device::with_current;
 use crate::element::{bytes_of, check_len, DeviceCopy};
 use crate::error::{defer, defer_result, take_deferred_error, Error, ErrorKind, Result};
 use crate::memory::{DeviceMemory, DeviceMemoryMut};
 use crate::pinned::HostRegisterFlags;
 use crate::raw::{self, RawStatus, RawStream};
+use crate::stream::on_stream_device;
 use crate::stream::{synchronize_stream_on, StreamRef};
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;

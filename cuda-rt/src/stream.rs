@@ -476,6 +476,23 @@ pub(crate) fn synchronize_stream(stream: RawStream) -> Result<()> {
     poll_until_idle(first, || unsafe { raw::stream_query(stream) })
 }
 
+/// Runs `f`, which queues a copy between host and device memory, or within a device, on
+/// `stream`, with the stream's device current. With several GPUs, `cudaMemcpyAsync` of either
+/// kind on a stream of a device other than the current one fails with `cudaErrorInvalidValue`
+/// (seen on 2 × H100), although the memory and the stream agree. Nothing more is called with
+/// one GPU, for a default stream (the current device's by definition) or for a foreign stream
+/// (whose device the caller makes current, as for a launch).
+pub(crate) fn on_stream_device<R>(
+    stream: &StreamRef<'_>,
+    f: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    let device = stream.known_device();
+    if device < 0 || crate::device::known_sole_device().is_some() {
+        return f();
+    }
+    crate::device::with_current(device, f)
+}
+
 /// Whether `stream` is one of the handles that name a stream of the calling thread's current
 /// device (null, `cudaStreamLegacy`, `cudaStreamPerThread`) rather than one stream.
 pub(crate) fn is_default_stream(stream: RawStream) -> bool {
