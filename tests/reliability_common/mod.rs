@@ -33,7 +33,7 @@ pub fn device_memory_in_use() -> usize {
     total - free
 }
 
-/// Asserts that device memory in use is back to what it was when the check was made.
+/// Asserts that device memory in use is not above what it was when the check was made.
 #[must_use = "call finish() at the end of the scenario"]
 pub struct LeakCheck {
     what: &'static str,
@@ -49,8 +49,9 @@ impl LeakCheck {
         }
     }
 
-    /// Checks device memory in use against the start (exactly, except under a sanitizer) and
-    /// that no error was deferred meanwhile.
+    /// Checks that device memory in use is not above the start (except under a sanitizer) and
+    /// that no error was deferred meanwhile. It may be below: the driver gives back, when it
+    /// sees fit, stream resources that the warm-up's streams made it reserve.
     pub fn finish(self) {
         let after = device_memory_in_use();
         println!(
@@ -64,10 +65,11 @@ impl LeakCheck {
             self.what
         );
         if !under_sanitizer() {
-            assert_eq!(
-                after, self.before,
-                "{}: device memory in use changed",
-                self.what
+            assert!(
+                after <= self.before,
+                "{}: device memory in use grew by {} B",
+                self.what,
+                after - self.before
             );
         }
     }
@@ -79,8 +81,9 @@ impl LeakCheck {
 /// for device-side launches: about 100 MiB on an H100, once; the first stream, memory pool and
 /// host function add a little more. Streams do too: seen on H100s, the driver reserves 2 MiB of
 /// device memory for each group of about four streams alive at the same time, and keeps it after
-/// they are destroyed (so a test that holds more streams at once than the warm-up did would
-/// look like a leak; where the groups start depends on what the process made before).
+/// they are destroyed for a while (so a test that holds more streams at once than the warm-up
+/// did would look like a leak; where the groups start depends on what the process made before).
+/// It gives that memory back later, when it sees fit (seen on 2 × H100: 4 MiB during a test).
 pub fn warm_up() {
     static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     // A failure is kept and reported by every test that needs the warm-up (rather than a
