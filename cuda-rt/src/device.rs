@@ -787,6 +787,17 @@ pub(crate) fn known_sole_device() -> Option<i32> {
     }
 }
 
+/// Whether the process sees exactly one device, asking `cudaGetDeviceCount` the first time (an
+/// error, or a call inside a host callback, answers `false`: not known to be the sole device).
+/// For paths that take a shortcut with one device and must not wait for another caller to ask.
+#[inline]
+pub(crate) fn is_sole_device() -> bool {
+    match SOLE.load(Ordering::Relaxed) {
+        UNKNOWN => matches!(ask_sole_device(), Ok(Some(_))),
+        device => device >= 0,
+    }
+}
+
 /// [`sole_device`] before it is known: the one `cudaGetDeviceCount`.
 #[cold]
 #[inline(never)]

@@ -707,7 +707,7 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
         let stream = stream.into();
         // With several GPUs the copy may need its stream's device made current (see
         // `copy_between_devices`), which the fast path does not do.
-        let lane = (dst_device == src.device && crate::device::known_sole_device().is_some())
+        let lane = (dst_device == src.device && crate::device::is_sole_device())
             .then(|| tracker::fast_lane(&stream))
             .flatten();
         if let Some(lane) = lane {

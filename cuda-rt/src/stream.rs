@@ -487,7 +487,7 @@ pub(crate) fn on_stream_device<R>(
     f: impl FnOnce() -> Result<R>,
 ) -> Result<R> {
     let device = stream.known_device();
-    if device < 0 || crate::device::known_sole_device().is_some() {
+    if device < 0 || crate::device::is_sole_device() {
         return f();
     }
     crate::device::with_current(device, f)
