@@ -4,7 +4,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-cuda="${CUDA_PATH:-$(ls -d "$root"/.cuda-toolkit/cuda-13*/nvidia/cu13 2>/dev/null | head -1)}"
+toolkits=("$root"/.cuda-toolkit/cuda-13*/nvidia/cu13)
+cuda="${CUDA_PATH:-${toolkits[0]}}"
 [[ -f "$cuda/lib/libcudart.so.13" ]] || { echo "no CUDA 13 toolkit at '$cuda' (set CUDA_PATH)"; exit 2; }
 out="$root/target/stand-in-cudart"
 mkdir -p "$out"

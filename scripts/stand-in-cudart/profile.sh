@@ -9,7 +9,8 @@ stream="${1:-owned}"
 ops="${STAND_IN_OPS:-20000}"
 lib="$root/target/stand-in-cudart/libcudart.so.13"
 [[ -f "$lib" ]] || bash "$here/build.sh" > /dev/null
-export CUDA_PATH="${CUDA_PATH:-$(ls -d "$root"/.cuda-toolkit/cuda-13*/nvidia/cu13 | head -1)}"
+toolkits=("$root"/.cuda-toolkit/cuda-13*/nvidia/cu13)
+export CUDA_PATH="${CUDA_PATH:-${toolkits[0]}}"
 CARGO_TARGET_DIR="$root/target/stand-in-cudart/probe" \
   cargo build --release --quiet --manifest-path "$here/probe/Cargo.toml"
 probe="$root/target/stand-in-cudart/probe/release/stand-in-probe"

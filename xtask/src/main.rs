@@ -44,7 +44,7 @@ Checks (CI runs all but count-unsafe):
   count-unsafe              a Markdown table of `unsafe` per crate and target (docs/reliability.md)
   build-cmake-example [static|shared] [BUILD_DIR] [release|debug]
                             the CMake example (interop/cpp) against cuda_rt::interop
-  shellcheck                shellcheck over scripts/*.sh and .ci/run
+  shellcheck                shellcheck over scripts/**/*.sh and .ci/run
 
 Toolkits and programs:
   provision-cuda12          install CUDA 12.4.1 into .cuda-toolkit/cuda-12.4.1 and print its root

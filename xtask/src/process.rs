@@ -112,15 +112,21 @@ pub fn script(name: &str, args: &[&str]) -> Result {
         .args(args))
 }
 
-/// The shell scripts of the workspace that we maintain: `scripts/*.sh` and `.ci/run`.
+/// The shell scripts of the workspace that we maintain: those under `scripts/` and `.ci/run`.
 /// (cuda-rt-sys/scripts/update-bindings.sh belongs to cuda-rt-sys and is checked there.)
 pub fn shell_scripts() -> Result<Vec<PathBuf>> {
     let mut scripts = vec![PathBuf::from(".ci/run")];
-    let mut in_scripts: Vec<PathBuf> = std::fs::read_dir(root().join("scripts"))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "sh"))
-        .filter_map(|p| p.strip_prefix(root()).ok().map(Path::to_path_buf))
-        .collect();
+    let mut in_scripts = Vec::new();
+    let mut folders = vec![root().join("scripts")];
+    while let Some(folder) = folders.pop() {
+        for path in std::fs::read_dir(folder)?.filter_map(|entry| entry.ok().map(|e| e.path())) {
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "sh") {
+                in_scripts.extend(path.strip_prefix(root()).ok().map(Path::to_path_buf));
+            }
+        }
+    }
     in_scripts.sort();
     scripts.extend(in_scripts);
     Ok(scripts)

@@ -1,0 +1,35 @@
+#!/bin/bash
+# The CUDA calls per operation of the probe (see README.md) in steady state, under the stand-in
+# runtime: each 4 KiB copy between two buffers used on one stream must make exactly one call,
+# its cudaMemcpyAsync (no event record or wait, no device query or switch), on the legacy,
+# per-thread and an owned stream. Exits 1 if it makes any other.
+#   bash scripts/stand-in-cudart/calls.sh
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+lib="$(bash "$here/build.sh")"
+toolkits=("$root"/.cuda-toolkit/cuda-13*/nvidia/cu13)
+export CUDA_PATH="${CUDA_PATH:-${toolkits[0]}}"
+CARGO_TARGET_DIR="$root/target/stand-in-cudart/probe" \
+  cargo build --release --quiet --manifest-path "$here/probe/Cargo.toml"
+probe="$root/target/stand-in-cudart/probe/release/stand-in-probe"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+status=0
+for stream in legacy per-thread owned; do
+  # Two runs that differ only in the number of copies: their difference is what the copies call.
+  for ops in 1000 3000; do
+    STAND_IN_TRACE=1 STAND_IN_OPS=$ops STAND_IN_TRIALS=1 LD_LIBRARY_PATH="$(dirname "$lib")" \
+      "$probe" "$stream" safe > /dev/null 2> "$work/$stream.$ops"
+  done
+  python3 - "$stream" "$work/$stream.1000" "$work/$stream.3000" <<'PY' || status=1
+import collections, sys
+stream, few, many = sys.argv[1:]
+def calls(path):
+    return collections.Counter(l.split()[1] for l in open(path) if l.startswith('stand-in: '))
+per_copy = {name: n / 2000 for name, n in (calls(many) - calls(few)).items()}
+print(f'{stream}: calls per copy: ' + ', '.join(f'{k} {v:g}' for k, v in sorted(per_copy.items())))
+sys.exit(0 if per_copy == {'cudaMemcpyAsync': 1.0} else 1)
+PY
+done
+exit $status
