@@ -3,8 +3,11 @@
 //! `cudaMemcpyAsync` of the same pointers.
 //!
 //! ```text
-//! stand-in-probe [legacy|per-thread|owned] [raw|safe|both]
+//! stand-in-probe [legacy|per-thread|owned|readers] [raw|safe|both]
 //! ```
+//!
+//! `readers`: one source, written once on an owned stream, copied at every operation into three
+//! buffers, each on a stream of its own (three copies per operation).
 //!
 //! `STAND_IN_OPS` sets the operations per trial (200 000), `STAND_IN_TRIALS` the trials (15; the
 //! median is printed). Under the stand-in runtime the times are those of the safe layer's own
@@ -36,12 +39,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         setting("STAND_IN_TRIALS", 15),
     );
     let owned = Stream::new()?;
+    if which == "readers" {
+        return readers(side, ops, trials);
+    }
     let stream: StreamRef<'_> = match which {
         "legacy" => StreamRef::legacy(),
         "per-thread" => StreamRef::per_thread(),
         "owned" => (&owned).into(),
         other => {
-            return Err(format!("unknown stream {other:?}: legacy, per-thread or owned").into())
+            return Err(
+                format!("unknown stream {other:?}: legacy, per-thread, owned or readers").into(),
+            )
         }
     };
     let src = DeviceBuffer::<u8>::zeroed(4096)?;
@@ -93,5 +101,51 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (true, false) => println!("{which}: cuda-rt {:.1} ns", median(safe_ns)),
         (true, true) => return Err(format!("unknown side {side:?}: raw, safe or both").into()),
     }
+    Ok(())
+}
+
+/// The `readers` case: a source written once, then read by copies on three streams per
+/// operation (the safe side only; the raw side makes the same three `cudaMemcpyAsync`).
+fn readers(side: &str, ops: usize, trials: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let streams = [Stream::new()?, Stream::new()?, Stream::new()?];
+    let writer = Stream::new()?;
+    let mut src = DeviceBuffer::<u8>::new(4096)?;
+    src.set_bytes_async(&writer, 7)?;
+    let mut dsts = [
+        DeviceBuffer::<u8>::new(4096)?,
+        DeviceBuffer::<u8>::new(4096)?,
+        DeviceBuffer::<u8>::new(4096)?,
+    ];
+    let mut ns = Vec::new();
+    for _ in 0..trials {
+        let started = Instant::now();
+        for _ in 0..ops {
+            for (dst, stream) in dsts.iter_mut().zip(&streams) {
+                if side == "raw" {
+                    // SAFETY: two live 4 KiB allocations; the stream is live; waited for below.
+                    let status = unsafe {
+                        cuda_rt_sys::cudaMemcpyAsync(
+                            dst.as_mut_raw_ptr().cast(),
+                            src.as_raw_ptr().cast(),
+                            4096,
+                            cuda_rt_sys::cudaMemcpyDeviceToDevice,
+                            stream.as_raw().cast(),
+                        )
+                    };
+                    assert_eq!(status, 0, "cudaMemcpyAsync");
+                } else {
+                    dst.copy_from_device_async(stream, &src)?;
+                }
+            }
+        }
+        ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
+        for stream in &streams {
+            stream.synchronize()?;
+        }
+    }
+    println!(
+        "readers {side}: {:.1} ns per operation (three copies)",
+        median(ns)
+    );
     Ok(())
 }
