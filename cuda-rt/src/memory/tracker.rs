@@ -420,8 +420,7 @@ impl Tracker {
     ) -> Option<RaiseQueued<'_>> {
         let mut state = self.lock_unsettled();
         let marker = state.fast(span, access, memory_device, lane)?;
-        state.shared |= marker_bit(marker);
-        state.registered = state.registered.wrapping_add(1);
+        state.register_shared(marker);
         Some(RaiseQueued(&self.queued))
     }
 
@@ -455,8 +454,7 @@ impl Tracker {
             let mut state = self.lock();
             let begun = state.begin(span, access, memory_device, stream, &self.queued)?;
             if begun.lazy() {
-                state.shared |= marker_bit(begun.marker);
-                state.registered = state.registered.wrapping_add(1);
+                state.register_shared(begun.marker);
             }
             begun
         };
@@ -777,7 +775,26 @@ impl Marker {
     }
 }
 
+/// What [`State::fast`] leaves to the slow path whatever the state: an empty span (which has no
+/// marker), a use across devices that needs peer access, a use inside a host callback (refused
+/// there with an error).
+#[inline(always)]
+fn outside_fast_path(span: Span, access: Access, memory_device: i32, device: i32) -> bool {
+    span.is_empty()
+        || (device != memory_device && !access.across_devices())
+        || crate::context::in_callback()
+}
+
 impl State {
+    /// Registers a use through a shared borrow on lazy marker `marker`, whose work is not
+    /// queued yet: counted in [`registered`](Self::registered) until it counts itself in
+    /// `Tracker::queued`, and its marker noted in [`shared`](Self::shared).
+    #[inline]
+    fn register_shared(&mut self, marker: usize) {
+        self.shared |= marker_bit(marker);
+        self.registered = self.registered.wrapping_add(1);
+    }
+
     /// The common case, decided without a CUDA call or an error value: the last use of all of
     /// `span` was on this owned stream, of the memory's device. Marks the use (nothing to wait
     /// for: the stream orders it) and returns the marker it was marked on; `None` sends the use
@@ -801,9 +818,7 @@ impl State {
                 if hint.id != id
                     || !hint.span.contains(span)
                     || (hint.reads_only && access.writes())
-                    || span.is_empty()
-                    || (device != memory_device && !access.across_devices())
-                    || crate::context::in_callback()
+                    || outside_fast_path(span, access, memory_device, device)
                 {
                     return None;
                 }
@@ -825,11 +840,7 @@ impl State {
         memory_device: i32,
         (id, device): (u64, i32),
     ) -> Option<usize> {
-        if (device != memory_device && !access.across_devices())
-            || self.poisoned
-            || span.is_empty()
-            || crate::context::in_callback()
-        {
+        if self.poisoned || outside_fast_path(span, access, memory_device, device) {
             return None;
         }
         if let Some(marker) = self.fast_own_range(span, access, id) {
