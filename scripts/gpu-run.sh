@@ -33,6 +33,20 @@ done
 logs=.gpu/logs; mkdir -p "$logs"
 all="${OUT:-.gpu/logs}/gpu-tests.log"; : > "$all"
 export CUDA_RT_REQUIRE_GPU=1 RUST_BACKTRACE=1
+# NCCL for cuda-rt-nccl's suites: the library CUDA_RT_NCCL_LIBRARY names, else the one of
+# Python's NVIDIA wheels where they are installed; then a missing NCCL fails those suites.
+# NVLink multicast stays off (it can take a shared machine's GPUs out of service).
+export NCCL_NVLS_ENABLE=0
+if [[ -z "${CUDA_RT_NCCL_LIBRARY:-}" ]]; then
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)
+  if [[ -n "$nccl" && -f "$nccl" ]]; then export CUDA_RT_NCCL_LIBRARY="$nccl"; fi
+fi
+if [[ -n "${CUDA_RT_NCCL_LIBRARY:-}" ]]; then
+  export CUDA_RT_REQUIRE_NCCL=1
+  echo "NCCL: $CUDA_RT_NCCL_LIBRARY"
+else
+  echo "NCCL: none found (cuda-rt-nccl's suites will say they skipped)"
+fi
 export LD_LIBRARY_PATH="$PWD/.gpu/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 fail=0; summary=()

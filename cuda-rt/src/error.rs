@@ -89,6 +89,16 @@ pub enum ErrorKind {
         /// Its size in the compiled kernel.
         found_bytes: usize,
     },
+    /// A library that queues its work on this crate's streams and memory (NCCL, through
+    /// cuda-rt-nccl) returned this status. The library names it and describes it.
+    Library {
+        /// The library's status code (never its success code).
+        status: i32,
+        /// The library's name for the status (`ncclSystemError`, ...).
+        name: &'static str,
+        /// What the status means.
+        message: &'static str,
+    },
 }
 
 /// An error: what went wrong ([`ErrorKind`]), the CUDA call that reported it, and what this crate
@@ -215,6 +225,7 @@ impl Error {
             ErrorKind::InHostCallback => "InHostCallback",
             ErrorKind::WrongGraph => "WrongGraph",
             ErrorKind::KernelSignature { .. } => "KernelSignature",
+            ErrorKind::Library { name, .. } => name,
         }
     }
 
@@ -242,6 +253,7 @@ impl Error {
             ErrorKind::KernelSignature { .. } => {
                 "the declared kernel parameters do not match the compiled kernel"
             }
+            ErrorKind::Library { message, .. } => message,
         }
     }
 
@@ -293,6 +305,7 @@ impl fmt::Display for Error {
         write!(f, "{}: {}: {}", self.call, self.name(), self.message())?;
         match self.kind {
             ErrorKind::Cuda(status) => write!(f, " (status {status})"),
+            ErrorKind::Library { status, .. } => write!(f, " (status {status})"),
             ErrorKind::LengthMismatch { expected, actual } => {
                 write!(f, " (expected {expected}, got {actual})")
             }

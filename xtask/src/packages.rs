@@ -1,5 +1,5 @@
 //! `cargo xtask check-packages [--allow-dirty]`: the crates meant for crates.io (cuda-rt-sys,
-//! cuda-rt, cuda-rt-build, cuda-rt-testing) checked as a user receives them, without a GPU:
+//! cuda-rt, cuda-rt-build, cuda-rt-nccl, cuda-rt-testing) checked as a user receives them, without a GPU:
 //!
 //! 1. `cargo publish --workspace --dry-run`: each is packaged, and each package builds from its
 //!    packaged files alone (cargo verifies them in dependency order, the unpublished ones
@@ -19,7 +19,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const CRATES: [&str; 4] = ["cuda-rt-sys", "cuda-rt", "cuda-rt-build", "cuda-rt-testing"];
+const CRATES: [&str; 5] = [
+    "cuda-rt-sys",
+    "cuda-rt",
+    "cuda-rt-build",
+    "cuda-rt-nccl",
+    "cuda-rt-testing",
+];
 
 pub fn check_packages(args: &[&str]) -> Result {
     let extra: &[&str] = match args {
