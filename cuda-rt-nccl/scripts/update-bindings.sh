@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the committed NCCL bindings (cuda-rt-nccl/src/sys.rs) from the nccl.h of the exact
 # PyPI wheel pinned below, with the configuration of scripts/bindgen_config.rs (through the
-# `regenerate` test of tests/bindings.rs). Needs python3 with pip, network access to PyPI,
+# `regenerate` test of tests/nccl_bindings.rs). Needs python3 with pip, network access to PyPI,
 # libclang (Debian: apt-get install libclang-dev) and a CUDA toolkit in CUDA_PATH (nccl.h
 # includes cuda_runtime.h). Run from anywhere in the workspace.
 set -euo pipefail
@@ -18,4 +18,4 @@ with zipfile.ZipFile(glob.glob(work + "/*.whl")[0]) as z:
     z.extract("nvidia/nccl/include/nccl.h", work)
 PY
 CUDA_RT_NCCL_INCLUDE="$work/nvidia/nccl/include" \
-  cargo test -p cuda-rt-nccl --test bindings -- --ignored --exact regenerate --nocapture
+  cargo test -p cuda-rt-nccl --test nccl_bindings -- --ignored --exact regenerate --nocapture

@@ -52,6 +52,13 @@ const DYNAMIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-sys/static,cuda-
 /// `bench-NAME-cub`: the merge sort against CUB, and the batch pipeline against raw CUDA + CUB.
 const CUB_BENCHES: [&str; 2] = ["sort", "pipeline"];
 
+/// The packages whose examples that call `common::main(` are checked programs, and their folders:
+/// the numbered lessons and the sample ports.
+const CHECKED_EXAMPLES: [(&str, &str); 2] = [
+    ("cuda-rt", "cuda-rt/examples"),
+    ("cuda-rt-nccl", "cuda-rt-nccl/examples"),
+];
+
 /// The shared libraries that tests/runtimes.rs of cuda-rt-interop loads from beside itself.
 const INTEROP_SHARED_LIBRARIES: [&str; 2] =
     ["libmylib_own_static_cudart.so", "libmylib_shared_cudart.so"];
@@ -306,23 +313,29 @@ fn stage_checked_examples(
     manifest: &mut Manifest,
 ) -> Result<Vec<String>> {
     let mut names = Vec::new();
-    for entry in fs::read_dir(root().join("cuda-rt/examples"))? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "rs")
-            && fs::read_to_string(&path)?.contains("common::main(")
-        {
-            let stem = path.file_stem().and_then(|s| s.to_str());
-            names.push(stem.expect("a UTF-8 file name").to_owned());
+    for (package, folder) in CHECKED_EXAMPLES {
+        let mut found = Vec::new();
+        for entry in fs::read_dir(root().join(folder))? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "rs")
+                && fs::read_to_string(&path)?.contains("common::main(")
+            {
+                let stem = path.file_stem().and_then(|s| s.to_str());
+                found.push(stem.expect("a UTF-8 file name").to_owned());
+            }
         }
-    }
-    names.sort();
-    for name in &names {
-        let example = built
-            .iter()
-            .find(|a| a.package == "cuda-rt" && &a.target == name)
-            .ok_or_else(|| Error::new(format!("cargo built no executable for example {name}")))?;
-        copy(&example.executable, &bin.join(format!("example-{name}")))?;
-        manifest.remove(&format!("test-{name}"), bin)?;
+        found.sort();
+        for name in &found {
+            let example = built
+                .iter()
+                .find(|a| a.package == package && &a.target == name)
+                .ok_or_else(|| {
+                    Error::new(format!("cargo built no executable for example {name}"))
+                })?;
+            copy(&example.executable, &bin.join(format!("example-{name}")))?;
+            manifest.remove(&format!("test-{name}"), bin)?;
+        }
+        names.extend(found);
     }
     eprintln!("checked examples staged: {}", names.join(" "));
     Ok(names)
