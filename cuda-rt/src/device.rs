@@ -12,6 +12,7 @@
 use crate::error::{with_deferred, Error, Result};
 use crate::raw;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// A CUDA device, by ordinal.
 ///
@@ -212,6 +213,30 @@ pub(crate) fn note_peer_access(device: i32, peer: i32) {
             word.fetch_or(device_bit(peer), Ordering::Relaxed);
         }
     }
+}
+
+/// The pools created by [`MemPool::new`](crate::MemPool::new) that are alive: (device, handle).
+/// Peer access covers none of them by itself: [`Device::enable_peer_access`] grants each pool
+/// of the peer to the new accessor, and a pool created later is granted to every device that
+/// already has access to its device, both under this lock, so that no pool misses a grant.
+static CREATED_POOLS: Mutex<Vec<(i32, usize)>> = Mutex::new(Vec::new());
+
+/// Records a pool just created on `device` and grants it (`cudaMemPoolSetAccess`) to every
+/// device with peer access to `device`.
+pub(crate) fn note_created_pool(device: i32, pool: raw::RawMemPool) -> Result<()> {
+    let mut pools = CREATED_POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    for accessor in (0..64).filter(|&a| a != device && peer_access_enabled(a, device)) {
+        // SAFETY: a live pool, just created; `accessor` is a device ordinal.
+        unsafe { raw::mem_pool_set_access_read_write(pool, accessor) }?;
+    }
+    pools.push((device, pool as usize));
+    Ok(())
+}
+
+/// Forgets a created pool that is about to be destroyed.
+pub(crate) fn forget_created_pool(pool: raw::RawMemPool) {
+    let mut pools = CREATED_POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    pools.retain(|&(_, p)| p != pool as usize);
 }
 
 /// Whether kernels on `device` may use `peer`'s memory (peer access enabled through
@@ -707,8 +732,8 @@ impl Device {
     /// Memory from a stream-ordered pool is not covered by `cudaDeviceEnablePeerAccess`: this
     /// also grants this device read and write access to the pool that `peer`'s stream-ordered
     /// allocations come from (`cudaDeviceGetMemPool`, `cudaMemPoolSetAccess`), which is where
-    /// [`DeviceBuffer::new`](crate::DeviceBuffer::new) allocates. A pool of your own
-    /// ([`MemPool::new`](crate::MemPool::new)) needs its own grant.
+    /// [`DeviceBuffer::new`](crate::DeviceBuffer::new) allocates, and to every pool of `peer`
+    /// made with [`MemPool::new`](crate::MemPool::new), now or later.
     ///
     /// # Errors
     /// `cudaErrorPeerAccessAlreadyEnabled` (the pool's access is granted anyway),
@@ -732,8 +757,16 @@ impl Device {
                 Err(e) if e.code() == Some(raw::status::NOT_SUPPORTED) => {}
                 Err(e) => return Err(e.context(WHAT)),
             }
+            let pools = CREATED_POOLS.lock().unwrap_or_else(|e| e.into_inner());
+            for &(_, pool) in pools.iter().filter(|&&(device, _)| device == peer.0) {
+                // SAFETY: a live pool of `peer` (pools leave the list before they are
+                // destroyed, under this lock).
+                unsafe { raw::mem_pool_set_access_read_write(pool as raw::RawMemPool, self.0) }
+                    .map_err(|e| e.context(WHAT))?;
+            }
             // Kernels on this device may use `peer`'s memory from now on.
             note_peer_access(self.0, peer.0);
+            drop(pools);
         }
         result.map_err(|e| e.context(WHAT))
     }

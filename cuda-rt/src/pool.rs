@@ -92,6 +92,13 @@ impl MemPool {
         // SAFETY: no preconditions; the pool is owned by the MemPool built below.
         let raw = unsafe { raw::mem_pool_create(device.ordinal()) }
             .map_err(|e| e.context("MemPool::new"))?;
+        if let Err(e) = crate::device::note_created_pool(device.ordinal(), raw) {
+            // SAFETY: ours, just created, used by nothing.
+            defer_result(
+                unsafe { raw::mem_pool_destroy(raw) }.map_err(|e| e.context("MemPool::new")),
+            );
+            return Err(e.context("MemPool::new"));
+        }
         Ok(MemPool {
             raw,
             device: device.ordinal(),
@@ -232,6 +239,7 @@ impl PoolLife {
     /// `cudaMemPoolDestroy`.
     fn destroy(self) -> Result<()> {
         let this = std::mem::ManuallyDrop::new(self);
+        crate::device::forget_created_pool(this.raw);
         // SAFETY: our pool, created by `MemPool::new`, destroyed once (its drop does not run).
         unsafe { raw::mem_pool_destroy(this.raw) }
     }
@@ -251,6 +259,7 @@ impl Drop for PoolLife {
             crate::context::after_capture(Box::new(move || drop(life)));
             return;
         }
+        crate::device::forget_created_pool(self.raw);
         // SAFETY: our pool, created by `MemPool::new`, destroyed once; nothing holds it.
         let result = unsafe { raw::mem_pool_destroy(self.raw) };
         defer_result(result.map_err(|e| e.context("MemPool::drop")));

@@ -313,6 +313,54 @@ mod across_devices {
         }
     }
 
+    /// A kernel on device 1 writes buffers of device 0 that come from pools of device 0's own
+    /// (`MemPool::new`), one made before peer access was enabled and one after, and from the
+    /// device's default pool: the tracking lets the kernel use them once access is enabled, so
+    /// the GPU must let it too (peer access alone does not cover pools: each is granted).
+    #[test]
+    fn a_peer_kernel_writes_buffers_of_every_pool_of_the_device() {
+        let Some((devices, _serial)) =
+            devices("a_peer_kernel_writes_buffers_of_every_pool_of_the_device")
+        else {
+            return;
+        };
+        let (d0, d1) = (devices[0], devices[1]);
+        if !d1.can_access_peer(d0).unwrap() {
+            println!("a_peer_kernel_writes_buffers_of_every_pool_of_the_device: skipped: device 1 cannot access device 0");
+            return;
+        }
+        let before = cuda_rt::MemPool::new(d0).unwrap();
+        match d1.enable_peer_access(d0) {
+            Ok(()) => {}
+            Err(e) if e.code() == Some(cuda_rt::raw::status::PEER_ACCESS_ALREADY_ENABLED) => {}
+            Err(e) => panic!("enable_peer_access: {e}"),
+        }
+        let after = cuda_rt::MemPool::new(d0).unwrap();
+        let default = cuda_rt::MemPool::device_default(d0).unwrap();
+        let spin = Spin::new(d1);
+        for (i, (name, pool)) in [
+            ("before", &before),
+            ("after", &after),
+            ("default", &default),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (_, s0) = on(d0, 1);
+            let (_, s1) = on(d1, 1);
+            let mut buffer = DeviceBuffer::<u32>::new_in_pool(N, pool, &s0).unwrap();
+            buffer.set_bytes_async(&s0, 0).unwrap();
+            let value = 40 + i as u32;
+            spin.fill(&s1, &mut buffer, value);
+            assert_all(
+                &buffer.to_vec().unwrap(),
+                value,
+                &format!("a pool made {name} peer access"),
+            );
+        }
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
     /// Memory of device 0 on a stream of device 1: refused with an error that names both
     /// devices, also for a view; a peer copy is not refused.
     #[test]
