@@ -44,6 +44,7 @@ pub fn check_packages(args: &[&str]) -> Result {
     if packages.exists() {
         fs::remove_dir_all(&packages)?;
     }
+    forget_unpacked_overlays()?;
     run(cargo()
         .args(["publish", "--workspace", "--dry-run", "--target-dir"])
         .arg(&target)
@@ -119,6 +120,49 @@ pub fn check_packages(args: &[&str]) -> Result {
         "check-packages: the unpacked crates built and passed their tests in {} s",
         seconds_since(start)
     );
+    Ok(())
+}
+
+/// Removes what earlier dry runs left of our packages in Cargo's home: the dry run serves the
+/// packages it has not published from a local overlay, which Cargo unpacks (and caches) under
+/// `registry/src/-HASH/NAME-VERSION` (`registry/cache/-HASH/...`); the hash names the overlay's
+/// folder, the same for every run, and an unpacked copy already there is used as it is. A
+/// dependent's verification then compiles against the package of an earlier run.
+fn forget_unpacked_overlays() -> Result {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .ok_or_else(|| Error::new("neither CARGO_HOME nor HOME is set"))?;
+    for kind in ["src", "cache"] {
+        let Ok(sources) = fs::read_dir(home.join("registry").join(kind)) else {
+            continue;
+        };
+        for source in sources.filter_map(|e| e.ok().map(|e| e.path())) {
+            // Local overlays only: their folders are named `-HASH` (registries' `HOST-HASH`).
+            if !source
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('-'))
+            {
+                continue;
+            }
+            for entry in fs::read_dir(&source)?.filter_map(|e| e.ok().map(|e| e.path())) {
+                let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let ours = CRATES.iter().any(|krate| {
+                    name.strip_prefix(krate)
+                        .and_then(|rest| rest.strip_prefix('-'))
+                        .is_some_and(|version| version.starts_with(|c: char| c.is_ascii_digit()))
+                });
+                if ours {
+                    if entry.is_dir() {
+                        fs::remove_dir_all(&entry)?;
+                    } else {
+                        fs::remove_file(&entry)?;
+                    }
+                }
+            }
+        }
+    }
     Ok(())
 }
 
