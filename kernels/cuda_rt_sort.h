@@ -206,6 +206,56 @@ typedef struct CudaRtSortArgs {
     uint32_t flags;
 } CudaRtSortArgs;
 
+/** Most parts of a run of CudaRtSortRun. */
+#define CUDA_RT_SORT_RUN_MAX_PARTS 8u
+/** Outputs per merge tile of cuda_rt_kernels_merge_runs: its cuts hold
+ * ceil(out_len / CUDA_RT_SORT_MERGE_RUNS_TILE) + 1 words. */
+#define CUDA_RT_SORT_MERGE_RUNS_TILE 2048u
+
+/** A sorted run stored in up to CUDA_RT_SORT_RUN_MAX_PARTS parts, one after the other, each
+ * possibly on another device: the device that merges the run reads every part (peer access). */
+typedef struct CudaRtSortRun {
+    /** The keys of each part. */
+    const void* keys[CUDA_RT_SORT_RUN_MAX_PARTS];
+    /** The values of each part (unused for keys only). */
+    const void* values[CUDA_RT_SORT_RUN_MAX_PARTS];
+    /** The length of each part. */
+    unsigned long long lens[CUDA_RT_SORT_RUN_MAX_PARTS];
+    /** Parts used, 0 to CUDA_RT_SORT_RUN_MAX_PARTS. */
+    uint32_t parts;
+    /** Zero. */
+    uint32_t reserved;
+} CudaRtSortRun;
+
+/** A slice of the stable merge of two sorted runs: out receives the elements
+ * [out_begin, out_begin + out_len) of merge(a, b), where a's element comes first among equal
+ * keys. The runs must not overlap the output. */
+typedef struct CudaRtSortMergeArgs {
+    /** The first run (its elements come first among equal keys). */
+    CudaRtSortRun a;
+    /** The second run. */
+    CudaRtSortRun b;
+    /** The output keys, out_len of them. */
+    void* keys;
+    /** The output values (null for keys only). */
+    void* values;
+    /** Scratch of ceil(out_len / CUDA_RT_SORT_MERGE_RUNS_TILE) + 1 words, on the device that
+     * merges. */
+    unsigned long long* cuts;
+    /** The first element of the merge that the output receives. */
+    unsigned long long out_begin;
+    /** The number of elements the output receives. */
+    unsigned long long out_len;
+    /** 1, 2, 4 or 8. */
+    uint32_t key_bytes;
+    /** 0 (keys only), 4, 8 or 16. */
+    uint32_t value_bytes;
+    /** As CudaRtSortArgs.key_mode: the order the runs are sorted in. */
+    uint32_t key_mode;
+    /** Zero. */
+    uint32_t reserved;
+} CudaRtSortMergeArgs;
+
 #ifdef __cplusplus
 #define CUDA_RT_SORT_STATIC_ASSERT static_assert
 #else
@@ -221,6 +271,10 @@ CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortArgs) == 88, "CudaRtSortArgs: 88 byt
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, status) == 56, "CudaRtSortArgs.status");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, n) == 64, "CudaRtSortArgs.n");
 CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortArgs, flags) == 84, "CudaRtSortArgs.flags");
+CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortRun) == 200, "CudaRtSortRun: 200 bytes");
+CUDA_RT_SORT_STATIC_ASSERT(sizeof(CudaRtSortMergeArgs) == 456, "CudaRtSortMergeArgs: 456 bytes");
+CUDA_RT_SORT_STATIC_ASSERT(offsetof(CudaRtSortMergeArgs, out_len) == 432,
+                           "CudaRtSortMergeArgs.out_len");
 
 /* ---- Entry points -------------------------------------------------------------------------- */
 
@@ -254,6 +308,13 @@ cudaError_t cuda_rt_kernels_sort_nordc(const CudaRtSortArgs* args, cudaStream_t 
  * to stage_ms[0..*stages). cudaErrorInvalidValue when capacity < *stages. */
 cudaError_t cuda_rt_kernels_sort_stage_times(const CudaRtSortArgs* args, cudaStream_t stream,
                                              float* stage_ms, uint32_t capacity, uint32_t* stages);
+
+/** Enqueues on `stream` the merge slice *args (two kernels: the cuts of the output's tiles,
+ * then the tiles). Every part of both runs must be readable from the stream's device.
+ * cudaErrorInvalidValue, with nothing queued, for unsupported key or value sizes, more than
+ * CUDA_RT_SORT_RUN_MAX_PARTS parts, a null cuts or output, or an output past the end of the
+ * merge. Nothing is queued for out_len == 0. */
+cudaError_t cuda_rt_kernels_merge_runs(const CudaRtSortMergeArgs* args, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -102,6 +102,7 @@
 //!   (grow-only scratch owned by the workspace, one sort at a time; the C interface's).
 //! - [`ffi`]: the C interface of `kernels/mergesort.cu`.
 
+mod devices;
 pub mod ffi;
 mod outcome;
 pub mod raw;
@@ -347,6 +348,14 @@ pub enum SortError {
     /// forms refuse a capturing stream: capture with [`SortWorkspace::sort_captured`], whose
     /// check is a host node that runs on every replay. Nothing was queued.
     StreamCapturing,
+    /// A sort across devices was given no parts (or devices), or more than its merges take
+    /// ([`merge_runs::MAX_PARTS`](ffi::merge_runs::MAX_PARTS)). Nothing was queued.
+    TooManyParts {
+        /// The parts (devices) given.
+        parts: usize,
+        /// The most a sort across devices takes.
+        max: usize,
+    },
 }
 
 impl SortError {
@@ -440,6 +449,11 @@ impl fmt::Display for SortError {
                  would run on every replay: capture the sort with SortWorkspace::sort_captured; \
                  nothing was queued"
             ),
+            SortError::TooManyParts { parts, max } => write!(
+                f,
+                "sort across devices: {parts} parts (devices) given, 1 to {max} taken; nothing \
+                 was queued"
+            ),
             SortError::SharedMemoryLimit { needed, limit } => write!(
                 f,
                 "sort: the sort's blocks need {needed} bytes of shared memory per block, more \
@@ -504,6 +518,10 @@ impl From<SortError> for cuda_rt::Error {
             SortError::StreamCapturing => cuda(
                 sys::cudaErrorStreamCaptureUnsupported,
                 "sort: the stream is capturing a graph",
+            ),
+            SortError::TooManyParts { .. } => cuda(
+                sys::cudaErrorInvalidValue,
+                "sort across devices: no parts, or too many",
             ),
         }
     }

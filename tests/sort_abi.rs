@@ -21,7 +21,7 @@ fn generate(header: &Path, include_dir: &Path) -> Result<String, bindgen::Bindge
         .clang_args(["-x", "c", "-std=c11"])
         .allowlist_type("CudaRtSort.*")
         .allowlist_var("CUDA_RT_SORT_.*")
-        .allowlist_function("cuda_rt_kernels_sort.*")
+        .allowlist_function("cuda_rt_kernels_(sort.*|merge_runs)")
         // Nothing but the items above: the runtime's types they name (cudaError_t,
         // cudaStream_t) come from cuda-rt-sys, generated from the same headers.
         .allowlist_recursively(false)

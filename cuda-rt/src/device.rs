@@ -726,6 +726,13 @@ impl Device {
             .map_err(|e| e.context("Device::can_access_peer"))
     }
 
+    /// Whether this device has access to `peer`'s memory through
+    /// [`enable_peer_access`](Self::enable_peer_access) of this crate (true for the device
+    /// itself). Calls no CUDA: peer access enabled by other code in the process is not seen.
+    pub fn has_peer_access(self, peer: Device) -> bool {
+        self == peer || peer_access_enabled(self.0, peer.0)
+    }
+
     /// `cudaDeviceEnablePeerAccess`: lets this device access `peer`'s memory (needed by kernels
     /// that dereference peer pointers; peer copies work without it, staged through the host).
     ///

@@ -313,10 +313,12 @@ mod across_devices {
         }
     }
 
-    /// A kernel on device 1 writes buffers of device 0 that come from pools of device 0's own
+    /// A kernel on device 0 writes buffers of device 1 that come from pools of device 1's own
     /// (`MemPool::new`), one made before peer access was enabled and one after, and from the
     /// device's default pool: the tracking lets the kernel use them once access is enabled, so
-    /// the GPU must let it too (peer access alone does not cover pools: each is granted).
+    /// the GPU must let it too (peer access alone does not cover pools: each is granted). Only
+    /// device 0 gets access to device 1 (peer access is for the whole process, and
+    /// `errors_name_both_devices` needs device 1 without access to device 0).
     #[test]
     fn a_peer_kernel_writes_buffers_of_every_pool_of_the_device() {
         let Some((devices, _serial)) =
@@ -325,19 +327,19 @@ mod across_devices {
             return;
         };
         let (d0, d1) = (devices[0], devices[1]);
-        if !d1.can_access_peer(d0).unwrap() {
-            println!("a_peer_kernel_writes_buffers_of_every_pool_of_the_device: skipped: device 1 cannot access device 0");
+        if !d0.can_access_peer(d1).unwrap() {
+            println!("a_peer_kernel_writes_buffers_of_every_pool_of_the_device: skipped: device 0 cannot access device 1");
             return;
         }
-        let before = cuda_rt::MemPool::new(d0).unwrap();
-        match d1.enable_peer_access(d0) {
+        let before = cuda_rt::MemPool::new(d1).unwrap();
+        match d0.enable_peer_access(d1) {
             Ok(()) => {}
             Err(e) if e.code() == Some(cuda_rt::raw::status::PEER_ACCESS_ALREADY_ENABLED) => {}
             Err(e) => panic!("enable_peer_access: {e}"),
         }
-        let after = cuda_rt::MemPool::new(d0).unwrap();
-        let default = cuda_rt::MemPool::device_default(d0).unwrap();
-        let spin = Spin::new(d1);
+        let after = cuda_rt::MemPool::new(d1).unwrap();
+        let default = cuda_rt::MemPool::device_default(d1).unwrap();
+        let spin = Spin::new(d0);
         for (i, (name, pool)) in [
             ("before", &before),
             ("after", &after),
@@ -348,10 +350,10 @@ mod across_devices {
         {
             let (_, s0) = on(d0, 1);
             let (_, s1) = on(d1, 1);
-            let mut buffer = DeviceBuffer::<u32>::new_in_pool(N, pool, &s0).unwrap();
-            buffer.set_bytes_async(&s0, 0).unwrap();
+            let mut buffer = DeviceBuffer::<u32>::new_in_pool(N, pool, &s1).unwrap();
+            buffer.set_bytes_async(&s1, 0).unwrap();
             let value = 40 + i as u32;
-            spin.fill(&s1, &mut buffer, value);
+            spin.fill(&s0, &mut buffer, value);
             assert_all(
                 &buffer.to_vec().unwrap(),
                 value,

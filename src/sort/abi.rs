@@ -49,6 +49,8 @@ pub const CUDA_RT_SORT_STATUS_LAUNCH_FAILED: u32 = 2147483648;
 pub const CUDA_RT_SORT_STATUS_STAGE_SHIFT: u32 = 16;
 pub const CUDA_RT_SORT_STATUS_STAGE_MASK: u32 = 32767;
 pub const CUDA_RT_SORT_STATUS_ERROR_MASK: u32 = 65535;
+pub const CUDA_RT_SORT_RUN_MAX_PARTS: u32 = 8;
+pub const CUDA_RT_SORT_MERGE_RUNS_TILE: u32 = 2048;
 #[doc = " What a sort of n elements needs and does, for given key and value sizes and flags."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, Hash, PartialEq, Eq)]
@@ -164,6 +166,107 @@ const _: () = {
     ["Offset of field: CudaRtSortArgs::flags"]
         [::core::mem::offset_of!(CudaRtSortArgs, flags) - 84usize];
 };
+#[doc = " A sorted run stored in up to CUDA_RT_SORT_RUN_MAX_PARTS parts, one after the other, each\n possibly on another device: the device that merges the run reads every part (peer access)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CudaRtSortRun {
+    #[doc = " The keys of each part."]
+    pub keys: [*const ::core::ffi::c_void; 8usize],
+    #[doc = " The values of each part (unused for keys only)."]
+    pub values: [*const ::core::ffi::c_void; 8usize],
+    #[doc = " The length of each part."]
+    pub lens: [::core::ffi::c_ulonglong; 8usize],
+    #[doc = " Parts used, 0 to CUDA_RT_SORT_RUN_MAX_PARTS."]
+    pub parts: u32,
+    #[doc = " Zero."]
+    pub reserved: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of CudaRtSortRun"][::core::mem::size_of::<CudaRtSortRun>() - 200usize];
+    ["Alignment of CudaRtSortRun"][::core::mem::align_of::<CudaRtSortRun>() - 8usize];
+    ["Offset of field: CudaRtSortRun::keys"][::core::mem::offset_of!(CudaRtSortRun, keys) - 0usize];
+    ["Offset of field: CudaRtSortRun::values"]
+        [::core::mem::offset_of!(CudaRtSortRun, values) - 64usize];
+    ["Offset of field: CudaRtSortRun::lens"]
+        [::core::mem::offset_of!(CudaRtSortRun, lens) - 128usize];
+    ["Offset of field: CudaRtSortRun::parts"]
+        [::core::mem::offset_of!(CudaRtSortRun, parts) - 192usize];
+    ["Offset of field: CudaRtSortRun::reserved"]
+        [::core::mem::offset_of!(CudaRtSortRun, reserved) - 196usize];
+};
+impl Default for CudaRtSortRun {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[doc = " A slice of the stable merge of two sorted runs: out receives the elements\n [out_begin, out_begin + out_len) of merge(a, b), where a's element comes first among equal\n keys. The runs must not overlap the output."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CudaRtSortMergeArgs {
+    #[doc = " The first run (its elements come first among equal keys)."]
+    pub a: CudaRtSortRun,
+    #[doc = " The second run."]
+    pub b: CudaRtSortRun,
+    #[doc = " The output keys, out_len of them."]
+    pub keys: *mut ::core::ffi::c_void,
+    #[doc = " The output values (null for keys only)."]
+    pub values: *mut ::core::ffi::c_void,
+    #[doc = " Scratch of ceil(out_len / CUDA_RT_SORT_MERGE_RUNS_TILE) + 1 words, on the device that\n merges."]
+    pub cuts: *mut ::core::ffi::c_ulonglong,
+    #[doc = " The first element of the merge that the output receives."]
+    pub out_begin: ::core::ffi::c_ulonglong,
+    #[doc = " The number of elements the output receives."]
+    pub out_len: ::core::ffi::c_ulonglong,
+    #[doc = " 1, 2, 4 or 8."]
+    pub key_bytes: u32,
+    #[doc = " 0 (keys only), 4, 8 or 16."]
+    pub value_bytes: u32,
+    #[doc = " As CudaRtSortArgs.key_mode: the order the runs are sorted in."]
+    pub key_mode: u32,
+    #[doc = " Zero."]
+    pub reserved: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of CudaRtSortMergeArgs"][::core::mem::size_of::<CudaRtSortMergeArgs>() - 456usize];
+    ["Alignment of CudaRtSortMergeArgs"][::core::mem::align_of::<CudaRtSortMergeArgs>() - 8usize];
+    ["Offset of field: CudaRtSortMergeArgs::a"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, a) - 0usize];
+    ["Offset of field: CudaRtSortMergeArgs::b"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, b) - 200usize];
+    ["Offset of field: CudaRtSortMergeArgs::keys"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, keys) - 400usize];
+    ["Offset of field: CudaRtSortMergeArgs::values"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, values) - 408usize];
+    ["Offset of field: CudaRtSortMergeArgs::cuts"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, cuts) - 416usize];
+    ["Offset of field: CudaRtSortMergeArgs::out_begin"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, out_begin) - 424usize];
+    ["Offset of field: CudaRtSortMergeArgs::out_len"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, out_len) - 432usize];
+    ["Offset of field: CudaRtSortMergeArgs::key_bytes"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, key_bytes) - 440usize];
+    ["Offset of field: CudaRtSortMergeArgs::value_bytes"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, value_bytes) - 444usize];
+    ["Offset of field: CudaRtSortMergeArgs::key_mode"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, key_mode) - 448usize];
+    ["Offset of field: CudaRtSortMergeArgs::reserved"]
+        [::core::mem::offset_of!(CudaRtSortMergeArgs, reserved) - 452usize];
+};
+impl Default for CudaRtSortMergeArgs {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
 unsafe extern "C" {
     #[doc = " Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)\n needs: scratch sizes, passes, launches, tiles, shared memory. Host only; launches nothing.\n cudaErrorInvalidValue for unsupported sizes or unknown flags."]
     pub fn cuda_rt_kernels_sort_layout(
@@ -193,5 +296,12 @@ unsafe extern "C" {
         stage_ms: *mut f32,
         capacity: u32,
         stages: *mut u32,
+    ) -> cudaError_t;
+}
+unsafe extern "C" {
+    #[doc = " Enqueues on `stream` the merge slice *args (two kernels: the cuts of the output's tiles,\n then the tiles). Every part of both runs must be readable from the stream's device.\n cudaErrorInvalidValue, with nothing queued, for unsupported key or value sizes, more than\n CUDA_RT_SORT_RUN_MAX_PARTS parts, a null cuts or output, or an output past the end of the\n merge. Nothing is queued for out_len == 0."]
+    pub fn cuda_rt_kernels_merge_runs(
+        args: *const CudaRtSortMergeArgs,
+        stream: cudaStream_t,
     ) -> cudaError_t;
 }

@@ -10,7 +10,8 @@
     non_upper_case_globals,
     missing_docs,
     clippy::all,
-    clippy::pedantic
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks
 )]
 mod abi {
     include!("abi.rs");
@@ -19,9 +20,24 @@ mod abi {
 use cuda_rt_sys::{cudaError_t, cudaStream_t};
 
 pub use abi::{
-    cuda_rt_kernels_sort, cuda_rt_kernels_sort_layout, cuda_rt_kernels_sort_nordc,
-    cuda_rt_kernels_sort_stage_times,
+    cuda_rt_kernels_merge_runs, cuda_rt_kernels_sort, cuda_rt_kernels_sort_layout,
+    cuda_rt_kernels_sort_nordc, cuda_rt_kernels_sort_stage_times,
 };
+
+/// `CudaRtSortRun`: a sorted run in parts, possibly on several devices.
+pub type SortRun = abi::CudaRtSortRun;
+
+/// `CudaRtSortMergeArgs`: a slice of the merge of two runs.
+pub type MergeArgs = abi::CudaRtSortMergeArgs;
+
+/// The sizes of [`cuda_rt_kernels_merge_runs`].
+pub mod merge_runs {
+    use super::abi;
+    /// Most parts of a [`SortRun`](super::SortRun).
+    pub const MAX_PARTS: usize = abi::CUDA_RT_SORT_RUN_MAX_PARTS as usize;
+    /// Outputs per merge tile: the cuts hold `out_len.div_ceil(TILE) + 1` words.
+    pub const TILE: usize = abi::CUDA_RT_SORT_MERGE_RUNS_TILE as usize;
+}
 
 /// `CudaRtSortLayout`: what a sort needs and does (fields as in `kernels/cuda_rt_sort.h`).
 pub type SortLayout = abi::CudaRtSortLayout;

@@ -1,0 +1,191 @@
+//! The sort across devices against the sort on one GPU, in the same run: 2^30 random `u32`
+//! keys (`--quick`: 2^28).
+//!
+//! Rows: `one GPU` sorts the keys where they are (`SortWorkspace::sort`); `on N GPUs` sorts
+//! keys of device 0 on devices 0..N (`sort_on_devices`: pieces copied out, sorted, merged back
+//! into device 0); `spread over N GPUs` sorts keys that already lie n/N on each of devices
+//! 0..N, leaving them spread (`sort_spread`). Each round restores the input (a copy from a
+//! pristine buffer on the same device, waited for), then times from the call to the
+//! synchronize of every device used; medians of the timed rounds after warm-up. The speed-up
+//! is the one-GPU median over the row's.
+
+use cuda_rt::{Device, DeviceBuffer, DeviceMemoryMut, Stream, StreamFlags};
+use cuda_rt_kernels::sort::{Order, SortWorkspace};
+use std::time::Instant;
+
+fn random_keys(n: usize, seed: u64) -> Vec<u32> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u32
+        })
+        .collect()
+}
+
+fn stream_on(device: Device) -> Stream {
+    let _current = device.set_current_scoped().unwrap();
+    Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap()
+}
+
+fn upload(device: Device, data: &[u32]) -> DeviceBuffer<u32> {
+    let _current = device.set_current_scoped().unwrap();
+    DeviceBuffer::from_slice(data).unwrap()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn synchronize(devices: &[Device]) {
+    for d in devices {
+        d.synchronize().unwrap();
+    }
+}
+
+/// Times `run` after `restore`, both given `state`, `warm` + `timed` rounds; the median in ms.
+fn time<S: ?Sized>(
+    devices: &[Device],
+    (warm, timed): (usize, usize),
+    state: &mut S,
+    restore: impl Fn(&mut S),
+    run: impl Fn(&mut S),
+) -> f64 {
+    let mut times = Vec::new();
+    for round in 0..warm + timed {
+        restore(state);
+        synchronize(devices);
+        let start = Instant::now();
+        run(state);
+        synchronize(devices);
+        if round >= warm {
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    median(times)
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let count = match Device::count() {
+        Ok(c) if c > 0 => c,
+        other => {
+            println!("sort_devices: skipped: no CUDA device ({other:?})");
+            return;
+        }
+    };
+    let devices: Vec<Device> = (0..count).map(|d| Device::new(d).unwrap()).collect();
+    let n: usize = if quick { 1 << 28 } else { 1 << 30 };
+    let rounds = if quick { (1, 3) } else { (2, 5) };
+    println!(
+        "sort_devices: {count} × {}, {n} random u32 keys",
+        devices[0].name().unwrap()
+    );
+    let input = random_keys(n, 0x5eed);
+    let workspace = SortWorkspace::new();
+    let d0 = devices[0];
+    let pristine = upload(d0, &input);
+    let mut keys = upload(d0, &input);
+    let s0 = stream_on(d0);
+    let mut rows: Vec<(String, f64)> = Vec::new();
+    let mut want = input.clone();
+    want.sort_unstable();
+    for keep in [false, true] {
+        let pools = if keep {
+            // Each device's default pool keeps what it reserved between sorts (as an
+            // application that sorts again and again would set it): no memory is mapped again.
+            for &d in &devices {
+                cuda_rt::MemPool::device_default(d)
+                    .unwrap()
+                    .set_release_threshold(u64::MAX)
+                    .unwrap();
+            }
+            " (pools keep memory)"
+        } else {
+            ""
+        };
+        let single = time(
+            &devices[..1],
+            rounds,
+            &mut keys,
+            |k| k.copy_from_device_async(&s0, &pristine).unwrap(),
+            |k| workspace.sort(&s0, k, Order::Ascending).unwrap(),
+        );
+        rows.push((format!("one GPU: `sort`{pools}"), single));
+        assert!(keys.to_vec().unwrap() == want, "one GPU: not sorted");
+
+        for used in [2usize, 4, 8].into_iter().filter(|&u| u <= count) {
+            let set = &devices[..used];
+            let t = time(
+                set,
+                rounds,
+                &mut keys,
+                |k| k.copy_from_device_async(&s0, &pristine).unwrap(),
+                |k| {
+                    workspace
+                        .sort_on_devices(&s0, k, set, Order::Ascending)
+                        .unwrap()
+                },
+            );
+            assert!(keys.to_vec().unwrap() == want, "on {used} GPUs: not sorted");
+            rows.push((
+                format!(
+                    "on {used} GPUs: `sort_on_devices`, keys of device 0 back to device 0{pools}"
+                ),
+                t,
+            ));
+
+            let piece = n / used;
+            let pristine_parts: Vec<DeviceBuffer<u32>> = set
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| upload(d, &input[i * piece..(i + 1) * piece]))
+                .collect();
+            let mut parts: Vec<DeviceBuffer<u32>> = set
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| upload(d, &input[i * piece..(i + 1) * piece]))
+                .collect();
+            let streams: Vec<Stream> = set.iter().map(|&d| stream_on(d)).collect();
+            let restore = |parts: &mut [DeviceBuffer<u32>]| {
+                for ((p, q), s) in parts.iter_mut().zip(&pristine_parts).zip(&streams) {
+                    p.copy_from_device_async(s, q).unwrap();
+                }
+            };
+            // The first step alone: every part sorted on its own device, at once.
+            let t = time(set, rounds, &mut parts[..], restore, |parts| {
+                for ((p, s), &d) in parts.iter_mut().zip(&streams).zip(set) {
+                    d.with_current(|| workspace.sort(s, p, Order::Ascending).unwrap())
+                        .unwrap();
+                }
+            });
+            rows.push((
+                format!("spread over {used} GPUs: the parts' sorts alone (no merge){pools}"),
+                t,
+            ));
+            let t = time(set, rounds, &mut parts[..], restore, |parts| {
+                workspace
+                    .sort_spread(parts, &streams, Order::Ascending)
+                    .unwrap()
+            });
+            let got: Vec<u32> = parts.iter().flat_map(|p| p.to_vec().unwrap()).collect();
+            let mut want_part = input[..piece * used].to_vec();
+            want_part.sort_unstable();
+            assert!(got == want_part, "spread over {used} GPUs: not sorted");
+            rows.push((format!("spread over {used} GPUs: `sort_spread`, n/{used} on each, result spread{pools}"), t));
+        }
+    }
+    let single = rows[0].1;
+    println!("\n| {n} u32 keys | median | speed-up over one GPU |");
+    println!("|---|---|---|");
+    let mut single = single;
+    for (name, t) in rows {
+        if name.starts_with("one GPU") {
+            single = t;
+        }
+        println!("| {name} | {t:.2} ms | {:.2}× |", single / t);
+    }
+}

@@ -1,0 +1,604 @@
+//! The sort across the GPUs of one host: keys spread over several devices, or keys of one
+//! device sorted by several.
+//!
+//! Each device sorts its part with the ordinary sort. Then sorted runs are merged pairwise, in
+//! rounds (two runs, then four, ...): the merge of two runs is cut into slices, one per device
+//! of the runs, each device writing its slice into its own memory and reading the runs' parts
+//! wherever they are, over NVLink or PCIe (`kernels/merge_runs.cu`). A round moves every key
+//! once between memories and reads it once more than a merge pass of one GPU would.
+//!
+//! Everything is queued on streams, one per device, and ordered by cuda-rt's tracking of the
+//! memory: a slice's merge waits for the sorts (or earlier merges) of every part it reads, and a
+//! part is rewritten only after every device has read it. Nothing blocks the host. The devices
+//! get peer access to one another ([`Device::enable_peer_access`], which stays enabled).
+
+use super::ffi::{self, merge_runs, MergeArgs, SortRun};
+use super::{Order, SortError, SortKey, SortWorkspace};
+use cuda_rt::{
+    Device, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, ErrorKind, Stream,
+    StreamFlags, StreamRef,
+};
+use std::ffi::c_void;
+
+/// One part of the data: keys, and values for pairs.
+struct Part<'a, K: DeviceCopy, V: DeviceCopy> {
+    keys: &'a mut DeviceBuffer<K>,
+    values: Option<&'a mut DeviceBuffer<V>>,
+}
+
+impl SortWorkspace {
+    /// Sorts keys spread over several devices, as one array: `parts[i]` (on the device of
+    /// `streams[i]`) is the `i`-th piece of the array. Afterwards the concatenation of the parts
+    /// is sorted, and each part keeps its length: part 0 holds the smallest keys, part `i` the
+    /// keys of ranks `len(0) + ... + len(i-1)` onwards. Stable across parts too: equal keys keep
+    /// the order of the concatenation.
+    ///
+    /// Queued on the streams; the host does not wait. Each device sorts its part, then
+    /// ⌈log2 parts⌉ rounds of merges follow, each device writing its own part (module docs).
+    /// A part's buffer may be exchanged for another buffer of the same device and length (the
+    /// merges write the other of two buffers, which are swapped at the end where that is where
+    /// the keys are).
+    ///
+    /// # Errors
+    /// [`SortError::TooManyParts`] for no parts or more than
+    /// [`merge_runs::MAX_PARTS`](ffi::merge_runs::MAX_PARTS); [`SortError::Runtime`] with
+    /// [`ErrorKind::LengthMismatch`] unless there is a stream per part, with
+    /// [`ErrorKind::WrongDevice`] for a stream of another device than its part, and errors of
+    /// enabling peer access (`cudaErrorPeerAccessUnsupported` where two devices cannot reach
+    /// each other); the errors of [`sort`](Self::sort) and of queuing the merges.
+    pub fn sort_spread<K: SortKey + DeviceCopy>(
+        &self,
+        parts: &mut [DeviceBuffer<K>],
+        streams: &[Stream],
+        order: Order,
+    ) -> Result<(), SortError> {
+        let parts = parts
+            .iter_mut()
+            .map(|keys| Part::<K, u32> { keys, values: None })
+            .collect();
+        self.spread(parts, streams, order, None)
+    }
+
+    /// [`sort_spread`](Self::sort_spread) of key–value pairs: `values[i]` moves with
+    /// `keys[i]`.
+    ///
+    /// # Errors
+    /// As for [`sort_spread`](Self::sort_spread); [`SortError::LengthMismatch`] for a part whose
+    /// keys and values differ in length; [`SortError::UnsupportedValue`] for values not of 4,
+    /// 8 or 16 bytes.
+    pub fn sort_pairs_spread<K: SortKey + DeviceCopy, V: DeviceCopy>(
+        &self,
+        keys: &mut [DeviceBuffer<K>],
+        values: &mut [DeviceBuffer<V>],
+        streams: &[Stream],
+        order: Order,
+    ) -> Result<(), SortError> {
+        if keys.len() != values.len() {
+            return Err(mismatch(
+                keys.len(),
+                values.len(),
+                "sort_pairs_spread: value parts",
+            ));
+        }
+        check_value::<V>()?;
+        let parts = keys
+            .iter_mut()
+            .zip(values.iter_mut())
+            .map(|(keys, values)| Part {
+                keys,
+                values: Some(values),
+            })
+            .collect();
+        self.spread(parts, streams, order, None)
+    }
+
+    /// Sorts `keys` (of the device of `stream`) on every device of `devices`: a piece of the
+    /// keys is copied to each (peer copies), sorted there, and the sorted pieces are merged in
+    /// rounds (module docs); the last merge writes `keys` itself, on `stream`, reading the runs
+    /// where they are. Every device gets one piece of equal length.
+    ///
+    /// Queued; the host does not wait (it makes a stream on each device, and the copies'
+    /// buffers, which are freed behind the merges). Later users of `keys` wait for the sort
+    /// through the tracking, as for [`sort`](Self::sort).
+    ///
+    /// # Errors
+    /// [`SortError::TooManyParts`] for no devices or more than
+    /// [`merge_runs::MAX_PARTS`](ffi::merge_runs::MAX_PARTS); [`SortError::Runtime`] with
+    /// [`ErrorKind::WrongDevice`] when `stream` is not of the keys' device; as for
+    /// [`sort_spread`](Self::sort_spread).
+    pub fn sort_on_devices<'s, K: SortKey + DeviceCopy>(
+        &self,
+        stream: impl Into<StreamRef<'s>>,
+        keys: &mut DeviceBuffer<K>,
+        devices: &[Device],
+        order: Order,
+    ) -> Result<(), SortError> {
+        self.on_devices::<K, u32>(stream.into(), keys, None, devices, order)
+    }
+
+    /// [`sort_on_devices`](Self::sort_on_devices) of key–value pairs.
+    ///
+    /// # Errors
+    /// As for [`sort_on_devices`](Self::sort_on_devices) and
+    /// [`sort_pairs_spread`](Self::sort_pairs_spread).
+    pub fn sort_pairs_on_devices<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
+        &self,
+        stream: impl Into<StreamRef<'s>>,
+        keys: &mut DeviceBuffer<K>,
+        values: &mut DeviceBuffer<V>,
+        devices: &[Device],
+        order: Order,
+    ) -> Result<(), SortError> {
+        if keys.len() != values.len() {
+            return Err(SortError::LengthMismatch {
+                keys: keys.len(),
+                values: values.len(),
+            });
+        }
+        check_value::<V>()?;
+        self.on_devices(stream.into(), keys, Some(values), devices, order)
+    }
+
+    fn on_devices<K: SortKey + DeviceCopy, V: DeviceCopy>(
+        &self,
+        stream: StreamRef<'_>,
+        keys: &mut DeviceBuffer<K>,
+        values: Option<&mut DeviceBuffer<V>>,
+        devices: &[Device],
+        order: Order,
+    ) -> Result<(), SortError> {
+        const WHAT: &str = "SortWorkspace::sort_on_devices";
+        check_parts(devices.len())?;
+        let home = keys.device();
+        let stream_device = stream
+            .device()
+            .map_err(|e| SortError::Runtime(e.context(WHAT)))?;
+        if stream_device != home {
+            return Err(wrong_device(home, stream_device, WHAT));
+        }
+        let n = keys.len();
+        if devices.len() == 1 && devices[0] == home {
+            return match values {
+                Some(values) => self.sort_pairs(stream, keys, values, order),
+                None => self.sort(stream, keys, order),
+            };
+        }
+        let mut all = devices.to_vec();
+        all.push(home);
+        enable_peer_access(&all)?;
+        // A piece per device, copied there on that device's stream.
+        let piece = n.div_ceil(devices.len()).max(1);
+        let mut streams = Vec::with_capacity(devices.len());
+        let mut piece_keys = Vec::with_capacity(devices.len());
+        let mut piece_values = Vec::with_capacity(devices.len());
+        for (i, &device) in devices.iter().enumerate() {
+            let begin = (i * piece).min(n);
+            let end = ((i + 1) * piece).min(n);
+            let s = device
+                .with_current(|| Stream::with_flags(StreamFlags::NON_BLOCKING))
+                .and_then(|s| s)
+                .map_err(|e| SortError::Runtime(e.context(WHAT)))?;
+            piece_keys.push(copy_piece(&*keys, begin..end, &s, WHAT)?);
+            if let Some(values) = values.as_deref() {
+                piece_values.push(copy_piece(values, begin..end, &s, WHAT)?);
+            }
+            streams.push(s);
+        }
+        let parts = piece_keys
+            .iter_mut()
+            .zip(
+                piece_values
+                    .iter_mut()
+                    .map(Some)
+                    .chain(std::iter::repeat_with(|| None)),
+            )
+            .map(|(keys, values)| Part { keys, values })
+            .collect();
+        let out = Out {
+            keys,
+            values,
+            stream,
+        };
+        self.spread(parts, &streams, order, Some(out))
+    }
+
+    /// Sorts every part on its stream, then merges them in rounds; the last merge writes `out`
+    /// where it is given, else the parts themselves.
+    fn spread<K: SortKey + DeviceCopy, V: DeviceCopy>(
+        &self,
+        mut parts: Vec<Part<'_, K, V>>,
+        streams: &[Stream],
+        order: Order,
+        mut out: Option<Out<'_, '_, K, V>>,
+    ) -> Result<(), SortError> {
+        const WHAT: &str = "SortWorkspace::sort_spread";
+        check_parts(parts.len())?;
+        if streams.len() != parts.len() {
+            return Err(mismatch(parts.len(), streams.len(), "sort_spread: streams"));
+        }
+        for (part, stream) in parts.iter().zip(streams) {
+            if part.keys.device() != stream.device() {
+                return Err(wrong_device(part.keys.device(), stream.device(), WHAT));
+            }
+            if let Some(values) = part.values.as_deref() {
+                if values.len() != part.keys.len() {
+                    return Err(SortError::LengthMismatch {
+                        keys: part.keys.len(),
+                        values: values.len(),
+                    });
+                }
+                if values.device() != stream.device() {
+                    return Err(wrong_device(values.device(), stream.device(), WHAT));
+                }
+            }
+        }
+        if out.is_none() {
+            let devices: Vec<Device> = streams.iter().map(Stream::device).collect();
+            enable_peer_access(&devices)?;
+        }
+        let mode = K::FORMAT.mode(order);
+
+        // Each part sorted on its own device.
+        for (part, stream) in parts.iter_mut().zip(streams) {
+            let device = stream.device();
+            let sorted = device.with_current(|| match part.values.as_deref_mut() {
+                Some(values) => self.sort_pairs(stream, &mut *part.keys, values, order),
+                None => self.sort(stream, &mut *part.keys, order),
+            });
+            sorted.map_err(|e| SortError::Runtime(e.context(WHAT)))??;
+        }
+        if parts.len() == 1 {
+            // One part: sorted where it is, or copied to where the keys go.
+            if let Some(out) = out {
+                let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context(WHAT));
+                out.keys
+                    .copy_from_device_async(out.stream, &*parts[0].keys)
+                    .map_err(runtime)?;
+                if let (Some(o), Some(v)) = (out.values, parts[0].values.as_deref()) {
+                    o.copy_from_device_async(out.stream, v).map_err(runtime)?;
+                }
+            }
+            return Ok(());
+        }
+
+        // The other buffer of each part, written by the merges of odd rounds.
+        let mut others: Vec<(DeviceBuffer<K>, Option<DeviceBuffer<V>>)> = Vec::new();
+        for (part, stream) in parts.iter().zip(streams) {
+            let keys = DeviceBuffer::new_async(part.keys.len(), stream)
+                .map_err(|e| SortError::Runtime(e.context(WHAT)))?;
+            let values = match part.values {
+                Some(_) => Some(
+                    DeviceBuffer::new_async(part.keys.len(), stream)
+                        .map_err(|e| SortError::Runtime(e.context(WHAT)))?,
+                ),
+                None => None,
+            };
+            others.push((keys, values));
+        }
+
+        // Rounds: runs are lists of consecutive parts, merged pairwise.
+        let lens: Vec<usize> = parts.iter().map(|p| p.keys.len()).collect();
+        let mut runs: Vec<Vec<usize>> = (0..parts.len()).map(|i| vec![i]).collect();
+        let mut in_others = false;
+        while runs.len() > 1 {
+            let last_round = runs.len() == 2;
+            let mut next_runs = Vec::new();
+            for pair in runs.chunks(2) {
+                let [x, y] = pair else {
+                    // An odd run out: copied into the other buffers, unchanged.
+                    for &i in &pair[0] {
+                        carry(&mut parts[i], &mut others[i], in_others, &streams[i], WHAT)?;
+                    }
+                    next_runs.push(pair[0].clone());
+                    continue;
+                };
+                let members: Vec<usize> = x.iter().chain(y).copied().collect();
+                let begins: Vec<usize> = members
+                    .iter()
+                    .scan(0, |at, &j| {
+                        let begin = *at;
+                        *at += lens[j];
+                        Some(begin)
+                    })
+                    .collect();
+                let target = |j: usize| begins[members.iter().position(|&m| m == j).unwrap_or(0)];
+                if in_others {
+                    let a = run_of(x, |i| others_parts(&others[i]));
+                    let b = run_of(y, |i| others_parts(&others[i]));
+                    if let Some(out) = out.as_mut().filter(|_| last_round) {
+                        queue_merge(
+                            &a,
+                            &b,
+                            out.keys,
+                            out.values.as_deref_mut(),
+                            0,
+                            out.stream,
+                            mode,
+                        )?;
+                    } else {
+                        for (j, part) in parts
+                            .iter_mut()
+                            .enumerate()
+                            .filter(|(j, _)| members.contains(j))
+                        {
+                            let stream = streams[j].as_stream_ref();
+                            queue_merge(
+                                &a,
+                                &b,
+                                part.keys,
+                                part.values.as_deref_mut(),
+                                target(j),
+                                stream,
+                                mode,
+                            )?;
+                        }
+                    }
+                } else {
+                    let a = run_of(x, |i| part_parts(&parts[i]));
+                    let b = run_of(y, |i| part_parts(&parts[i]));
+                    if let Some(out) = out.as_mut().filter(|_| last_round) {
+                        queue_merge(
+                            &a,
+                            &b,
+                            out.keys,
+                            out.values.as_deref_mut(),
+                            0,
+                            out.stream,
+                            mode,
+                        )?;
+                    } else {
+                        for (j, (keys, values)) in others
+                            .iter_mut()
+                            .enumerate()
+                            .filter(|(j, _)| members.contains(j))
+                        {
+                            let stream = streams[j].as_stream_ref();
+                            queue_merge(&a, &b, keys, values.as_mut(), target(j), stream, mode)?;
+                        }
+                    }
+                }
+                next_runs.push(members);
+            }
+            runs = next_runs;
+            in_others = !in_others;
+        }
+        // The sorted keys are in the other buffers: they become the parts.
+        if in_others && out.is_none() {
+            for (part, (keys, values)) in parts.iter_mut().zip(others.iter_mut()) {
+                std::mem::swap(part.keys, keys);
+                if let (Some(a), Some(b)) = (part.values.as_deref_mut(), values.as_mut()) {
+                    std::mem::swap(a, b);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where the last merge of [`SortWorkspace::sort_on_devices`] writes.
+struct Out<'a, 's, K: DeviceCopy, V: DeviceCopy> {
+    keys: &'a mut DeviceBuffer<K>,
+    values: Option<&'a mut DeviceBuffer<V>>,
+    stream: StreamRef<'s>,
+}
+
+/// One part of a run as the merge reads it.
+type RunPart<'a, K, V> = (&'a DeviceBuffer<K>, Option<&'a DeviceBuffer<V>>);
+
+fn part_parts<'a, K: DeviceCopy, V: DeviceCopy>(part: &'a Part<'_, K, V>) -> RunPart<'a, K, V> {
+    (&*part.keys, part.values.as_deref())
+}
+
+fn others_parts<K: DeviceCopy, V: DeviceCopy>(
+    other: &(DeviceBuffer<K>, Option<DeviceBuffer<V>>),
+) -> RunPart<'_, K, V> {
+    (&other.0, other.1.as_ref())
+}
+
+fn run_of<'a, K: DeviceCopy, V: DeviceCopy>(
+    indices: &[usize],
+    part: impl Fn(usize) -> RunPart<'a, K, V>,
+) -> Vec<RunPart<'a, K, V>> {
+    indices.iter().map(|&i| part(i)).collect()
+}
+
+/// A part of an odd run out, copied unchanged into the buffer the next round reads.
+fn carry<K: DeviceCopy, V: DeviceCopy>(
+    part: &mut Part<'_, K, V>,
+    other: &mut (DeviceBuffer<K>, Option<DeviceBuffer<V>>),
+    in_others: bool,
+    stream: &Stream,
+    what: &'static str,
+) -> Result<(), SortError> {
+    let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context(what));
+    if in_others {
+        part.keys
+            .copy_from_device_async(stream, &other.0)
+            .map_err(runtime)?;
+        if let (Some(v), Some(o)) = (part.values.as_deref_mut(), other.1.as_ref()) {
+            v.copy_from_device_async(stream, o).map_err(runtime)?;
+        }
+    } else {
+        other
+            .0
+            .copy_from_device_async(stream, &*part.keys)
+            .map_err(runtime)?;
+        if let (Some(o), Some(v)) = (other.1.as_mut(), part.values.as_deref()) {
+            o.copy_from_device_async(stream, v).map_err(runtime)?;
+        }
+    }
+    Ok(())
+}
+
+/// Queues `cuda_rt_kernels_merge_runs` of the slice `[begin, begin + out.len())` of
+/// merge(a, b) into `out` on `stream` (of `out`'s device), inside the tracking of every buffer
+/// it reads and writes.
+fn queue_merge<K: SortKey + DeviceCopy, V: DeviceCopy>(
+    a: &[RunPart<'_, K, V>],
+    b: &[RunPart<'_, K, V>],
+    out: &mut DeviceBuffer<K>,
+    out_values: Option<&mut DeviceBuffer<V>>,
+    begin: usize,
+    stream: StreamRef<'_>,
+    mode: u32,
+) -> Result<(), SortError> {
+    const WHAT: &str = "cuda_rt_kernels_merge_runs";
+    let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context("sort across devices"));
+    let len = out.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let device = out.device();
+    let tiles = len.div_ceil(merge_runs::TILE);
+    let mut cuts = DeviceBuffer::<u64>::new_async(tiles + 1, stream).map_err(runtime)?;
+    let mut args = MergeArgs {
+        a: sort_run(a),
+        b: sort_run(b),
+        keys: std::ptr::null_mut(),
+        values: std::ptr::null_mut(),
+        cuts: std::ptr::null_mut(),
+        out_begin: begin as u64,
+        out_len: len as u64,
+        key_bytes: K::FORMAT.bytes,
+        value_bytes: if out_values.is_some() {
+            std::mem::size_of::<V>() as u32
+        } else {
+            0
+        },
+        key_mode: mode,
+        reserved: 0,
+    };
+    let key_sources: Vec<&DeviceBuffer<K>> = a.iter().chain(b).map(|p| p.0).collect();
+    let value_sources: Vec<&DeviceBuffer<V>> = a.iter().chain(b).filter_map(|p| p.1).collect();
+    let mut launch = |out_keys: *mut K, out_vals: *mut V, cut_words: *mut u64| {
+        args.keys = out_keys.cast();
+        args.values = out_vals.cast();
+        args.cuts = cut_words.cast();
+        let status = device.with_current(|| {
+            // SAFETY: every pointer of `args` is a live buffer of the length given (the runs'
+            // parts, the output, the cuts), ordered on `stream` and kept alive by the tracking
+            // this call runs inside; the runs' parts are readable from `device` (peer access
+            // was enabled), and the output overlaps none of them (other buffers).
+            unsafe { ffi::cuda_rt_kernels_merge_runs(&args, stream.as_raw()) }
+        });
+        match status {
+            Ok(status) => SortError::check(status, WHAT),
+            Err(e) => Err(SortError::Runtime(e.context(WHAT))),
+        }
+    };
+    let mut out_values = out_values;
+    read_all(&key_sources, stream, &mut || {
+        read_all(&value_sources, stream, &mut || {
+            cuts.with_ptr_mut_on(stream, |c| {
+                out.with_ptr_mut_on(stream, |k| match out_values.as_deref_mut() {
+                    Some(v) => v
+                        .with_ptr_mut_on(stream, |v| launch(k, v, c))
+                        .map_err(runtime)?,
+                    None => launch(k, std::ptr::null_mut(), c),
+                })
+                .map_err(runtime)?
+            })
+            .map_err(runtime)?
+        })
+    })
+}
+
+/// Runs `f` inside the read tracking of every buffer of `sources` on `stream`.
+fn read_all<T: DeviceCopy>(
+    sources: &[&DeviceBuffer<T>],
+    stream: StreamRef<'_>,
+    f: &mut dyn FnMut() -> Result<(), SortError>,
+) -> Result<(), SortError> {
+    match sources.split_first() {
+        None => f(),
+        Some((source, rest)) => source
+            .with_ptr_on(stream, |_| read_all(rest, stream, f))
+            .map_err(|e| SortError::Runtime(e.context("sort across devices")))?,
+    }
+}
+
+/// The C description of a run.
+fn sort_run<K: DeviceCopy, V: DeviceCopy>(parts: &[RunPart<'_, K, V>]) -> SortRun {
+    let mut run = SortRun {
+        keys: [std::ptr::null(); merge_runs::MAX_PARTS],
+        values: [std::ptr::null(); merge_runs::MAX_PARTS],
+        lens: [0; merge_runs::MAX_PARTS],
+        parts: parts.len() as u32,
+        reserved: 0,
+    };
+    for (i, (keys, values)) in parts.iter().enumerate() {
+        run.keys[i] = keys.as_raw_ptr().cast::<c_void>();
+        run.values[i] = values.map_or(std::ptr::null(), |v| v.as_raw_ptr().cast());
+        run.lens[i] = keys.len() as u64;
+    }
+    run
+}
+
+/// A new buffer on `stream`'s device holding `range` of `source` (a peer copy where the
+/// devices differ).
+fn copy_piece<T: DeviceCopy>(
+    source: &DeviceBuffer<T>,
+    range: std::ops::Range<usize>,
+    stream: &Stream,
+    what: &'static str,
+) -> Result<DeviceBuffer<T>, SortError> {
+    let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context(what));
+    let mut piece = DeviceBuffer::new_async(range.len(), stream).map_err(runtime)?;
+    let view = source.slice(range).map_err(runtime)?;
+    piece
+        .copy_from_device_async(stream, &view)
+        .map_err(runtime)?;
+    Ok(piece)
+}
+
+/// Peer access between every two of `devices` (both ways), where not already enabled.
+fn enable_peer_access(devices: &[Device]) -> Result<(), SortError> {
+    const WHAT: &str = "sort across devices: Device::enable_peer_access";
+    for &a in devices {
+        for &b in devices {
+            if a.has_peer_access(b) {
+                continue;
+            }
+            match a.enable_peer_access(b) {
+                Ok(()) => {}
+                Err(e) if e.code() == Some(cuda_rt::raw::status::PEER_ACCESS_ALREADY_ENABLED) => {}
+                Err(e) => return Err(SortError::Runtime(e.context(WHAT))),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_parts(parts: usize) -> Result<(), SortError> {
+    if parts == 0 || parts > merge_runs::MAX_PARTS {
+        return Err(SortError::TooManyParts {
+            parts,
+            max: merge_runs::MAX_PARTS,
+        });
+    }
+    Ok(())
+}
+
+fn check_value<V>() -> Result<(), SortError> {
+    match std::mem::size_of::<V>() {
+        4 | 8 | 16 => Ok(()),
+        bytes => Err(SortError::UnsupportedValue { bytes }),
+    }
+}
+
+fn mismatch(expected: usize, actual: usize, what: &'static str) -> SortError {
+    SortError::Runtime(cuda_rt::Error::new(
+        ErrorKind::LengthMismatch { expected, actual },
+        what,
+    ))
+}
+
+fn wrong_device(memory: Device, stream: Device, what: &'static str) -> SortError {
+    SortError::Runtime(cuda_rt::Error::new(
+        ErrorKind::WrongDevice {
+            memory: memory.ordinal(),
+            stream: stream.ordinal(),
+        },
+        what,
+    ))
+}
