@@ -130,8 +130,8 @@ __device__ __forceinline__ void store_value(NoValue*, unsigned long long, const 
 template <class K, class V, bool HAS_VALUES>
 __global__ void __launch_bounds__(kRunsThreads)
     merge_runs_tiles_kernel(Run<K, V> a, Run<K, V> b, const unsigned long long* cuts, K* out_keys,
-                            V* out_values, unsigned long long out_begin,
-                            unsigned long long out_len, uint32_t mode) {
+                            V* out_values, unsigned long long out_begin, unsigned long long out_len,
+                            uint32_t mode) {
     __shared__ K keys[kRunsTile];
     __shared__ int from[kRunsTile];
     const unsigned long long tile = blockIdx.x;
@@ -170,8 +170,7 @@ __global__ void __launch_bounds__(kRunsThreads)
     int pos[kRunsItems];
     if (diag < count) {
         const int i = merge_path<K, int>(keys, la, keys + la, lb, diag);
-        serial_merge<kRunsItems, true>(keys, i, la, la + (diag - i), count, count - 1, merged,
-                                       pos);
+        serial_merge<kRunsItems, true>(keys, i, la, la + (diag - i), count, count - 1, merged, pos);
     }
     __syncthreads();
     if (diag < count) {
