@@ -93,6 +93,14 @@
 //! workspace and reads it in [`raw::RawWorkspace::finish`] or
 //! [`raw::RawWorkspace::read_outcome`].
 //!
+//! # Across the GPUs of a host
+//! [`SortWorkspace::sort_spread`] sorts keys that lie on several devices as one array (the
+//! result stays spread, each part keeping its length); [`SortWorkspace::sort_on_devices`] sorts
+//! keys of one device with several. Each device sorts its part; sorted runs are then merged
+//! pairwise in rounds, each device writing its slice of a merge and reading the runs where they
+//! are (peer access). Queued and ordered like the rest; `docs/sorting.md` has the design and
+//! what bounds it.
+//!
 //! # Layers
 //! - [`SortWorkspace`], [`sort`], [`sort_pairs`]: the safe, stream-ordered API on cuda-rt's
 //!   [`cuda_rt::Stream`] and [`cuda_rt::DeviceMemory`] (buffers and slices), graph capture
