@@ -44,6 +44,13 @@ pub fn check_packages(args: &[&str]) -> Result {
     if packages.exists() {
         fs::remove_dir_all(&packages)?;
     }
+    // Cargo takes a registry package of a given name and version to be immutable: it reuses
+    // what it unpacked and what it compiled of one in an earlier run. Our unpublished packages
+    // change under the same version, so both go before each dry run.
+    let built = target.join("debug");
+    if built.exists() {
+        fs::remove_dir_all(&built)?;
+    }
     forget_unpacked_overlays()?;
     run(cargo()
         .args(["publish", "--workspace", "--dry-run", "--target-dir"])
@@ -126,8 +133,7 @@ pub fn check_packages(args: &[&str]) -> Result {
 /// Removes what earlier dry runs left of our packages in Cargo's home: the dry run serves the
 /// packages it has not published from a local overlay, which Cargo unpacks (and caches) under
 /// `registry/src/-HASH/NAME-VERSION` (`registry/cache/-HASH/...`); the hash names the overlay's
-/// folder, the same for every run, and an unpacked copy already there is used as it is. A
-/// dependent's verification then compiles against the package of an earlier run.
+/// folder, the same for every run, and an unpacked copy already there is used as it is.
 fn forget_unpacked_overlays() -> Result {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
