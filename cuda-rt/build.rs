@@ -31,6 +31,8 @@ fn main() {
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .unwrap_or(u32::MAX);
+    // For messages that name the version a feature found (u32::MAX: unknown).
+    println!("cargo:rustc-env=CUDA_RT_CUDART_VERSION={version}");
     for (name, at) in THRESHOLDS {
         if version >= *at {
             println!("cargo:rustc-cfg=cudart_ge=\"{name}\"");

@@ -18,6 +18,7 @@ fn main() {
                 "kernels/affine.cu",
                 "kernels/bench_empty.cu",
                 "kernels/broken.cu",
+                "kernels/conditional.cu",
                 "kernels/faults.cu",
                 "kernels/samples.cu",
                 "kernels/smoke.cu",

@@ -89,6 +89,20 @@ pub enum ErrorKind {
         /// Its size in the compiled kernel.
         found_bytes: usize,
     },
+    /// The CUDA runtime this program runs with (or was built against) is older than a feature
+    /// needs. Versions are encoded as `CUDART_VERSION` is: `1000 * major + 10 * minor`.
+    RuntimeTooOld {
+        /// The version the feature needs (12030 for CUDA 12.3).
+        needed: u32,
+        /// The version found (the runtime's `cudaRuntimeGetVersion`, or the version built
+        /// against when that is the older).
+        found: u32,
+    },
+    /// Two nodes of a graph that set or read the same condition
+    /// ([`Condition`](crate::graph::Condition)) are not ordered one after the other: a node
+    /// that uses a condition must depend, directly or through other nodes, on every node that
+    /// used it before (CUDA leaves racing `cudaGraphSetConditional` calls undefined).
+    UnorderedCondition,
     /// A library that queues its work on this crate's streams and memory (NCCL, through
     /// cuda-rt-nccl) returned this status. The library names it and describes it.
     Library {
@@ -225,6 +239,8 @@ impl Error {
             ErrorKind::InHostCallback => "InHostCallback",
             ErrorKind::WrongGraph => "WrongGraph",
             ErrorKind::KernelSignature { .. } => "KernelSignature",
+            ErrorKind::RuntimeTooOld { .. } => "RuntimeTooOld",
+            ErrorKind::UnorderedCondition => "UnorderedCondition",
             ErrorKind::Library { name, .. } => name,
         }
     }
@@ -252,6 +268,12 @@ impl Error {
             ErrorKind::WrongGraph => "the handle belongs to another graph",
             ErrorKind::KernelSignature { .. } => {
                 "the declared kernel parameters do not match the compiled kernel"
+            }
+            ErrorKind::RuntimeTooOld { .. } => {
+                "the feature needs a newer CUDA runtime than this program runs with"
+            }
+            ErrorKind::UnorderedCondition => {
+                "a node that sets or reads a condition is not ordered after the nodes that used it before"
             }
             ErrorKind::Library { message, .. } => message,
         }
@@ -319,6 +341,14 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 " (C parameter {param}: declared {expected_bytes} bytes, compiled {found_bytes})"
+            ),
+            ErrorKind::RuntimeTooOld { needed, found } => write!(
+                f,
+                " (needs CUDA {}.{}, found {}.{})",
+                needed / 1000,
+                needed % 1000 / 10,
+                found / 1000,
+                found % 1000 / 10
             ),
             _ => Ok(()),
         }?;

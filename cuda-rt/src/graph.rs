@@ -172,12 +172,14 @@
 //! ```
 
 mod build;
+mod conditional;
 mod host;
 mod owned;
 mod stage;
 mod update;
 
 pub use build::{GraphBuilder, Node};
+pub use conditional::{Condition, GraphSite};
 pub use stage::Stage;
 pub use update::UpdateError;
 
@@ -189,10 +191,12 @@ use crate::pinned::PinnedBuffer;
 use crate::raw::{self, RawGraph, RawGraphExec, RawStream};
 use crate::scope::{lock_launches, GraphLaunchKey, Scope, ScopedLaunch, ScopedLaunches};
 use crate::stream::{Stream, StreamRef};
+use conditional::CaptureGraph;
 use owned::{next_graph_id, Building, Owned};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -238,8 +242,10 @@ impl CaptureMode {
 pub struct Capture<'c, 'a> {
     stream: RawStream,
     /// The graph's identity, the memory bound (waited for when the capture ends) and what the
-    /// graph owns.
-    parts: Building<'a>,
+    /// graph owns, shared with the captures of its conditional nodes' bodies.
+    parts: Rc<Building<'a>>,
+    /// The graph captured into and the graphs it is a body of.
+    graph: CaptureGraph,
     _brand: PhantomData<fn(&'c ()) -> &'c ()>,
     _memory: PhantomData<fn(&'a ()) -> &'a ()>,
     _one_thread: PhantomData<*const ()>,
@@ -346,6 +352,23 @@ impl<'c, T> CapturedMut<'c, T> {
 }
 
 impl<'c, 'a> Capture<'c, 'a> {
+    /// A capture on `stream` into `graph`, whose bindings and owned parts go to `parts`.
+    fn body(stream: RawStream, parts: Rc<Building<'a>>, graph: CaptureGraph) -> Capture<'c, 'a> {
+        Capture {
+            stream,
+            parts,
+            graph,
+            _brand: PhantomData,
+            _memory: PhantomData,
+            _one_thread: PhantomData,
+        }
+    }
+
+    /// Where a kernel captured now goes, for its arguments.
+    pub(crate) fn site(&self) -> GraphSite<'_> {
+        self.graph.site()
+    }
+
     /// The capturing stream's raw handle, for `unsafe` kernel launches into the capture (with
     /// pointers of [`Captured`]/[`CapturedMut`] handles, whose memory lives as long as the
     /// graph).
@@ -591,13 +614,11 @@ impl Stream {
             mode != CaptureMode::Relaxed,
             mode == CaptureMode::Global,
         );
-        let capture = Capture {
+        let capture = Capture::body(
             stream,
-            parts: Building::new(),
-            _brand: PhantomData,
-            _memory: PhantomData,
-            _one_thread: PhantomData,
-        };
+            Rc::new(Building::new()),
+            CaptureGraph::outermost(mode.as_raw()),
+        );
         let outcome = catch_unwind(AssertUnwindSafe(|| f(&capture)));
         // SAFETY: the stream is capturing (begun above, on this thread).
         let ended = unsafe { raw::stream_end_capture(stream) };

@@ -69,7 +69,7 @@
 //! ```
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::graph::{Capture, Captured, CapturedMut, GraphBuilder, Node};
+use crate::graph::{Capture, Captured, CapturedMut, Condition, GraphBuilder, GraphSite, Node};
 use crate::launch::{launch_raw, LaunchConfig};
 use crate::memory::{DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut};
 use crate::raw;
@@ -92,6 +92,20 @@ pub struct SliceMut<T>(PhantomData<fn() -> T>);
 /// borrowed shared.
 #[derive(Debug)]
 pub struct Slice<T>(PhantomData<fn() -> T>);
+
+/// A kernel parameter `cudaGraphConditionalHandle`: a condition of the graph the kernel node
+/// belongs to, which the kernel may set with `cudaGraphSetConditional`.
+///
+/// A type-level marker (never a value), like [`Slice`]; the argument is a
+/// [`Condition`](crate::graph::Condition) of the graph being built or captured, or of a graph
+/// it is a body of (another graph's is refused with
+/// [`ErrorKind::WrongGraph`]). Only launches into a graph take it. A kernel declared with such a
+/// parameter also claims, in its declaration's `unsafe`, that it calls
+/// `cudaGraphSetConditional` on it from at most one thread per launch (CUDA leaves racing calls
+/// undefined); that nodes using one condition run one after the other is checked where the
+/// graph is built (see [`graph::Condition`](crate::graph::Condition)).
+#[derive(Debug)]
+pub struct ConditionHandle(());
 
 /// The most C parameters a kernel of this module may have (12 parameters, each of at most two
 /// C parameters).
@@ -190,6 +204,17 @@ impl<T: DeviceCopy> KernelParam for T {
     }
 }
 
+impl sealed::Param for ConditionHandle {}
+impl KernelParam for ConditionHandle {
+    type Raw = raw::RawConditionalHandle;
+    fn c_sizes(out: &mut Vec<usize>) {
+        out.push(size_of::<raw::RawConditionalHandle>());
+    }
+    fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
+        out.push(raw);
+    }
+}
+
 /// A kernel's parameter list: a tuple of up to 12 [`KernelParam`]s. Sealed.
 pub trait KernelParams: sealed::Params + 'static {
     /// The sizes in bytes of the C parameters this list stands for, in order.
@@ -217,7 +242,7 @@ impl LaunchMode for OnStream {
 pub struct InGraph<'c>(PhantomData<fn(&'c ()) -> &'c ()>);
 impl sealed::Mode for InGraph<'_> {}
 impl LaunchMode for InGraph<'_> {
-    type On<'s> = ();
+    type On<'s> = &'s GraphSite<'s>;
 }
 
 /// A value that may be passed for a parameter `P` of a launch in mode `M`. Sealed: the
@@ -315,7 +340,11 @@ impl<T: DeviceCopy> KernelArg<Slice<T>, OnStream> for DeviceView<'_, T> {
 // bound, and is borrowed for the graph's lifetime).
 impl<'c, T: DeviceCopy> sealed::Arg<SliceMut<T>, InGraph<'c>> for &CapturedMut<'c, T> {}
 impl<'c, T: DeviceCopy> KernelArg<SliceMut<T>, InGraph<'c>> for &CapturedMut<'c, T> {
-    fn bind<R>(self, (): (), f: impl FnOnce(RawSlice<*mut T>) -> Result<R>) -> Result<R> {
+    fn bind<R>(
+        self,
+        _site: &GraphSite<'_>,
+        f: impl FnOnce(RawSlice<*mut T>) -> Result<R>,
+    ) -> Result<R> {
         f(RawSlice {
             ptr: self.as_mut_raw_ptr(),
             len: self.len(),
@@ -325,7 +354,11 @@ impl<'c, T: DeviceCopy> KernelArg<SliceMut<T>, InGraph<'c>> for &CapturedMut<'c,
 
 impl<'c, T: DeviceCopy> sealed::Arg<Slice<T>, InGraph<'c>> for &CapturedMut<'c, T> {}
 impl<'c, T: DeviceCopy> KernelArg<Slice<T>, InGraph<'c>> for &CapturedMut<'c, T> {
-    fn bind<R>(self, (): (), f: impl FnOnce(RawSlice<*const T>) -> Result<R>) -> Result<R> {
+    fn bind<R>(
+        self,
+        _site: &GraphSite<'_>,
+        f: impl FnOnce(RawSlice<*const T>) -> Result<R>,
+    ) -> Result<R> {
         f(RawSlice {
             ptr: self.as_mut_raw_ptr().cast_const(),
             len: self.len(),
@@ -335,7 +368,11 @@ impl<'c, T: DeviceCopy> KernelArg<Slice<T>, InGraph<'c>> for &CapturedMut<'c, T>
 
 impl<'c, T: DeviceCopy> sealed::Arg<Slice<T>, InGraph<'c>> for Captured<'c, T> {}
 impl<'c, T: DeviceCopy> KernelArg<Slice<T>, InGraph<'c>> for Captured<'c, T> {
-    fn bind<R>(self, (): (), f: impl FnOnce(RawSlice<*const T>) -> Result<R>) -> Result<R> {
+    fn bind<R>(
+        self,
+        _site: &GraphSite<'_>,
+        f: impl FnOnce(RawSlice<*const T>) -> Result<R>,
+    ) -> Result<R> {
         f(RawSlice {
             ptr: self.as_raw_ptr(),
             len: self.len(),
@@ -345,8 +382,35 @@ impl<'c, T: DeviceCopy> KernelArg<Slice<T>, InGraph<'c>> for Captured<'c, T> {
 
 impl<'c, T: DeviceCopy> sealed::Arg<Slice<T>, InGraph<'c>> for &Captured<'c, T> {}
 impl<'c, T: DeviceCopy> KernelArg<Slice<T>, InGraph<'c>> for &Captured<'c, T> {
-    fn bind<R>(self, (): (), f: impl FnOnce(RawSlice<*const T>) -> Result<R>) -> Result<R> {
-        KernelArg::<Slice<T>, InGraph<'c>>::bind(*self, (), f)
+    fn bind<R>(
+        self,
+        _site: &GraphSite<'_>,
+        f: impl FnOnce(RawSlice<*const T>) -> Result<R>,
+    ) -> Result<R> {
+        KernelArg::<Slice<T>, InGraph<'c>>::bind(*self, _site, f)
+    }
+}
+
+// Conditions, of the graph being built or of one it is a body of.
+impl<'c> sealed::Arg<ConditionHandle, InGraph<'c>> for Condition<'_> {}
+impl<'c> KernelArg<ConditionHandle, InGraph<'c>> for Condition<'_> {
+    fn bind<R>(
+        self,
+        site: &GraphSite<'_>,
+        f: impl FnOnce(raw::RawConditionalHandle) -> Result<R>,
+    ) -> Result<R> {
+        f(site.accept(&self)?)
+    }
+}
+
+impl<'c> sealed::Arg<ConditionHandle, InGraph<'c>> for &Condition<'_> {}
+impl<'c> KernelArg<ConditionHandle, InGraph<'c>> for &Condition<'_> {
+    fn bind<R>(
+        self,
+        site: &GraphSite<'_>,
+        f: impl FnOnce(raw::RawConditionalHandle) -> Result<R>,
+    ) -> Result<R> {
+        f(site.accept(self)?)
     }
 }
 
@@ -686,7 +750,8 @@ impl<'c, 'a> Capture<'c, 'a> {
         args: A,
     ) -> Result<()> {
         let stream = self.as_raw_stream();
-        args.bind_all((), |ptrs| {
+        let site = self.site();
+        args.bind_all(&site, |ptrs| {
             // SAFETY: `kernel` has parameters `P` (its contract) and `ptrs` one pointer per C
             // parameter, alive for the call; the memory arguments are bound into this capture,
             // borrowed for 'a, the lifetime of the graph that replays the kernel; the stream is
@@ -718,25 +783,28 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
             return Err(Error::new(ErrorKind::OutOfRange, WHAT));
         }
         let mut node = None;
-        args.bind_all((), |ptrs| {
-            node = Some(self.add_node(dependencies, |graph, dependencies| {
-                // SAFETY: the builder's graph, used by this thread only, and its nodes;
-                // `kernel` has parameters `P` (its contract) and `ptrs` one pointer per C
-                // parameter, alive for the call (the values are copied into the node); the
-                // memory arguments are bound into this builder, borrowed for 'a, the lifetime of
-                // the graph.
-                unsafe {
-                    raw::graph_add_kernel_node(
-                        graph,
-                        dependencies,
-                        kernel.func,
-                        config.grid,
-                        config.block,
-                        config.shared_memory_bytes,
-                        ptrs.as_mut_ptr(),
-                    )
-                }
-            })?);
+        let site = self.site();
+        args.bind_all(&site, |ptrs| {
+            node = Some(
+                self.add_node_using(dependencies, &site, |graph, dependencies| {
+                    // SAFETY: the builder's graph, used by this thread only, and its nodes;
+                    // `kernel` has parameters `P` (its contract) and `ptrs` one pointer per C
+                    // parameter, alive for the call (the values are copied into the node); the
+                    // memory arguments are bound into this builder, borrowed for 'a, the lifetime of
+                    // the graph.
+                    unsafe {
+                        raw::graph_add_kernel_node(
+                            graph,
+                            dependencies,
+                            kernel.func,
+                            config.grid,
+                            config.block,
+                            config.shared_memory_bytes,
+                            ptrs.as_mut_ptr(),
+                        )
+                    }
+                })?,
+            );
             Ok(())
         })
         .map_err(|e| e.context(WHAT))?;
@@ -816,7 +884,8 @@ mod tests {
     #[test]
     fn scalars_bind_to_pointers_of_their_values() {
         let mut seen = Vec::new();
-        KernelArgs::<(u32, u64), InGraph<'_>>::bind_all((7u32, 9u64), (), |ptrs| {
+        let site = GraphSite::new(std::ptr::null_mut(), &[]);
+        KernelArgs::<(u32, u64), InGraph<'_>>::bind_all((7u32, 9u64), &site, |ptrs| {
             assert_eq!(ptrs.len(), 2);
             // SAFETY: the pointers point to a u32 and a u64 alive during this closure.
             unsafe {

@@ -17,7 +17,10 @@ use crate::raw::{self, RawGraph, RawGraphNode};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
+use super::conditional::{ConditionOrder, GraphSite};
 use super::owned::Building;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// A node of the graph being built by the [`GraphBuilder`] of brand `'b`: what later nodes
 /// name as a dependency.
@@ -35,6 +38,14 @@ impl Node<'_> {
     pub fn as_raw(&self) -> RawGraphNode {
         self.raw
     }
+
+    /// A node of the builder of brand `'b` (which made it).
+    pub(super) fn from_raw<'b>(raw: RawGraphNode) -> Node<'b> {
+        Node {
+            raw,
+            _brand: PhantomData,
+        }
+    }
 }
 
 /// The handle of a graph being built ([`Graph::build`]): adds nodes, each after the nodes it
@@ -49,8 +60,13 @@ impl Node<'_> {
 /// # Thread safety
 /// Neither `Send` nor `Sync`: a graph is built by one thread.
 pub struct GraphBuilder<'b, 'a> {
-    raw: RawGraph,
-    parts: Building<'a>,
+    pub(super) raw: RawGraph,
+    /// What the whole graph binds and owns, shared with the builders of its bodies.
+    pub(super) parts: Rc<Building<'a>>,
+    /// The graphs this one is a body of, innermost first (none for the outermost).
+    pub(super) enclosing: Vec<RawGraph>,
+    /// Dependencies of the nodes added, and the last use of each condition.
+    pub(super) order: RefCell<ConditionOrder>,
     _brand: PhantomData<fn(&'b ()) -> &'b ()>,
     _memory: PhantomData<fn(&'a ()) -> &'a ()>,
     _one_thread: PhantomData<*const ()>,
@@ -106,13 +122,7 @@ impl<'a> Graph<'a> {
         // SAFETY: no preconditions; the graph is owned by the builder, then by the graph made
         // of it.
         let raw = unsafe { raw::graph_create() }.map_err(|e| e.context(WHAT))?;
-        let builder = GraphBuilder {
-            raw,
-            parts: Building::new(),
-            _brand: PhantomData,
-            _memory: PhantomData,
-            _one_thread: PhantomData,
-        };
+        let builder = GraphBuilder::body(raw, Rc::new(Building::new()), Vec::new());
         let outcome = catch_unwind(AssertUnwindSafe(|| f(&builder)));
         match outcome {
             Err(panic) => {
@@ -129,6 +139,52 @@ impl<'a> Graph<'a> {
 }
 
 impl<'b, 'a> GraphBuilder<'b, 'a> {
+    /// A builder of `raw`, a body of the graphs `enclosing` (innermost first; none for the
+    /// outermost graph), whose bindings and owned parts go to `parts`.
+    pub(super) fn body(
+        raw: RawGraph,
+        parts: Rc<Building<'a>>,
+        enclosing: Vec<RawGraph>,
+    ) -> GraphBuilder<'b, 'a> {
+        GraphBuilder {
+            raw,
+            parts,
+            enclosing,
+            order: RefCell::new(ConditionOrder::default()),
+            _brand: PhantomData,
+            _memory: PhantomData,
+            _one_thread: PhantomData,
+        }
+    }
+
+    /// The raw handles of `nodes`, each a node this builder added.
+    ///
+    /// # Errors
+    /// [`ErrorKind::WrongGraph`] for a node of another graph of the build (a conditional
+    /// node's body, or the graph around a body).
+    pub(super) fn own_nodes(
+        &self,
+        nodes: &[Node<'b>],
+        what: &'static str,
+    ) -> Result<Vec<RawGraphNode>> {
+        let order = self.order.borrow();
+        nodes
+            .iter()
+            .map(|n| {
+                if order.has_node(n.raw) {
+                    Ok(n.raw)
+                } else {
+                    Err(Error::new(ErrorKind::WrongGraph, what))
+                }
+            })
+            .collect()
+    }
+
+    /// Where a node added now goes, for the arguments of a kernel node.
+    pub(crate) fn site(&self) -> GraphSite<'_> {
+        GraphSite::new(self.raw, &self.enclosing)
+    }
+
     /// The graph's raw handle (owned by the builder), for nodes added with [`raw`] calls.
     pub fn as_raw(&self) -> RawGraph {
         self.raw
@@ -175,9 +231,29 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
         dependencies: &[Node<'b>],
         add: impl FnOnce(RawGraph, &[RawGraphNode]) -> Result<RawGraphNode>,
     ) -> Result<Node<'b>> {
-        let dependencies: Vec<RawGraphNode> = dependencies.iter().map(|n| n.raw).collect();
+        self.add_node_using(dependencies, &GraphSite::new(self.raw, &[]), add)
+    }
+
+    /// Adds a node as [`add_node`](Self::add_node) does, which uses the conditions `site` has
+    /// accepted: refused unless it runs after their last uses.
+    ///
+    /// # Errors
+    /// [`ErrorKind::UnorderedCondition`]; `add`'s error.
+    pub(crate) fn add_node_using(
+        &self,
+        dependencies: &[Node<'b>],
+        site: &GraphSite<'_>,
+        add: impl FnOnce(RawGraph, &[RawGraphNode]) -> Result<RawGraphNode>,
+    ) -> Result<Node<'b>> {
+        let dependencies = self.own_nodes(dependencies, "GraphBuilder")?;
+        let used = site.used();
+        self.order
+            .borrow()
+            .check(&dependencies, &used, "GraphBuilder")?;
+        let raw = add(self.raw, &dependencies)?;
+        self.order.borrow_mut().record(raw, &dependencies, &used);
         Ok(Node {
-            raw: add(self.raw, &dependencies)?,
+            raw,
             _brand: PhantomData,
         })
     }

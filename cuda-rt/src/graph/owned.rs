@@ -4,7 +4,7 @@
 use super::host::OwnedHostFn;
 use super::stage::{Stage, Stages};
 use super::Graph;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::{DeviceCopy, DeviceMemory, DeviceMemoryMut, Span, Tracker};
 use crate::pinned::PinnedBuffer;
 use crate::raw::{HostFn, RawGraph};
@@ -43,6 +43,9 @@ pub(super) struct Building<'a> {
     pub(super) id: u64,
     markers: RefCell<Vec<(&'a Tracker, Span)>>,
     owned: RefCell<Owned<'a>>,
+    /// The first failure of a part of the graph that could not be taken back (a conditional
+    /// node whose body failed to build): the graph is not handed out.
+    poisoned: std::cell::Cell<Option<Error>>,
 }
 
 impl<'a> Building<'a> {
@@ -51,7 +54,15 @@ impl<'a> Building<'a> {
             id: next_graph_id(),
             markers: RefCell::new(Vec::new()),
             owned: RefCell::new(Owned::default()),
+            poisoned: std::cell::Cell::new(None),
         }
+    }
+
+    /// Marks the graph as failed with `error` (the first one is kept): [`finish`](Self::finish)
+    /// returns it instead of the graph.
+    pub(super) fn poison(&self, error: Error) {
+        let first = self.poisoned.take().unwrap_or(error);
+        self.poisoned.set(Some(first));
     }
 
     /// Number of pieces of device memory bound so far.
@@ -120,12 +131,16 @@ impl<'a> Building<'a> {
 
     /// The graph made of `raw` (the graph's handle, owned by the caller until now), taking
     /// what it owns out of `self`, once the work queued before on the bound memory has
-    /// finished (the graph is dropped if that fails).
+    /// finished (the graph is dropped if that fails, or if the graph was
+    /// [poisoned](Self::poison)).
     ///
     /// # Errors
-    /// An error of that work.
+    /// The poisoning error; an error of that work.
     pub(super) fn finish(&self, raw: RawGraph, what: &'static str) -> Result<Graph<'a>> {
         let graph = self.take_graph(raw);
+        if let Some(e) = self.poisoned.take() {
+            return Err(e);
+        }
         for (tracker, span) in self.markers.borrow().iter() {
             tracker.synchronize(*span).map_err(|e| e.context(what))?;
         }

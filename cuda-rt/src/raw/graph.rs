@@ -600,3 +600,271 @@ pub unsafe fn graph_exec_destroy(exec: RawGraphExec) -> Result<()> {
         "cudaGraphExecDestroy",
     )
 }
+
+/// A conditional handle (`cudaGraphConditionalHandle`): the value a conditional node reads,
+/// which kernels set with `cudaGraphSetConditional`.
+pub type RawConditionalHandle = u64;
+
+/// The kinds of conditional node (`cudaGraphConditionalNodeType`).
+pub mod conditional_kind {
+    /// `cudaGraphCondTypeIf`: the body (or the first of two) runs once when the value is not
+    /// zero; a second body (CUDA 12.8 and newer) runs when it is zero.
+    pub const IF: u32 = 0;
+    /// `cudaGraphCondTypeWhile`: the body runs again and again while the value is not zero,
+    /// which is checked before every iteration.
+    pub const WHILE: u32 = 1;
+    /// `cudaGraphCondTypeSwitch` (CUDA 12.8 and newer): body number `value` runs, none when the
+    /// value is not below the number of bodies.
+    pub const SWITCH: u32 = 2;
+}
+
+/// `cudaGraphConditionalHandleCreate`: a handle of `graph` whose value is set to
+/// `default_value` at the start of every launch when `flags` has
+/// `cudaGraphCondAssignDefault` (1), and otherwise kept from one launch to the next.
+///
+/// # Errors
+/// The status of `cudaGraphConditionalHandleCreate` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `graph` must be live and not used by another thread during the call.
+#[cfg(cudart_ge = "12.3")]
+pub unsafe fn graph_conditional_handle_create(
+    graph: RawGraph,
+    default_value: u32,
+    flags: u32,
+) -> Result<RawConditionalHandle> {
+    not_in_callback("cudaGraphConditionalHandleCreate")?;
+    let mut handle: sys::cudaGraphConditionalHandle = 0;
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer.
+        unsafe { sys::cudaGraphConditionalHandleCreate(&mut handle, graph, default_value, flags) },
+        "cudaGraphConditionalHandleCreate",
+    )?;
+    Ok(handle)
+}
+
+/// `cudaGraphAddNode` of a conditional node (`cudaGraphNodeTypeConditional`) of kind `kind`
+/// (see [`conditional_kind`]) reading `handle`, with `bodies` body graphs, after
+/// `dependencies`. Returns the node and its body graphs, which the node owns (nodes are added
+/// to them as to any graph; they are destroyed with the graph).
+///
+/// # Errors
+/// The status of `cudaGraphAddNode` when it is not `cudaSuccess` (`cudaErrorInvalidValue` for a
+/// handle of another graph, a kind or body count the runtime does not know).
+///
+/// # Safety
+/// `graph` must be live and not used by another thread during the call; `dependencies` must be
+/// distinct nodes of `graph`.
+#[cfg(cudart_ge = "12.3")]
+pub unsafe fn graph_add_conditional_node(
+    graph: RawGraph,
+    dependencies: &[RawGraphNode],
+    handle: RawConditionalHandle,
+    kind: u32,
+    bodies: u32,
+) -> Result<(RawGraphNode, Vec<RawGraph>)> {
+    not_in_callback("cudaGraphAddNode")?;
+    // SAFETY: a plain C struct of integers, pointers and a union of such: all zeros is its
+    // documented "no value" (reserved fields must be zero).
+    let mut params: sys::cudaGraphNodeParams = unsafe { std::mem::zeroed() };
+    params.type_ = sys::cudaGraphNodeTypeConditional;
+    // SAFETY: writes the `conditional` member of the zeroed union; the runtime reads that
+    // member for a node of this type.
+    let conditional = unsafe { &mut params.__bindgen_anon_1.conditional };
+    conditional.handle = handle;
+    conditional.type_ = kind;
+    conditional.size = bodies;
+    let mut node = std::ptr::null_mut();
+    // SAFETY: the caller's contract; writes one handle through a valid pointer; the dependency
+    // array is valid for its length; `params` is read and written (the body graphs) during the
+    // call only.
+    let status = unsafe { add_node(&mut node, graph, dependencies, &mut params) };
+    check(status, "cudaGraphAddNode")?;
+    // SAFETY: the runtime filled the `conditional` member, whose `phGraph_out` points to
+    // `bodies` graph handles owned by the node.
+    let out = unsafe { params.__bindgen_anon_1.conditional.phGraph_out };
+    let bodies = (0..bodies as usize)
+        // SAFETY: `out` has `bodies` entries, alive as long as the node.
+        .map(|i| unsafe { *out.add(i) })
+        .collect();
+    Ok((node, bodies))
+}
+
+/// The runtime's `cudaGraphAddNode` of this version, with no edge data.
+///
+/// # Safety
+/// As `cudaGraphAddNode`.
+#[cfg(cudart_ge = "12.3")]
+unsafe fn add_node(
+    node: *mut RawGraphNode,
+    graph: RawGraph,
+    dependencies: &[RawGraphNode],
+    params: *mut sys::cudaGraphNodeParams,
+) -> RawStatus {
+    #[cfg(cudart_ge = "13.0")]
+    // SAFETY: the caller's contract; no edge data (null) means full edges.
+    return unsafe {
+        sys::cudaGraphAddNode(
+            node,
+            graph,
+            dependency_ptr(dependencies),
+            std::ptr::null(),
+            dependencies.len(),
+            params,
+        )
+    };
+    #[cfg(not(cudart_ge = "13.0"))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        sys::cudaGraphAddNode(
+            node,
+            graph,
+            dependency_ptr(dependencies),
+            dependencies.len(),
+            params,
+        )
+    }
+}
+
+/// `cudaStreamBeginCaptureToGraph` with no dependencies: what `stream` queues from now on
+/// becomes nodes of the existing `graph` (a conditional node's body, say), until
+/// [`stream_end_capture`].
+///
+/// # Errors
+/// The status of `cudaStreamBeginCaptureToGraph` when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `stream` must be live and not capturing; `graph` live, not used by another thread until the
+/// capture ends; `mode` a `cudaStreamCaptureMode`; the capture must be ended on this thread.
+#[cfg(cudart_ge = "12.3")]
+pub unsafe fn stream_begin_capture_to_graph(
+    stream: RawStream,
+    graph: RawGraph,
+    mode: u32,
+) -> Result<()> {
+    not_in_callback("cudaStreamBeginCaptureToGraph")?;
+    check(
+        // SAFETY: the caller's contract; no dependencies (null arrays of length 0).
+        unsafe {
+            sys::cudaStreamBeginCaptureToGraph(
+                stream,
+                graph,
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                mode,
+            )
+        },
+        "cudaStreamBeginCaptureToGraph",
+    )
+}
+
+/// The graph a capturing `stream` captures into and the nodes that its next node will depend
+/// on (`cudaStreamGetCaptureInfo`).
+#[derive(Debug, Clone)]
+pub struct CaptureInfo {
+    /// The graph being captured (owned by the capture).
+    pub graph: RawGraph,
+    /// The stream's current capture dependencies.
+    pub dependencies: Vec<RawGraphNode>,
+}
+
+/// `cudaStreamGetCaptureInfo` of a capturing stream.
+///
+/// # Errors
+/// The status of the call when it is not `cudaSuccess`; `cudaErrorIllegalState` when the
+/// stream is not capturing.
+///
+/// # Safety
+/// `stream` must be live; no other thread may queue work on it during the call.
+#[cfg(cudart_ge = "12.3")]
+pub unsafe fn stream_get_capture_info(stream: RawStream) -> Result<CaptureInfo> {
+    not_in_callback("cudaStreamGetCaptureInfo")?;
+    let mut status = 0;
+    let mut graph = std::ptr::null_mut();
+    let mut dependencies: *const RawGraphNode = std::ptr::null();
+    let mut count = 0usize;
+    #[cfg(cudart_ge = "13.0")]
+    // SAFETY: the caller's contract; every out pointer is valid (id and edge data not asked).
+    let code = unsafe {
+        sys::cudaStreamGetCaptureInfo(
+            stream,
+            &mut status,
+            std::ptr::null_mut(),
+            &mut graph,
+            &mut dependencies,
+            std::ptr::null_mut(),
+            &mut count,
+        )
+    };
+    #[cfg(not(cudart_ge = "13.0"))]
+    // SAFETY: the caller's contract; every out pointer is valid (id not asked).
+    let code = unsafe {
+        sys::cudaStreamGetCaptureInfo_v2(
+            stream,
+            &mut status,
+            std::ptr::null_mut(),
+            &mut graph,
+            &mut dependencies,
+            &mut count,
+        )
+    };
+    check(code, "cudaStreamGetCaptureInfo")?;
+    if status != sys::cudaStreamCaptureStatusActive {
+        return Err(Error::cuda(
+            sys::cudaErrorIllegalState,
+            "cudaStreamGetCaptureInfo",
+        ));
+    }
+    let dependencies = if count == 0 || dependencies.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: the runtime returned `count` nodes at `dependencies`, valid until the next
+        // call on the stream; copied out at once.
+        unsafe { std::slice::from_raw_parts(dependencies, count) }.to_vec()
+    };
+    Ok(CaptureInfo {
+        graph,
+        dependencies,
+    })
+}
+
+/// `cudaStreamUpdateCaptureDependencies` with `cudaStreamSetCaptureDependencies`: the capturing
+/// `stream`'s next node depends on `dependencies` only (nodes added to its graph by hand, say).
+///
+/// # Errors
+/// The status of the call when it is not `cudaSuccess`.
+///
+/// # Safety
+/// `stream` must be live and capturing; `dependencies` nodes of its capture graph; no other
+/// thread may queue work on it during the call.
+#[cfg(cudart_ge = "12.3")]
+pub unsafe fn stream_set_capture_dependencies(
+    stream: RawStream,
+    dependencies: &[RawGraphNode],
+) -> Result<()> {
+    not_in_callback("cudaStreamUpdateCaptureDependencies")?;
+    let mut dependencies = dependencies.to_vec();
+    #[cfg(cudart_ge = "13.0")]
+    // SAFETY: the caller's contract; the array is valid for its length; no edge data.
+    let code = unsafe {
+        sys::cudaStreamUpdateCaptureDependencies(
+            stream,
+            dependencies.as_mut_ptr(),
+            std::ptr::null(),
+            dependencies.len(),
+            sys::cudaStreamSetCaptureDependencies,
+        )
+    };
+    #[cfg(not(cudart_ge = "13.0"))]
+    // SAFETY: the caller's contract; the array is valid for its length.
+    let code = unsafe {
+        sys::cudaStreamUpdateCaptureDependencies(
+            stream,
+            dependencies.as_mut_ptr(),
+            dependencies.len(),
+            sys::cudaStreamSetCaptureDependencies,
+        )
+    };
+    check(code, "cudaStreamUpdateCaptureDependencies")
+}
