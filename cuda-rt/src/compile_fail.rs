@@ -24,6 +24,16 @@ case!(
     "capture_stream_used_during_capture.rs"
 );
 case!(
+    condition_escapes_builder,
+    "E0521",
+    "condition_escapes_builder.rs"
+);
+case!(
+    condition_of_a_capture_in_a_builder,
+    "E0521",
+    "condition_of_a_capture_in_a_builder.rs"
+);
+case!(
     current_device_guard_not_send,
     "E0277",
     "current_device_guard_not_send.rs"

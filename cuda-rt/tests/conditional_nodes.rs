@@ -240,8 +240,11 @@ fn nested_bodies_use_their_own_conditions_and_those_around_them() {
             // Each outer step runs an inner loop of INNER steps, with a condition of the
             // body's own graph, then counts the outer loop down with the outer condition.
             let rearm = body.copy_device_to_device(&[], reset, &inner)?;
+            // A condition's default is assigned when the executable is launched, not each time
+            // its body runs: a body's loop is armed by a kernel before it.
             let again = body.condition(1)?;
-            let inner_loop = body.while_loop(&[rearm], again, |b| {
+            let armed = body.kernel(&[rearm], cuda_rt_cond_set()?, one(), (again, 1))?;
+            let inner_loop = body.while_loop(&[armed], again, |b| {
                 let step = affine(b, &[], &data, 1, 1)?;
                 b.kernel(&[step], cuda_rt_cond_count_down()?, one(), (&inner, again))?;
                 Ok(())

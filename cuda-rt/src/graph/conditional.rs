@@ -1,55 +1,6 @@
-//! Conditional nodes (`cudaGraphNodeTypeConditional`): graphs that decide on the GPU whether,
-//! how often and which body runs, from a condition that kernels set.
-//!
-//! A [`Condition`] is a conditional handle of one graph (`cudaGraphConditionalHandleCreate`),
-//! made by [`GraphBuilder::condition`] or [`Capture::condition`]. Kernels receive it as a
-//! [`ConditionHandle`](crate::ConditionHandle) parameter and set its value with
-//! `cudaGraphSetConditional`; a conditional node of the same graph reads it:
-//! - [`if_then`](GraphBuilder::if_then): the body runs once when the value is not zero;
-//! - [`if_else`](GraphBuilder::if_else): one body when it is not zero, the other when it is
-//!   (CUDA 12.8 and newer);
-//! - [`while_loop`](GraphBuilder::while_loop): the body runs while the value is not zero, which
-//!   is checked before every iteration (a body kernel that sets it to zero ends the loop);
-//! - [`switch`](GraphBuilder::switch): body number `value` runs, none when the value is not
-//!   below the number of bodies (CUDA 12.8 and newer).
-//!
-//! Bodies are graphs of their own, owned by the node, and built by closures given a builder
-//! (or a capture) of the body. The body's builder carries the same brand as the graph's, so
-//! memory bound anywhere in the graph may be used in its bodies (and memory bound in a body is
-//! borrowed for the whole graph's lifetime); which graph a handle belongs to is checked when it
-//! is used, and a handle of another graph is refused with [`ErrorKind::WrongGraph`]:
-//! - a [`Node`] is a dependency only of nodes of its own graph (not of a body's, nor of the
-//!   graph around a body);
-//! - a condition is read by conditional nodes of its own graph, and may be passed to kernels of
-//!   its graph and of the bodies nested in it.
-//!
-//! Every launch of the executable starts with each condition at the value it was made with.
-//!
-//! # What the types and checks promise
-//! CUDA leaves racing `cudaGraphSetConditional` calls undefined. So the nodes that use a
-//! condition (kernels given it, the conditional node reading it, conditional nodes whose bodies
-//! use it) must run one after the other: a node built with [`GraphBuilder`] must depend,
-//! directly or through other nodes, on the last node that used each of its conditions, or it is
-//! refused with [`ErrorKind::UnorderedCondition`] before it is added. (A capture queues one node
-//! after the other, so it is ordered by construction.) Inside one kernel launch, a kernel
-//! declared with a [`ConditionHandle`](crate::ConditionHandle) parameter promises, in its
-//! declaration's `unsafe`, to set the condition from at most one thread.
-//!
-//! A condition cannot leave the closure that builds its graph (its lifetime is the builder's
-//! brand):
-//! ```compile_fail
-//! # use cuda_rt::Graph;
-//! let mut kept = None;
-//! let _graph = Graph::build(|g| {
-//!     kept = Some(g.condition(0)?);
-//!     Ok(())
-//! });
-//! ```
-//!
-//! # Versions
-//! If and while nodes need CUDA 12.3; if-else and switch nodes need 12.8. Below that (the
-//! runtime the program runs with, or the one it was built against) the methods return
-//! [`ErrorKind::RuntimeTooOld`] without calling CUDA.
+//! Conditional nodes (`cudaGraphNodeTypeConditional`): the [`Condition`] type, the builder's
+//! and the capture's conditional nodes, and the bookkeeping that keeps the uses of one condition
+//! in order.
 
 use super::build::{GraphBuilder, Node};
 use super::owned::Building;
@@ -62,11 +13,56 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
-/// A condition of the graph branded `'g` (`cudaGraphConditionalHandle`): the value that
-/// conditional nodes of that graph read, and that kernels of the graph (and of its nested
-/// bodies) set with `cudaGraphSetConditional`. Made by [`GraphBuilder::condition`] or
-/// [`Capture::condition`]; passed to kernels as a [`ConditionHandle`](crate::ConditionHandle)
-/// argument.
+/// A condition of the graph branded `'g` (`cudaGraphConditionalHandle`): what conditional
+/// nodes (`cudaGraphNodeTypeConditional`) read to decide on the GPU whether, how often and which
+/// body runs.
+///
+/// A condition is made by [`GraphBuilder::condition`] or [`Capture::condition`]
+/// (`cudaGraphConditionalHandleCreate`). Kernels receive it as a
+/// [`ConditionHandle`](crate::ConditionHandle) parameter and set its value with
+/// `cudaGraphSetConditional`; a conditional node of the same graph reads it:
+/// - [`if_then`](GraphBuilder::if_then): the body runs once when the value is not zero;
+/// - [`if_else`](GraphBuilder::if_else): one body when it is not zero, the other when it is
+///   (CUDA 12.8 and newer);
+/// - [`while_loop`](GraphBuilder::while_loop): the body runs while the value is not zero, which
+///   is checked before every iteration (a body kernel that sets it to zero ends the loop);
+/// - [`switch`](GraphBuilder::switch): body number `value` runs, none when the value is not
+///   below the number of bodies (CUDA 12.8 and newer).
+///
+/// Bodies are graphs of their own, owned by the node, and built by closures given a builder
+/// (or a capture) of the body. The body's builder carries the same brand as the graph's, so
+/// memory bound anywhere in the graph may be used in its bodies (and memory bound in a body is
+/// borrowed for the whole graph's lifetime); which graph a handle belongs to is checked when it
+/// is used, and a handle of another graph is refused with [`ErrorKind::WrongGraph`]:
+/// - a [`Node`] is a dependency only of nodes of its own graph (not of a body's, nor of the
+///   graph around a body);
+/// - a condition is read by conditional nodes of its own graph, and may be passed to kernels of
+///   its graph and of the bodies nested in it.
+///
+/// Every launch of the executable starts with each condition at the value it was made with
+/// (`cudaGraphCondAssignDefault`). That happens once per launch, also for a condition of a body:
+/// a loop inside a loop's body finds its condition where the previous pass left it (zero, after
+/// a finished loop), so such a loop is armed by a kernel before it (measured on an H200, CUDA
+/// 13.0).
+///
+/// # What the types and checks promise
+/// CUDA leaves racing `cudaGraphSetConditional` calls undefined. So the nodes that use a
+/// condition (kernels given it, the conditional node reading it, conditional nodes whose bodies
+/// use it) must run one after the other: a node built with [`GraphBuilder`] must depend,
+/// directly or through other nodes, on the last node that used each of its conditions, or it is
+/// refused with [`ErrorKind::UnorderedCondition`] before it is added. (A capture queues one node
+/// after the other, so it is ordered by construction.) Inside one kernel launch, a kernel
+/// declared with a [`ConditionHandle`](crate::ConditionHandle) parameter promises, in its
+/// declaration's `unsafe`, to set the condition from at most one thread.
+///
+/// A condition cannot leave the closure that builds its graph (its lifetime is the builder's
+/// brand), and a conditional node takes only a condition of its own brand: a condition made by a
+/// capture is refused, at compile time, by the node of a graph built inside it.
+///
+/// # Versions
+/// If and while nodes need CUDA 12.3; if-else and switch nodes need 12.8. Below that (the
+/// runtime the program runs with, or the one it was built against) the methods return
+/// [`ErrorKind::RuntimeTooOld`] without calling CUDA.
 ///
 /// # Thread safety
 /// Neither `Send` nor `Sync`, like the builder it belongs to.
@@ -146,6 +142,11 @@ pub(super) struct ConditionOrder {
 }
 
 impl ConditionOrder {
+    /// Whether `node` is the last use of `key`.
+    fn is_last_use(&self, key: &ConditionKey, node: RawGraphNode) -> bool {
+        self.last_use.get(key) == Some(&node)
+    }
+
     /// Whether `node` was added to this graph.
     pub(super) fn has_node(&self, node: RawGraphNode) -> bool {
         self.dependencies.contains_key(&node)
@@ -324,7 +325,8 @@ fn add_conditional(
 impl<'b, 'a> GraphBuilder<'b, 'a> {
     /// A new condition of this graph (`cudaGraphConditionalHandleCreate` with
     /// `cudaGraphCondAssignDefault`): every launch of the executable starts with its value at
-    /// `default`.
+    /// `default`. In a body, that is also once per launch, not once per pass through the body
+    /// (see [`Condition`]).
     ///
     /// # Errors
     /// [`ErrorKind::RuntimeTooOld`] below CUDA 12.3; CUDA errors. A condition that no
@@ -485,7 +487,15 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
             }
             // The node uses what its body uses: it must be ordered after the earlier uses of
             // those conditions in this graph, and later uses after it.
-            let used = builder.order.borrow().used_from_outside(graph);
+            // (A condition whose last use is this node already, like the node's own, is in
+            // order.)
+            let used: Vec<ConditionKey> = builder
+                .order
+                .borrow()
+                .used_from_outside(graph)
+                .into_iter()
+                .filter(|key| !self.order.borrow().is_last_use(key, node))
+                .collect();
             if let Err(e) = self.order.borrow().check(&dependencies, &used, what) {
                 self.parts.poison(e);
                 return Err(e);
