@@ -172,6 +172,7 @@
 //! ```
 
 mod build;
+mod condition;
 mod conditional;
 mod host;
 mod owned;
@@ -179,7 +180,7 @@ mod stage;
 mod update;
 
 pub use build::{GraphBuilder, Node};
-pub use conditional::{Condition, GraphSite};
+pub use condition::{Condition, GraphSite};
 pub use stage::Stage;
 pub use update::UpdateError;
 

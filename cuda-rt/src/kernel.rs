@@ -97,13 +97,13 @@ pub struct Slice<T>(PhantomData<fn() -> T>);
 /// belongs to, which the kernel may set with `cudaGraphSetConditional`.
 ///
 /// A type-level marker (never a value), like [`Slice`]; the argument is a
-/// [`Condition`](crate::graph::Condition) of the graph being built or captured, or of a graph
+/// [`Condition`] of the graph being built or captured, or of a graph
 /// it is a body of (another graph's is refused with
 /// [`ErrorKind::WrongGraph`]). Only launches into a graph take it. A kernel declared with such a
 /// parameter also claims, in its declaration's `unsafe`, that it calls
 /// `cudaGraphSetConditional` on it from at most one thread per launch (CUDA leaves racing calls
 /// undefined); that nodes using one condition run one after the other is checked where the
-/// graph is built (see [`graph::Condition`](crate::graph::Condition)).
+/// graph is built (see [`Condition`]).
 #[derive(Debug)]
 pub struct ConditionHandle(());
 

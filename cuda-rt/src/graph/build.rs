@@ -17,7 +17,7 @@ use crate::raw::{self, RawGraph, RawGraphNode};
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
-use super::conditional::{ConditionOrder, GraphSite};
+use super::condition::{ConditionOrder, GraphSite};
 use super::owned::Building;
 use std::cell::RefCell;
 use std::rc::Rc;
