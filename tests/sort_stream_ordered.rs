@@ -431,3 +431,55 @@ fn a_workspace_dropped_in_a_host_callback_after_queued_sorts_does_not_hang() {
     assert_same_keys(&keys[0], &want, "queued sort");
     assert_same_keys(&keys[1], &want, "awaited sort whose future was dropped");
 }
+
+/// A sort captured into a while node's body is refused while it is captured: its status check
+/// is a host node and its scratch comes from memory nodes, neither of which CUDA allows there
+/// (captured anyway, the graph failed only at `cudaGraphInstantiate`, with
+/// `cudaErrorInvalidValue`). The capture fails as a whole, the keys are untouched, nothing
+/// hangs.
+#[test]
+fn a_sort_captured_into_a_while_body_is_refused_while_captured() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    use cuda_rt_test_kernels::conditional::cuda_rt_cond_count_down;
+    let n = 100_000;
+    let input: Vec<u32> = make(Dist::Uniform, n, 11);
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    let mut state = DeviceBuffer::from_slice(&[3u32, 0]).unwrap();
+    let workspace = SortWorkspace::new();
+    let mut stream = Stream::with_flags(cuda_rt::StreamFlags::NON_BLOCKING).unwrap();
+    let refused = {
+        let captured = stream.capture(CaptureMode::ThreadLocal, |c| {
+            let (keys, state) = (c.bind_mut(&mut keys), c.bind_mut(&mut state));
+            let more = c.condition(1)?;
+            c.while_loop(more, |body| {
+                workspace
+                    .sort_captured(body, &keys, Order::Ascending)
+                    .map_err(cuda_rt::Error::from)?;
+                body.launch(
+                    cuda_rt_cond_count_down()?,
+                    cuda_rt::LaunchConfig::for_items(1, 1),
+                    (&state, more),
+                )
+            })
+        });
+        match captured {
+            Err(e) => Some(e),
+            Ok(graph) => {
+                let exec = graph.instantiate().unwrap();
+                cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).unwrap();
+                drop(exec);
+                None
+            }
+        }
+    }; // the graph and its borrows end here
+    let e = refused.expect("the capture of a sort into a while body fails");
+    println!("a sort in a while body: {e}");
+    assert_eq!(e.kind(), cuda_rt::ErrorKind::InConditionalBody, "{e}");
+    drain_deferred();
+    assert_eq!(keys.to_vec().unwrap(), input, "the keys are untouched");
+    assert_eq!(state.to_vec().unwrap(), [3, 0]);
+    stream.synchronize().unwrap();
+}

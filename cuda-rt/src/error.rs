@@ -103,6 +103,11 @@ pub enum ErrorKind {
     /// that uses a condition must depend, directly or through other nodes, on every node that
     /// used it before (CUDA leaves racing `cudaGraphSetConditional` calls undefined).
     UnorderedCondition,
+    /// A node that CUDA does not allow in a conditional node's body (a host node; the memory
+    /// allocation and free nodes of stream-ordered allocation are likewise refused by CUDA,
+    /// when the graph is instantiated) was asked of the body's builder or capture; nothing was
+    /// added.
+    InConditionalBody,
     /// A library that queues its work on this crate's streams and memory (NCCL, through
     /// cuda-rt-nccl) returned this status. The library names it and describes it.
     Library {
@@ -241,6 +246,7 @@ impl Error {
             ErrorKind::KernelSignature { .. } => "KernelSignature",
             ErrorKind::RuntimeTooOld { .. } => "RuntimeTooOld",
             ErrorKind::UnorderedCondition => "UnorderedCondition",
+            ErrorKind::InConditionalBody => "InConditionalBody",
             ErrorKind::Library { name, .. } => name,
         }
     }
@@ -274,6 +280,9 @@ impl Error {
             }
             ErrorKind::UnorderedCondition => {
                 "a node that sets or reads a condition is not ordered after the nodes that used it before"
+            }
+            ErrorKind::InConditionalBody => {
+                "CUDA allows no such node in a conditional node's body (host nodes, memory nodes)"
             }
             ErrorKind::Library { message, .. } => message,
         }

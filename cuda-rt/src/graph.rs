@@ -510,8 +510,13 @@ impl<'c, 'a> Capture<'c, 'a> {
     /// never overlap, so neither do the calls of `f`.
     ///
     /// # Errors
-    /// CUDA errors (which invalidate the capture); `f` is then dropped with the graph.
+    /// [`ErrorKind::InConditionalBody`] in a capture of a conditional node's body, where CUDA
+    /// allows no host node (nothing is captured); CUDA errors (which invalidate the capture);
+    /// `f` is then dropped with the graph.
     pub fn host_fn(&self, f: impl FnMut() + Send + 'a) -> Result<()> {
+        if self.graph.is_body() {
+            return Err(Error::new(ErrorKind::InConditionalBody, "Capture::host_fn"));
+        }
         let (func, user_data) = self.parts.own_host_fn(f);
         // SAFETY: the stream is capturing, so this adds a host node and runs nothing now; the
         // closure behind `user_data` is owned by the graph, then by its executable, which free

@@ -498,3 +498,40 @@ fn an_update_moves_a_graph_with_conditionals_to_new_buffers() {
         assert_eq!(state_b.to_vec().unwrap(), [0, 4]);
     }
 }
+
+#[test]
+fn host_nodes_are_refused_in_bodies_before_cuda_sees_them() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let built = Graph::build(|g| {
+        let cond = g.condition(1)?;
+        g.if_then(&[], cond, |body| body.host_fn(&[], || {}).map(drop))?;
+        Ok(())
+    });
+    assert_eq!(built.unwrap_err().kind(), ErrorKind::InConditionalBody);
+    let mut stream = stream();
+    let captured = stream.capture(CaptureMode::ThreadLocal, |c| {
+        let cond = c.condition(1)?;
+        c.while_loop(cond, |body| body.host_fn(|| {}))
+    });
+    assert_eq!(captured.unwrap_err().kind(), ErrorKind::InConditionalBody);
+    // Outside bodies host nodes still work, in the same build as a conditional node.
+    let ran = std::sync::atomic::AtomicUsize::new(0);
+    let exec = Graph::build(|g| {
+        let cond = g.condition(0)?;
+        let skipped = g.if_then(&[], cond, |_| Ok(()))?;
+        g.host_fn(&[skipped], || {
+            ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })?;
+        Ok(())
+    })
+    .unwrap()
+    .instantiate()
+    .unwrap();
+    launch(&stream, &exec);
+    drop(exec);
+    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+    stream.synchronize().unwrap();
+}

@@ -543,7 +543,10 @@ impl SortWorkspace {
     ///
     /// # Errors
     /// [`SortError::Runtime`] with [`cuda_rt::ErrorKind::InHostCallback`] inside a host
-    /// callback; [`SortError::SharedMemoryLimit`], [`SortError::UnsupportedValue`] (nothing is
+    /// callback, or with [`cuda_rt::ErrorKind::InConditionalBody`] in the capture of a
+    /// conditional node's body (CUDA allows neither the host node of the check nor the memory
+    /// nodes of the scratch there; the whole capture then fails);
+    /// [`SortError::SharedMemoryLimit`], [`SortError::UnsupportedValue`] (nothing is
     /// captured); [`SortError::Cuda`] for CUDA errors while capturing (which invalidate the
     /// capture: [`cuda_rt::Stream::capture`] then fails too). Device-side failures on a launch
     /// are deferred as described above.

@@ -449,12 +449,19 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
     /// to the thread that builds the graph.
     ///
     /// # Errors
-    /// CUDA errors; `f` is then dropped with the graph.
+    /// [`ErrorKind::InConditionalBody`] in the builder of a conditional node's body, where
+    /// CUDA allows no host node; CUDA errors; `f` is then dropped with the graph.
     pub fn host_fn(
         &self,
         dependencies: &[Node<'b>],
         f: impl FnMut() + Send + 'a,
     ) -> Result<Node<'b>> {
+        if !self.enclosing.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InConditionalBody,
+                "GraphBuilder::host_fn",
+            ));
+        }
         let (func, user_data) = self.parts.own_host_fn(f);
         self.add_node(dependencies, |graph, dependencies| {
             // SAFETY: the builder's graph, used by this thread only; the dependencies are nodes

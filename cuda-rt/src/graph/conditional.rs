@@ -323,6 +323,11 @@ impl CaptureGraph {
         }
     }
 
+    /// Whether this is the capture of a conditional node's body.
+    pub(super) fn is_body(&self) -> bool {
+        !self.enclosing.is_empty()
+    }
+
     /// Where a kernel captured now goes, for its arguments.
     pub(super) fn site(&self) -> GraphSite<'_> {
         GraphSite::new(self.graph.get(), &self.enclosing)
