@@ -112,7 +112,7 @@ fn add_conditional(
     }
     #[cfg(not(cudart_ge = "12.3"))]
     {
-        let _ = (graph, dependencies, condition);
+        let _ = (graph, dependencies, condition, kind.raw, kind.bodies);
         unreachable!("require_runtime refuses every runtime this build can run with")
     }
 }
@@ -462,10 +462,7 @@ impl<'c, 'a> Capture<'c, 'a> {
             return Err(Error::new(ErrorKind::WrongGraph, what));
         }
         let (node, bodies) = add_conditional(graph, &dependencies, condition.as_raw(), kind, what)?;
-        #[cfg(cudart_ge = "12.3")]
-        // SAFETY: our capturing stream, used by this thread only; `node` is a node of its graph.
-        unsafe { raw::stream_set_capture_dependencies(self.as_raw_stream(), &[node]) }
-            .map_err(|e| e.context(what))?;
+        follow_node(self.as_raw_stream(), node, what)?;
         let mut enclosing = Vec::with_capacity(self.graph.enclosing.len() + 1);
         enclosing.push(graph);
         enclosing.extend_from_slice(&self.graph.enclosing);
@@ -521,6 +518,23 @@ where
     result?;
     ended.map_err(|e| e.context(what))?;
     destroyed.map_err(|e| e.context(what))
+}
+
+/// Makes `node` (added to the capture's graph by hand) the capturing `stream`'s only
+/// dependency: what the stream captures next follows it.
+fn follow_node(stream: RawStream, node: RawGraphNode, what: &'static str) -> Result<()> {
+    #[cfg(cudart_ge = "12.3")]
+    {
+        // SAFETY: the caller's capturing stream, used by this thread only; `node` is a node of
+        // its graph.
+        unsafe { raw::stream_set_capture_dependencies(stream, &[node]) }
+            .map_err(|e| e.context(what))
+    }
+    #[cfg(not(cudart_ge = "12.3"))]
+    {
+        let _ = (stream, node, what);
+        unreachable!("conditional nodes are refused before one is added")
+    }
 }
 
 /// Begins capturing `stream` into the body `graph`.
