@@ -27,8 +27,9 @@
 //! The kernel that decides (`cuda_rt_cond_not_converged` in the test kernels) calls
 //! `cudaGraphSetConditional(handle, more)` from one thread, as its declaration promises. Nodes
 //! that use one condition must run one after the other (racing sets are undefined), which the
-//! builder checks: the decision kernel depends on the steps before it. If-else and switch nodes,
-//! nesting and the captured form are in the `graph_conditional_nodes` sample port.
+//! builder checks: the decision kernel depends on the steps before it. If-else and switch nodes
+//! and the captured form are in the `graph_conditional_nodes` sample port; nested loops in
+//! `cuda-rt/tests/conditional_nodes.rs`.
 
 mod common;
 

@@ -170,6 +170,15 @@
 //! })?;
 //! # Ok::<(), cuda_rt::Error>(())
 //! ```
+//!
+//! # Conditional nodes
+//! [`GraphBuilder::if_then`], [`if_else`](GraphBuilder::if_else),
+//! [`while_loop`](GraphBuilder::while_loop) and [`switch`](GraphBuilder::switch) (and the same
+//! methods of [`Capture`]) add nodes that decide on the GPU whether, how often and which body
+//! runs, from a [`Condition`] that kernels set (`cudaGraphSetConditional`): a loop that runs until
+//! a kernel says "converged" costs one launch, not a host round trip per iteration. See
+//! [`Condition`] for the rules (which graph a condition belongs to, the order of its uses, what
+//! CUDA allows in a body, the versions).
 
 mod build;
 mod condition;

@@ -33,7 +33,8 @@
 //! Your own kernels: compile them with `cuda-rt-build` in your `build.rs`, declare them with
 //! [`kernels!`] and launch them typed ([`kernel`]). The numbered examples in `cuda-rt/examples/`
 //! teach one topic each (pinned memory, events, streams, chunked copies over several streams,
-//! graphs, callbacks, your own kernel).
+//! graphs, callbacks, your own kernel, several GPUs, a loop decided on the GPU by a conditional
+//! graph node).
 //!
 //! # The map
 //! Every concept of CUDA's asynchronous execution model has a module named for it:
@@ -78,7 +79,8 @@
 //!    concurrently. Memory is used only on streams of its device. See [`memory`].
 //! 3. **Graphs never replay freed memory.** The memory a captured graph uses is borrowed for the
 //!    graph's lifetime parameter; a graph that borrows is launched only in a scope. See
-//!    [`graph`].
+//!    [`graph`]. The nodes that set or read one condition of a conditional node run one after
+//!    the other (checked where the graph is built), as CUDA requires; see [`Condition`].
 //! 4. **No CUDA status is dropped, and no error is lost in `Drop`.** Errors met where they cannot
 //!    be returned (a `Drop`, a panicking host callback) are kept, with where they happened, and
 //!    returned by the next `synchronize()` of the thread that caused them
