@@ -24,11 +24,17 @@ fn built_against() -> u32 {
 fn require_runtime(needed: u32, what: &'static str) -> Result<()> {
     // SAFETY: no preconditions.
     let running = unsafe { raw::runtime_get_version() }.map_err(|e| e.context(what))?;
-    let found = u32::try_from(running).unwrap_or(0).min(built_against());
-    if found < needed {
-        return Err(Error::new(ErrorKind::RuntimeTooOld { needed, found }, what));
+    match too_old(needed, running, built_against()) {
+        Some(kind) => Err(Error::new(kind, what)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// [`ErrorKind::RuntimeTooOld`] when the older of the runtime `running` (as
+/// `cudaRuntimeGetVersion` returns it) and the version `built` against is older than `needed`.
+fn too_old(needed: u32, running: i32, built: u32) -> Option<ErrorKind> {
+    let found = u32::try_from(running).unwrap_or(0).min(built);
+    (found < needed).then_some(ErrorKind::RuntimeTooOld { needed, found })
 }
 
 /// A conditional node's kind and number of bodies, and the version it needs.
@@ -550,5 +556,51 @@ fn begin_body(stream: RawStream, graph: RawGraph, mode: u32, what: &'static str)
     {
         let _ = (stream, graph, mode, what);
         unreachable!("conditional nodes are refused before a body is captured")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_older_of_the_runtime_and_the_build_decides() {
+        // If and while: 12.3; if-else and switch: 12.8.
+        assert_eq!(too_old(12030, 13000, 13000), None);
+        assert_eq!(too_old(12080, 12080, 13000), None);
+        assert_eq!(
+            too_old(12080, 12040, 13000),
+            Some(ErrorKind::RuntimeTooOld {
+                needed: 12080,
+                found: 12040
+            })
+        );
+        // Built against 12.2 (the calls are compiled out), running 13.0.
+        assert_eq!(
+            too_old(12030, 13000, 12020),
+            Some(ErrorKind::RuntimeTooOld {
+                needed: 12030,
+                found: 12020
+            })
+        );
+        // A negative version (never returned) reads as 0.0.
+        assert!(too_old(12030, -1, 13000).is_some());
+        let e = Error::new(
+            too_old(12080, 12040, 13000).unwrap(),
+            "GraphBuilder::switch",
+        );
+        assert!(
+            e.to_string().ends_with("(needs CUDA 12.8, found 12.4)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_switch_needs_at_least_one_case() {
+        for cases in [0, usize::MAX] {
+            let e = switch_kind(cases, "test").unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::OutOfRange);
+        }
+        assert_eq!(switch_kind(3, "test").unwrap().bodies, 3);
     }
 }
