@@ -44,6 +44,11 @@ case!(
     "captured_handle_escapes.rs"
 );
 case!(
+    device_graph_launched_from_host_while_bound,
+    "E0502",
+    "device_graph_launched_from_host_while_bound.rs"
+);
+case!(
     graph_borrowing_launched_outside_scope,
     "E0373",
     "graph_borrowing_launched_outside_scope.rs"

@@ -183,6 +183,7 @@
 mod build;
 mod condition;
 mod conditional;
+mod device_launch;
 mod host;
 mod owned;
 mod stage;
@@ -190,6 +191,7 @@ mod update;
 
 pub use build::{GraphBuilder, Node};
 pub use condition::{Condition, GraphSite};
+pub use device_launch::{DeviceGraphExec, LaunchableGraph};
 pub use stage::Stage;
 pub use update::UpdateError;
 

@@ -69,7 +69,9 @@
 //! ```
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::graph::{Capture, Captured, CapturedMut, Condition, GraphBuilder, GraphSite, Node};
+use crate::graph::{
+    Capture, Captured, CapturedMut, Condition, GraphBuilder, GraphSite, LaunchableGraph, Node,
+};
 use crate::launch::{launch_raw, LaunchConfig};
 use crate::memory::{DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut};
 use crate::raw;
@@ -106,6 +108,20 @@ pub struct Slice<T>(PhantomData<fn() -> T>);
 /// graph is built (see [`Condition`]).
 #[derive(Debug)]
 pub struct ConditionHandle(());
+
+/// A kernel parameter `cudaGraphExec_t`: an executable graph that the kernel may launch from the
+/// device (`cudaGraphLaunch` into `cudaStreamGraphFireAndForget`, `cudaStreamGraphTailLaunch` or
+/// `cudaStreamGraphFireAndForgetAsSibling`).
+///
+/// A type-level marker (never a value), like [`Slice`]; the argument is a [`LaunchableGraph`]
+/// of the graph being built or captured (only launches into a graph take it, as CUDA launches
+/// device graphs only from kernels of a graph), bound there from a
+/// [`DeviceGraphExec`](crate::DeviceGraphExec), which says what is guaranteed. The
+/// declaration's `unsafe` claims nothing more for it than for a value: whatever the kernel
+/// launches it with, CUDA reports a misuse (a launch into another stream, a second launch
+/// while one runs) as the call's status.
+#[derive(Debug)]
+pub struct DeviceGraphHandle(());
 
 /// The most C parameters a kernel of this module may have (12 parameters, each of at most two
 /// C parameters).
@@ -209,6 +225,17 @@ impl KernelParam for ConditionHandle {
     type Raw = raw::RawConditionalHandle;
     fn c_sizes(out: &mut Vec<usize>) {
         out.push(size_of::<raw::RawConditionalHandle>());
+    }
+    fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
+        out.push(raw);
+    }
+}
+
+impl sealed::Param for DeviceGraphHandle {}
+impl KernelParam for DeviceGraphHandle {
+    type Raw = raw::RawGraphExec;
+    fn c_sizes(out: &mut Vec<usize>) {
+        out.push(size_of::<raw::RawGraphExec>());
     }
     fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
         out.push(raw);
@@ -411,6 +438,18 @@ impl<'c> KernelArg<ConditionHandle, InGraph<'c>> for &Condition<'_> {
         f: impl FnOnce(raw::RawConditionalHandle) -> Result<R>,
     ) -> Result<R> {
         f(site.accept(self)?)
+    }
+}
+
+// Executable graphs bound into the graph being built, for its kernels to launch.
+impl<'c> sealed::Arg<DeviceGraphHandle, InGraph<'c>> for LaunchableGraph<'c> {}
+impl<'c> KernelArg<DeviceGraphHandle, InGraph<'c>> for LaunchableGraph<'c> {
+    fn bind<R>(
+        self,
+        _site: &GraphSite<'_>,
+        f: impl FnOnce(raw::RawGraphExec) -> Result<R>,
+    ) -> Result<R> {
+        f(self.as_raw())
     }
 }
 

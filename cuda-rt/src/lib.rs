@@ -168,12 +168,12 @@ pub use error::{
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
 pub use future::{EventFuture, PendingFuture, StreamFuture};
 pub use graph::{
-    Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Condition, Graph, GraphBuilder,
-    GraphExec, Node, Stage, UpdateError,
+    Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Condition, DeviceGraphExec, Graph,
+    GraphBuilder, GraphExec, LaunchableGraph, Node, Stage, UpdateError,
 };
 pub use kernel::{
-    BlockSizeSuggestion, ConditionHandle, InGraph, Kernel, KernelArg, KernelArgs, KernelAttributes,
-    KernelParam, KernelParams, LaunchMode, OnStream, Slice, SliceMut,
+    BlockSizeSuggestion, ConditionHandle, DeviceGraphHandle, InGraph, Kernel, KernelArg,
+    KernelArgs, KernelAttributes, KernelParam, KernelParams, LaunchMode, OnStream, Slice, SliceMut,
 };
 pub use launch::{launch_kernel, Dim3, LaunchAttributes, LaunchConfig};
 pub use memory::{

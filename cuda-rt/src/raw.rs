@@ -87,6 +87,9 @@ pub mod flags {
     pub const EVENT_BLOCKING_SYNC: u32 = sys::cudaEventBlockingSync;
     /// `cudaEventDisableTiming`.
     pub const EVENT_DISABLE_TIMING: u32 = sys::cudaEventDisableTiming;
+    /// `cudaGraphInstantiateFlagDeviceLaunch`: an executable graph that kernels may launch.
+    pub const GRAPH_INSTANTIATE_DEVICE_LAUNCH: u64 =
+        sys::cudaGraphInstantiateFlagDeviceLaunch as u64;
     /// `cudaHostAllocDefault`.
     pub const HOST_ALLOC_DEFAULT: u32 = sys::cudaHostAllocDefault;
     /// `cudaHostAllocPortable`.

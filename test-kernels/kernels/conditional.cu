@@ -1,4 +1,5 @@
-// Kernels that set the condition of a conditional graph node (tests/conditional_nodes.rs, the
+// Kernels that set the condition of a conditional graph node, and one that launches a graph from
+// the device (tests/conditional_nodes.rs, tests/device_graph_launch.rs, the
 // conditional-node lesson and benchmark of cuda-rt). Each sets its condition from one thread
 // only, as the typed declaration of a ConditionHandle parameter promises.
 #include <cuda_runtime.h>
@@ -29,7 +30,8 @@ extern "C" __global__ void cuda_rt_cond_set(cudaGraphConditionalHandle condition
 // Sets the condition to data[0] (to zero when data is empty).
 extern "C" __global__ void cuda_rt_cond_set_from(const uint32_t* data, size_t n,
                                                  cudaGraphConditionalHandle condition) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) cudaGraphSetConditional(condition, n > 0 ? data[0] : 0u);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        cudaGraphSetConditional(condition, n > 0 ? data[0] : 0u);
 }
 
 // One Jacobi step of the 1-D Laplace equation: next[i] = (cur[i - 1] + cur[i + 1]) / 2 inside,
@@ -63,4 +65,22 @@ extern "C" __global__ void cuda_rt_cond_not_converged(uint32_t* state, size_t n,
     state[0] = 0;
     state[1] += 1;
     cudaGraphSetConditional(condition, (change > tolerance && state[1] < max_steps) ? 1u : 0u);
+}
+
+// Launches `graph` from the device: fire-and-forget (`tail` zero) or as a tail launch; status[0]
+// gets the launch's status (as a uint32_t), when status is not empty. One thread.
+extern "C" __global__ void cuda_rt_cond_launch_graph(uint32_t* status, size_t n,
+                                                     cudaGraphExec_t graph, uint32_t tail) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const cudaError_t launched = cudaGraphLaunch(
+        graph, tail != 0 ? cudaStreamGraphTailLaunch : cudaStreamGraphFireAndForget);
+    if (n > 0) status[0] = static_cast<uint32_t>(launched);
+}
+
+// Writes the GPU's global timer (nanoseconds) to out[0], when out is not empty. One thread.
+extern "C" __global__ void cuda_rt_cond_stamp(unsigned long long* out, size_t n) {
+    if (blockIdx.x != 0 || threadIdx.x != 0 || n == 0) return;
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    out[0] = now;
 }

@@ -1,7 +1,7 @@
 //! Typed declarations of the kernels of `kernels/conditional.cu`, which set the conditions of
-//! conditional graph nodes.
+//! conditional graph nodes and launch graphs from the device.
 
-use cuda_rt::{kernels, ConditionHandle, Slice, SliceMut};
+use cuda_rt::{kernels, ConditionHandle, DeviceGraphHandle, Slice, SliceMut};
 
 kernels! {
     /// One step of a loop: `state[0]` (steps left) goes down by one unless it is zero,
@@ -29,4 +29,14 @@ kernels! {
         max_steps: u32,
         condition: ConditionHandle,
     );
+    /// Launches `graph` from the device, fire-and-forget (`tail` zero) or as a tail launch;
+    /// `status[0]` gets the launch's `cudaError_t` (when `status` is not empty). One thread.
+    pub unsafe fn cuda_rt_cond_launch_graph(
+        status: SliceMut<u32>,
+        graph: DeviceGraphHandle,
+        tail: u32,
+    );
+    /// Writes the GPU's global timer (nanoseconds) to `out[0]` (nothing when `out` is empty).
+    /// One thread.
+    pub unsafe fn cuda_rt_cond_stamp(out: SliceMut<u64>);
 }

@@ -551,6 +551,27 @@ pub unsafe fn graph_instantiate(graph: RawGraph) -> Result<RawGraphExec> {
     Ok(exec)
 }
 
+/// `cudaGraphInstantiateWithFlags`: an executable graph made from `graph` with `flags` (a
+/// `cudaGraphInstantiateFlags` value, [`flags`]`::GRAPH_INSTANTIATE_*`), owned by the caller.
+///
+/// # Errors
+/// The status of `cudaGraphInstantiateWithFlags` when it is not `cudaSuccess`
+/// (`cudaErrorInvalidValue` for a graph with nodes that `flags` does not allow).
+///
+/// # Safety
+/// `graph` must be live and not used by another thread during the call; the executable must be
+/// destroyed once, with [`graph_exec_destroy`].
+pub unsafe fn graph_instantiate_with_flags(graph: RawGraph, flags: u64) -> Result<RawGraphExec> {
+    not_in_callback("cudaGraphInstantiateWithFlags")?;
+    let mut exec = std::ptr::null_mut();
+    check(
+        // SAFETY: the caller's contract; writes one handle through a valid pointer.
+        unsafe { sys::cudaGraphInstantiateWithFlags(&mut exec, graph, flags) },
+        "cudaGraphInstantiateWithFlags",
+    )?;
+    Ok(exec)
+}
+
 /// `cudaGraphUpload`: prepares the executable graph's resources on `stream` ahead of a launch.
 ///
 /// # Errors
