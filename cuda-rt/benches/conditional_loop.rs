@@ -27,12 +27,17 @@
 //!   launches, the wait after them untimed. The overhead is the median of the pairwise
 //!   differences. A control row launches through `cudaGraphLaunch` on both sides: what the
 //!   pairing itself adds.
+//! - **A device-side launch**: GPU time per launch (events around 100 back-to-back launches) of
+//!   a graph `G` of one one-thread kernel launched by the host, of a graph whose one kernel
+//!   launches `G` from the device (fire-and-forget), and of a graph of one kernel that launches
+//!   nothing (the control: the launching kernel's own cost); rounds in turn, medians.
 
 use cuda_rt::{
-    DeviceBuffer, Event, Graph, GraphExec, LaunchConfig, PinnedBuffer, Stream, StreamFlags,
+    elapsed_time_between, DeviceBuffer, Event, Graph, GraphExec, LaunchConfig, PinnedBuffer,
+    Stream, StreamFlags,
 };
 use cuda_rt_sys as sys;
-use cuda_rt_test_kernels::conditional::cuda_rt_cond_count_down;
+use cuda_rt_test_kernels::conditional::{cuda_rt_cond_count_down, cuda_rt_cond_launch_graph};
 use cuda_rt_test_kernels::typed::cuda_rt_typed_affine;
 use std::time::Instant;
 
@@ -193,6 +198,79 @@ fn host_loop(stream: &Stream, iterations: u32, with_map: bool) -> BenchResult<f6
     Ok(ms)
 }
 
+/// Microseconds of GPU time per launch of `launches` back-to-back launches of `exec` (events
+/// around them; the scope waits).
+fn gpu_time_per_launch(stream: &Stream, exec: &GraphExec<'_>, launches: usize) -> BenchResult<f64> {
+    let (start, end) = (Event::new()?, Event::new()?);
+    cuda_rt::scope(|s| {
+        start.record(stream)?;
+        for _ in 0..launches {
+            s.launch_graph(stream, exec)?;
+        }
+        end.record(stream)
+    })?;
+    let elapsed = elapsed_time_between(&start, &end)?;
+    Ok(elapsed.as_secs_f64() * 1e6 / launches as f64)
+}
+
+/// A graph of one one-thread kernel (`word = word * 1 + 1`).
+fn one_kernel_graph(word: &mut DeviceBuffer<u32>) -> cuda_rt::Result<Graph<'_>> {
+    Graph::build(|g| {
+        let word = g.bind_mut(word);
+        g.kernel(
+            &[],
+            cuda_rt_typed_affine()?,
+            LaunchConfig::for_items(1, 1),
+            (&word, 1, 1),
+        )?;
+        Ok(())
+    })
+}
+
+/// GPU time per launch (µs) of: the host launching a one-kernel graph `G` (made for device
+/// launches); the host launching a graph whose one kernel launches `G` from the device
+/// (fire-and-forget); and the host launching a graph of one kernel that launches nothing (the
+/// control for the launching kernel itself). Medians of `trials` rounds in turn.
+fn device_launch_rows(stream: &Stream, trials: usize, launches: usize) -> BenchResult<[Spread; 3]> {
+    let (mut target_word, mut control_word) = (
+        DeviceBuffer::<u32>::zeroed(1)?,
+        DeviceBuffer::<u32>::zeroed(1)?,
+    );
+    let mut status = DeviceBuffer::from_slice(&[u32::MAX])?;
+    let mut target = one_kernel_graph(&mut target_word)?.instantiate_for_device_launch(stream)?;
+    let control = one_kernel_graph(&mut control_word)?.instantiate()?;
+    let (mut host, mut device, mut plain) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..trials + 2 {
+        let h = gpu_time_per_launch(stream, &target, launches)?;
+        let launcher = Graph::build(|g| {
+            let (graph, status) = (g.bind_device_graph(&mut target), g.bind_mut(&mut status));
+            g.kernel(
+                &[],
+                cuda_rt_cond_launch_graph()?,
+                LaunchConfig::for_items(1, 1),
+                (&status, graph, 0),
+            )?;
+            Ok(())
+        })?
+        .instantiate()?;
+        launcher.upload(stream)?;
+        let d = gpu_time_per_launch(stream, &launcher, launches)?;
+        drop(launcher);
+        let c = gpu_time_per_launch(stream, &control, launches)?;
+        if round >= 2 {
+            host.push(h);
+            device.push(d);
+            plain.push(c);
+        }
+    }
+    drop(target);
+    drop(control);
+    if status.to_vec()? != [0] {
+        return Err("a device-side launch failed".into());
+    }
+    Ok([spread(&host), spread(&device), spread(&plain)])
+}
+
 #[derive(Clone, Copy)]
 enum Side {
     Raw,
@@ -293,6 +371,8 @@ fn run(settings: &Settings) -> BenchResult<()> {
         unsafe { sys::cudaGetLastError() },
         "cudaGetLastError",
     )?;
+    let [host_launch, device_launch, plain_launch] =
+        device_launch_rows(&stream, settings.loop_trials, settings.launches)?;
     let overhead: Vec<f64> = safe.iter().zip(&raw).map(|(s, r)| s - r).collect();
     let control: Vec<f64> = control_b
         .iter()
@@ -345,6 +425,29 @@ fn run(settings: &Settings) -> BenchResult<()> {
     println!(
         "| control: `cudaGraphLaunch` against itself (paired) | {:+.0} ({:+.0}–{:+.0}) |",
         control.median, control.p10, control.p90
+    );
+    println!();
+    println!(
+        "| {} back-to-back launches, GPU time per launch (events) | µs (p10–p90) |",
+        settings.launches
+    );
+    println!("|---|---|");
+    for (row, s) in [
+        ("host launches G (one one-thread kernel)", host_launch),
+        (
+            "host launches a graph whose kernel launches G from the device",
+            device_launch,
+        ),
+        (
+            "control: host launches a graph of one kernel that launches nothing",
+            plain_launch,
+        ),
+    ] {
+        println!("| {row} | {:.2} ({:.2}–{:.2}) |", s.median, s.p10, s.p90);
+    }
+    println!(
+        "| **a device-side launch adds** (launching graph − control) | **{:.2}** |",
+        device_launch.median - plain_launch.median
     );
     Ok(())
 }
