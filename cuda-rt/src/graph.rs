@@ -179,6 +179,13 @@
 //! a kernel says "converged" costs one launch, not a host round trip per iteration. See
 //! [`Condition`] for the rules (which graph a condition belongs to, the order of its uses, what
 //! CUDA allows in a body, the versions).
+//!
+//! # Graphs that kernels launch
+//! [`Graph::instantiate_for_device_launch`] makes a [`DeviceGraphExec`]: an executable that a
+//! kernel of another graph may launch (`cudaGraphLaunch` on the device, fire-and-forget or as a
+//! tail launch), bound into that graph with [`GraphBuilder::bind_device_graph`] and passed to the
+//! kernel as a [`DeviceGraphHandle`](crate::DeviceGraphHandle). See [`DeviceGraphExec`] for what
+//! is guaranteed.
 
 mod build;
 mod condition;
