@@ -32,10 +32,10 @@ use std::marker::PhantomData;
 ///   on, and a scope that launched it does not return, before they have finished. So when the
 ///   launching graph's executable is gone (its drop waits for its launches), so are the device
 ///   launches, and the borrow ends.
-/// - CUDA allows kernel, memcpy (of device memory) and memset nodes in a graph launched from the
-///   device: other nodes make [`Graph::instantiate_for_device_launch`] fail. Only a kernel of a
-///   graph may launch one; a kernel node inside a conditional node's body may not (CUDA refuses
-///   the graph when it is instantiated).
+/// - CUDA allows kernel, memcpy (of device memory), memset and child-graph nodes in a graph
+///   launched from the device: a host node makes [`Graph::instantiate_for_device_launch`] fail
+///   (tested). Only a kernel of a graph may launch one, and CUDA's rules for conditional bodies
+///   exclude kernels there that launch graphs (not tested here).
 ///
 /// # Thread safety
 /// As [`GraphExec`].
