@@ -1,6 +1,7 @@
 //! [`Build`]: nvcc over a crate's `.cu` files, into one static library or a device image.
 
 use crate::arch::{archs, check_one, gencode_flags, Arch, Archs};
+use crate::cache::Cache;
 use crate::image::{self, ImageKind};
 use crate::link::{archive, self_contained_object, Tools};
 use crate::{Error, Toolkit};
@@ -393,7 +394,9 @@ fn register_reruns(toolkit: &Toolkit, source: &Path, dependencies: &[PathBuf]) {
 
 /// `nvcc MODE source -o output` (`mode`: `-c`, `-ptx`, `-cubin`, `-fatbin`), with the
 /// dependency file `depfile`; returns the files it read. nvcc's warnings (ptxas spills, say)
-/// are shown as Cargo warnings.
+/// are shown as Cargo warnings. The output of an earlier run of the same compile comes from
+/// the compile cache when nothing it was made from has changed (`cache.rs`), with its
+/// warnings shown again.
 fn compile_one(
     toolkit: &Toolkit,
     flags: &[String],
@@ -402,6 +405,11 @@ fn compile_one(
     output: &Path,
     depfile: &Path,
 ) -> Result<Vec<PathBuf>, Error> {
+    let cache = Cache::from_env().map(|c| (Cache::key(toolkit, flags, mode, source), c));
+    if let Some(hit) = cache.as_ref().and_then(|(key, c)| c.fetch(key, output)) {
+        show_messages(&hit.messages);
+        return Ok(hit.dependencies);
+    }
     let mut command = Command::new(&toolkit.nvcc);
     command
         .args(flags)
@@ -412,22 +420,31 @@ fn compile_one(
         .arg(source)
         .arg("-o")
         .arg(output);
-    let output = command
+    let finished = command
         .output()
         .map_err(|e| Error::new(format!("cannot run {}: {e}", toolkit.nvcc.display())))?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    if !finished.status.success() {
         return Err(Error::new(format!(
             "nvcc failed on {}:\n{command:?}\n{stderr}",
             source.display()
         )));
     }
+    show_messages(&stderr);
+    let text = std::fs::read_to_string(depfile)
+        .map_err(|e| Error::new(format!("cannot read {}: {e}", depfile.display())))?;
+    let dependencies = parse_depfile(&text);
+    if let Some((key, cache)) = &cache {
+        cache.store(key, output, &dependencies, &stderr);
+    }
+    Ok(dependencies)
+}
+
+/// nvcc's messages (ptxas's spills, say), each line as a Cargo warning.
+fn show_messages(stderr: &str) {
     for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
         println!("cargo:warning={line}");
     }
-    let text = std::fs::read_to_string(depfile)
-        .map_err(|e| Error::new(format!("cannot read {}: {e}", depfile.display())))?;
-    Ok(parse_depfile(&text))
 }
 
 /// The prerequisites of a make-style dependency file (`object: a.cu b.h \` lines).

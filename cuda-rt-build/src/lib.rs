@@ -82,7 +82,22 @@
 //! | `CUDA_RT_ARCHS` | GPU architectures, comma-separated; default `80,90` ([`DEFAULT_ARCHS`]). `80` (or `8.0`): machine code for 8.0, and the newest such entry also PTX; `sm_80`: machine code only; `compute_80`: PTX only; `all`: `80` for each of 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 12.0 ([`ALL_ARCHS`]) that nvcc supports. Each is checked against `nvcc --list-gpu-arch` and the kernels' [`min_arch`](Build::min_arch). |
 //! | `CUDA_RT_LINEINFO=1` | `-lineinfo`: source lines for profilers and compute-sanitizer |
 //! | `CUDA_RT_NVCC_FLAGS` | extra nvcc flags, whitespace-separated |
+//! | `CUDA_RT_BUILD_CACHE` | the folder of the compile cache, or `off` for none; default `cuda-rt-build-cache` in the target folder (see below) |
 //! | `CUDA_RT_LINEINFO_<CRATE>`, `CUDA_RT_NVCC_FLAGS_<CRATE>` | the same for one crate only: the package's name in capitals, `-` as `_` (`CUDA_RT_NVCC_FLAGS_MY_APP` for `my-app`). The crate's own `LINEINFO` wins over the global one; its flags come after the global ones. Changing one rebuilds that crate's device code only, not its dependencies' (the sort's, say): the way to profile or tune your own kernels |
+//!
+//! # The compile cache
+//! Cargo runs a build script again, in a new `OUT_DIR`, whenever its unit changes: `cargo
+//! clippy` after `cargo test`, another feature set of the crate, a release build after a debug
+//! one. The nvcc compiles of each run are the same, and with heavy templates each can take
+//! minutes. So every compile's output is kept in a cache folder shared by the target folder's
+//! builds (`target/cuda-rt-build-cache`), and a compile whose inputs have not changed is
+//! copied from there instead of run. An entry is used only when nvcc (its path, size, time and
+//! the toolkit's version), `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`/`NVCC_CCBIN`, the working
+//! folder, every flag, the source and every file nvcc read for it (its dependency output,
+//! the toolkit's headers included) are what they were; nvcc's warnings are shown again. It
+//! does not see a host compiler replaced in place: `cargo clean`, or `CUDA_RT_BUILD_CACHE=off`.
+//! The folder keeps the newest 256 compiles. The device link and the archive are made anew on
+//! each run (seconds).
 //!
 //! # How crates with relocatable device code link together
 //! nvcc's separate compilation ends with a device link (`nvcc --device-link`), which joins the
@@ -140,6 +155,7 @@
 //! first sort with an empty JIT cache, 0.4 s once cached).
 
 mod arch;
+mod cache;
 mod compile;
 mod image;
 mod link;
