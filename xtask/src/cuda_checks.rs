@@ -1,93 +1,319 @@
-//! The checks that build against other GPU architectures and CUDA versions than a plain
+//! The checks that compile for other GPU architectures and CUDA versions than a plain
 //! `cargo test` does: `cargo xtask check-archs` and `cargo xtask check-cuda-versions`.
 
-use crate::process::{cargo, command, output, root, run, seconds_since, target_dir, Result};
-use crate::toolkit::on_path;
+use crate::process::{
+    cargo, command, describe, output, root, run, seconds_since, target_dir, Error, Result,
+};
+use crate::toolkit::cuda_path;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-/// `cargo xtask check-archs`: compiles the root package's kernels for every GPU architecture
-/// that `CUDA_RT_ARCHS=all` names (7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 12.0, less those the toolkit's
-/// nvcc lacks), so that CI sees an architecture-specific compile error (an instruction ptxas
-/// refuses for one architecture, a missing guard) without a GPU of each kind. Needs a CUDA
-/// toolkit (the provisioned one, as for `cargo test`), no GPU; about 4 minutes on 2 cores.
+/// The architectures of `CUDA_RT_ARCHS=all`, as nvcc names them without the dot: cuda-rt-build's
+/// `ALL_ARCHS` (cuda-rt-build/src/arch.rs), repeated here so that xtask keeps to the standard
+/// library; a test checks that the two lists agree.
+const ALL_ARCHS: [u32; 7] = [75, 80, 86, 89, 90, 100, 120];
+
+/// The architectures that the default build (`CUDA_RT_ARCHS` unset, as in CI's `cargo test`)
+/// compiles as machine code: cuda-rt-build's `DEFAULT_ARCHS`, `"80,90"` (a test checks it).
+/// `cargo test` compiles and links the kernels for these, so check-archs leaves them out.
+const DEFAULT_MACHINE_CODE_ARCHS: [u32; 2] = [80, 90];
+
+/// The nvcc flags that every build of `kernels/` in build.rs gets, in cuda-rt-build's order:
+/// `-O3 -std=c++17` (which cuda-rt-build's `Build` puts first), then build.rs's `kernel_build`:
+/// `.include("kernels")` and `.flag("--expt-relaxed-constexpr")`. build.rs is the source, and
+/// this must agree with it: the tests read build.rs (and cuda-rt-build/src/compile.rs) and fail
+/// when it gains, loses or changes a flag, include or define. Left out on purpose: host-code
+/// flags (`-Xcompiler=-fPIC`), and `-Xptxas=-warn-spills`, which build.rs adds only under
+/// `CUDA_RT_KERNELS_WARN_SPILLS=1` and which only adds warnings.
+const KERNEL_FLAGS: [&str; 4] = ["-O3", "-std=c++17", "-Ikernels", "--expt-relaxed-constexpr"];
+
+/// The one source that build.rs compiles a second time, without relocatable device code.
+const SORT_SOURCE: &str = "kernels/mergesort.cu";
+
+/// The preprocessor definitions of that second build (build.rs's `compile_sort_without_rdc`):
+/// the device-side launches compiled out, and the namespace and C entry points renamed.
+const SORT_WITHOUT_RDC_DEFINES: [(&str, Option<&str>); 5] = [
+    ("CUDA_RT_SORT_HOST_LAUNCHES_ONLY", None),
+    ("cuda_rt_sort", Some("cuda_rt_sort_nordc")),
+    ("cuda_rt_kernels_sort", Some("cuda_rt_kernels_sort_nordc")),
+    (
+        "cuda_rt_kernels_sort_layout",
+        Some("cuda_rt_kernels_sort_layout_nordc"),
+    ),
+    (
+        "cuda_rt_kernels_sort_stage_times",
+        Some("cuda_rt_kernels_sort_stage_times_nordc"),
+    ),
+];
+
+/// How many nvcc processes check-archs runs at once (CI has 2 cores; each nvcc is one process
+/// chain: preprocessor, cicc, ptxas).
+const PARALLEL_COMPILES: usize = 2;
+
+/// `cargo xtask check-archs`: compiles the device code of the root package's kernels
+/// (`kernels/*.cu`) for every architecture of `CUDA_RT_ARCHS=all` (7.5, 8.0, 8.6, 8.9, 9.0,
+/// 10.0, 12.0) that the toolkit's nvcc supports, less 8.0 and 9.0, so that CI sees an
+/// architecture-specific compile error (an instruction that ptxas refuses for one architecture,
+/// a missing `__CUDA_ARCH__` guard) without a GPU of each kind. 8.0 and 9.0 are the default
+/// architectures: `cargo test` compiles the kernels for them in full (host code, device link)
+/// with the same nvcc. The others (7.5, 8.6, 8.9, 10.0, 12.0 with CUDA 13.0) get
+/// device code only: no host compile, no device link, no library. Needs a CUDA toolkit
+/// (`CUDA_PATH`, else the one `cargo test` provisioned into `.cuda-toolkit/`), no GPU.
 ///
-/// `cargo build --release -p cuda-rt-kernels --lib` in a target folder of its own
-/// (`target/arch-all`): nvcc and ptxas for each architecture, twice (kernels/ as relocatable
-/// device code, and the sort without it), and the device link for each. Then, where cuobjdump
-/// is installed, the machine code and PTX that the two libraries hold, one line per
-/// architecture (the relocatable library keeps its PTX in the objects' relocatable fat
-/// binaries, which only `cuobjdump -all` lists).
+/// For each architecture, the two configurations of build.rs, each source one
+/// `nvcc -cubin -arch=sm_XX` (preprocessor, cicc and ptxas for that architecture, as in the full
+/// build): every `kernels/*.cu` with `-rdc=true`, and `kernels/mergesort.cu` without it, with
+/// the defines of build.rs's second build ([`KERNEL_FLAGS`], [`SORT_WITHOUT_RDC_DEFINES`]).
+/// [`PARALLEL_COMPILES`] at a time; after the first failure no further compile starts (the one
+/// still running finishes), and the failure is reported with the command and nvcc's message. The cubins go to `target/check-archs/`. Prints how long each
+/// compile took, the nvcc time per architecture, and the total.
+///
+/// # Errors
+/// No toolkit; `nvcc --list-gpu-arch` failing or supporting none of the architectures; the first
+/// compile that fails.
 pub fn check_archs() -> Result {
     let start = Instant::now();
-    let target = target_dir().join("arch-all");
-    run(cargo()
-        .env("CUDA_RT_ARCHS", "all")
-        .args(["build", "--release", "-p", "cuda-rt-kernels", "--lib"])
-        .arg("--target-dir")
-        .arg(&target))?;
+    let nvcc = cuda_path()?.join("bin/nvcc");
+    let supported = parse_arch_list(&output(command(&nvcc).arg("--list-gpu-arch"))?);
+    let (archs, unsupported) = archs_to_check(&supported);
+    if !unsupported.is_empty() {
+        eprintln!(
+            "check-archs: skipped {} (this nvcc cannot compile for them)",
+            arch_names(&unsupported)
+        );
+    }
+    if archs.is_empty() {
+        return Err(Error::new(format!(
+            "check-archs: {} supports none of {} (nvcc --list-gpu-arch)",
+            nvcc.display(),
+            arch_names(&ALL_ARCHS)
+        )));
+    }
+    let out_dir = target_dir().join("check-archs");
+    std::fs::create_dir_all(&out_dir)?;
+    let compiles = compiles(&kernel_sources()?, &archs);
     eprintln!(
-        "CUDA_RT_ARCHS=all: the root package's kernels built in {} s",
+        "check-archs: device code for {} ({} compiles, {PARALLEL_COMPILES} at a time; {} are \
+         compiled in full by `cargo test`), nvcc {}",
+        arch_names(&archs),
+        compiles.len(),
+        arch_names(&DEFAULT_MACHINE_CODE_ARCHS),
+        KERNEL_FLAGS.join(" ")
+    );
+    let times = run_compiles(&nvcc, &compiles, &out_dir)?;
+    for arch in archs {
+        let nvcc_time: Duration = compiles
+            .iter()
+            .zip(&times)
+            .filter(|(c, _)| c.arch == arch)
+            .map(|(_, t)| *t)
+            .sum();
+        println!(
+            "check-archs: {} (sm_{arch}): {:.1} s, its compiles added up",
+            arch_names(&[arch]),
+            nvcc_time.as_secs_f64()
+        );
+    }
+    println!(
+        "check-archs: {} compiles in {} s",
+        compiles.len(),
         seconds_since(start)
     );
-    let Some(cuobjdump) = on_path("cuobjdump") else {
-        eprintln!("skipped the listing of the libraries' device code: no cuobjdump on PATH");
-        return Ok(());
-    };
-    let Some(out) = newest_kernels_out_dir(&target.join("release/build")) else {
-        eprintln!("skipped the listing of the libraries' device code: no build output found");
-        return Ok(());
-    };
-    for lib in [
-        "cuda_rt_kernels/libcuda_rt_kernels.a",
-        "cuda_rt_sort_nordc/libcuda_rt_sort_nordc.a",
-    ] {
-        println!("{lib}:");
-        let listing = output(
-            command(&cuobjdump)
-                .args(["--list-elf", "--list-ptx"])
-                .arg(out.join(lib)),
-        )
-        .unwrap_or_default();
-        let mut images: Vec<&str> = listing
-            .split(|c: char| c.is_whitespace() || c == ':')
-            .filter_map(device_image_name)
-            .collect();
-        images.sort_unstable();
-        images.dedup();
-        for image in images {
-            println!("  {image}");
-        }
-    }
     Ok(())
 }
 
-/// `sm_90.cubin` or `compute_90.ptx` at the end of a word of cuobjdump's listing.
-fn device_image_name(word: &str) -> Option<&str> {
-    let start = word.rfind("sm_").or_else(|| word.rfind("compute_"))?;
-    let name = &word[start..];
-    let (arch, extension) = name.split_once('.')?;
-    let digits = arch
-        .trim_start_matches("sm_")
-        .trim_start_matches("compute_");
-    (matches!(extension, "cubin" | "ptx") && !digits.is_empty())
-        .then_some(name)
-        .filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))
+/// The architectures of [`ALL_ARCHS`] that `supported` holds and the default build does not
+/// compile as machine code, and those of [`ALL_ARCHS`] that `supported` lacks.
+fn archs_to_check(supported: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let (check, unsupported): (Vec<u32>, Vec<u32>) = ALL_ARCHS
+        .into_iter()
+        .filter(|a| !DEFAULT_MACHINE_CODE_ARCHS.contains(a))
+        .partition(|a| supported.contains(a));
+    (check, unsupported)
 }
 
-/// The newest build's `out/cuda-rt-build` of the root package (one folder per build-script run).
-fn newest_kernels_out_dir(build: &Path) -> Option<PathBuf> {
-    std::fs::read_dir(build)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("cuda-rt-kernels-"))
-        })
-        .map(|p| p.join("out/cuda-rt-build"))
-        .filter(|p| p.is_dir())
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+/// The architectures of `nvcc --list-gpu-arch` output (`compute_75` lines; suffixed variants
+/// such as `compute_90a` are left out), as cuda-rt-build reads them.
+fn parse_arch_list(text: &str) -> Vec<u32> {
+    let mut archs: Vec<u32> = text
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("compute_"))
+        .filter_map(|d| d.parse().ok())
+        .collect();
+    archs.sort_unstable();
+    archs.dedup();
+    archs
+}
+
+/// `7.5, 8.6`.
+fn arch_names(archs: &[u32]) -> String {
+    archs
+        .iter()
+        .map(|a| format!("{}.{}", a / 10, a % 10))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `.cu` files of `kernels/`, sorted: what build.rs compiles with relocatable device code.
+fn kernel_sources() -> Result<Vec<PathBuf>> {
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(root().join("kernels"))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .filter_map(|p| p.strip_prefix(root()).ok().map(Path::to_path_buf))
+        .collect();
+    sources.sort();
+    Ok(sources)
+}
+
+/// One device-only compile of check-archs: one source, in one of build.rs's two configurations,
+/// for one architecture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Compile {
+    /// The architecture, as nvcc names it without the dot (`86`).
+    arch: u32,
+    /// The source, relative to the workspace root.
+    source: PathBuf,
+    /// With relocatable device code (build.rs's library), or without it and with
+    /// [`SORT_WITHOUT_RDC_DEFINES`] (its second build of the sort).
+    relocatable: bool,
+}
+
+impl Compile {
+    /// `rdc` or `nordc`, for names and messages.
+    fn configuration(&self) -> &'static str {
+        if self.relocatable {
+            "rdc"
+        } else {
+            "nordc"
+        }
+    }
+
+    /// The arguments of nvcc that compile this into the cubin `output`.
+    fn nvcc_args(&self, output: &Path) -> Vec<String> {
+        let mut args: Vec<String> = KERNEL_FLAGS.map(String::from).to_vec();
+        args.push("-cubin".into());
+        args.push(format!("-arch=sm_{}", self.arch));
+        if self.relocatable {
+            args.push("-rdc=true".into());
+        } else {
+            args.extend(
+                SORT_WITHOUT_RDC_DEFINES
+                    .iter()
+                    .map(|(name, value)| match value {
+                        Some(v) => format!("-D{name}={v}"),
+                        None => format!("-D{name}"),
+                    }),
+            );
+        }
+        args.push(self.source.display().to_string());
+        args.push("-o".into());
+        args.push(output.display().to_string());
+        args
+    }
+
+    /// The cubin's name in check-archs's folder: `mergesort.rdc.sm_86.cubin`.
+    fn cubin_name(&self) -> String {
+        let stem = self
+            .source
+            .file_stem()
+            .map_or_else(|| "source".into(), |s| s.to_string_lossy());
+        format!("{stem}.{}.sm_{}.cubin", self.configuration(), self.arch)
+    }
+}
+
+/// Every compile of check-archs: for each of `archs`, each of `sources` with relocatable device
+/// code and [`SORT_SOURCE`] without, the longest first, so that the parallel nvcc processes
+/// finish close together: the sort with relocatable device code for every architecture (about
+/// 3 minutes each on 2 cores, with its device-side launches), then the sort without (about
+/// 1 minute), then the other sources (seconds).
+fn compiles(sources: &[PathBuf], archs: &[u32]) -> Vec<Compile> {
+    let compile = |arch, source: &Path, relocatable| Compile {
+        arch,
+        source: source.to_path_buf(),
+        relocatable,
+    };
+    let sort = Path::new(SORT_SOURCE);
+    let mut compiles = Vec::new();
+    if sources.iter().any(|s| s == sort) {
+        compiles.extend(archs.iter().map(|&arch| compile(arch, sort, true)));
+    }
+    compiles.extend(archs.iter().map(|&arch| compile(arch, sort, false)));
+    for source in sources.iter().filter(|s| *s != sort) {
+        compiles.extend(archs.iter().map(|&arch| compile(arch, source, true)));
+    }
+    compiles
+}
+
+/// Runs `compiles` with `nvcc`, [`PARALLEL_COMPILES`] at a time, cubins into `out_dir`; returns
+/// how long each took, in the order of `compiles`. After a failure no further compile starts;
+/// the error is the first failure's.
+fn run_compiles(nvcc: &Path, compiles: &[Compile], out_dir: &Path) -> Result<Vec<Duration>> {
+    let next = AtomicUsize::new(0);
+    let times = Mutex::new(vec![Duration::ZERO; compiles.len()]);
+    let failure: Mutex<Option<Error>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..PARALLEL_COMPILES {
+            scope.spawn(|| loop {
+                if lock(&failure).is_some() {
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(compile) = compiles.get(i) else {
+                    return;
+                };
+                match run_compile(nvcc, compile, out_dir) {
+                    Ok(time) => lock(&times)[i] = time,
+                    Err(e) => {
+                        lock(&failure).get_or_insert(e);
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    match failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(times.into_inner().unwrap_or_else(|e| e.into_inner())),
+    }
+}
+
+/// `mutex`'s guard, also after a panic in another thread (a panic there is re-raised by the
+/// scope anyway; the data stays meaningful).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One nvcc run of `compile`; prints how long it took, and nvcc's warnings if it printed any.
+fn run_compile(nvcc: &Path, compile: &Compile, out_dir: &Path) -> Result<Duration> {
+    let start = Instant::now();
+    let mut nvcc_command = command(nvcc);
+    nvcc_command.args(compile.nvcc_args(&out_dir.join(compile.cubin_name())));
+    let finished = nvcc_command
+        .output()
+        .map_err(|e| Error::new(format!("cannot run {}: {e}", describe(&nvcc_command))))?;
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    if !finished.status.success() {
+        return Err(Error::new(format!(
+            "check-archs: {} ({}) for sm_{} failed ({}):\n{}\n{stderr}",
+            compile.source.display(),
+            compile.configuration(),
+            compile.arch,
+            finished.status,
+            describe(&nvcc_command)
+        )));
+    }
+    let time = start.elapsed();
+    eprintln!(
+        "  sm_{} {} ({}): {:.1} s",
+        compile.arch,
+        compile.source.display(),
+        compile.configuration(),
+        time.as_secs_f64()
+    );
+    eprint!("{stderr}");
+    Ok(time)
 }
 
 /// The CUDA versions beside those CI builds the whole workspace with: the oldest 12.x, the
@@ -213,17 +439,201 @@ fn install_headers(dir: &Path, runtime: &str, headers: &str) -> Result {
 
 #[cfg(test)]
 mod tests {
-    use super::device_image_name;
+    use super::*;
+
+    /// What CUDA 13.0's nvcc --list-gpu-arch prints.
+    const NVCC_13_0: &str = "compute_75\ncompute_80\ncompute_86\ncompute_87\ncompute_88\n\
+        compute_89\ncompute_90\ncompute_100\ncompute_110\ncompute_103\ncompute_120\ncompute_121\n";
+
+    /// `path` of the workspace with every whitespace character removed and `,)` read as `)`,
+    /// so that a call reads the same however rustfmt wrapped it (no string compared here holds
+    /// a space).
+    fn compact_source(path: &str) -> String {
+        let text = std::fs::read_to_string(root().join(path)).expect(path);
+        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        compact.replace(",)", ")")
+    }
+
+    /// The argument text of every `.METHOD(...)` call in `compact` (parentheses counted; the
+    /// strings in these calls hold none).
+    fn call_args<'a>(compact: &'a str, method: &str) -> Vec<&'a str> {
+        let opening = format!(".{method}(");
+        compact
+            .match_indices(&opening)
+            .map(|(at, _)| {
+                let args = &compact[at + opening.len()..];
+                let mut depth = 0;
+                let end = args
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        match c {
+                            '(' => depth += 1,
+                            ')' if depth == 0 => return true,
+                            ')' => depth -= 1,
+                            _ => {}
+                        }
+                        false
+                    })
+                    .map_or(args.len(), |(i, _)| i);
+                &args[..end]
+            })
+            .collect()
+    }
+
+    /// `"text"` without its quotes.
+    fn unquote(arg: &str) -> &str {
+        arg.strip_prefix('"')
+            .and_then(|a| a.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("not a plain string literal: {arg}"))
+    }
 
     #[test]
-    fn device_image_names() {
-        assert_eq!(device_image_name("sm_90.cubin"), Some("sm_90.cubin"));
+    fn the_architectures_agree_with_cuda_rt_build() {
+        let arch_rs = compact_source("cuda-rt-build/src/arch.rs");
+        let all = arch_rs
+            .split_once("pubconstALL_ARCHS:[Arch;")
+            .and_then(|(_, rest)| rest.split_once("];"))
+            .expect("cuda-rt-build/src/arch.rs defines ALL_ARCHS")
+            .0;
+        let all: Vec<u32> = all
+            .split("Arch(")
+            .skip(1)
+            .map(|a| a.split_once(')').and_then(|(n, _)| n.parse().ok()))
+            .map(|a| a.expect("ALL_ARCHS is a list of Arch(NN)"))
+            .collect();
         assert_eq!(
-            device_image_name("file.compute_120.ptx"),
-            Some("compute_120.ptx")
+            all, ALL_ARCHS,
+            "update ALL_ARCHS from cuda-rt-build/src/arch.rs"
         );
-        assert_eq!(device_image_name("sm_.cubin"), None);
-        assert_eq!(device_image_name("sm_90.o"), None);
-        assert_eq!(device_image_name("ELF"), None);
+        let default = arch_rs
+            .split_once("pubconstDEFAULT_ARCHS:&str=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .expect("cuda-rt-build/src/arch.rs defines DEFAULT_ARCHS")
+            .0;
+        let default: Vec<u32> = default
+            .split(',')
+            .map(|a| a.parse().expect("DEFAULT_ARCHS lists plain architectures"))
+            .collect();
+        assert_eq!(
+            default, DEFAULT_MACHINE_CODE_ARCHS,
+            "update DEFAULT_MACHINE_CODE_ARCHS from cuda-rt-build/src/arch.rs"
+        );
+    }
+
+    #[test]
+    fn the_flags_and_defines_agree_with_build_rs() {
+        let build_rs = compact_source("build.rs");
+        let from_build_rs = "update KERNEL_FLAGS and SORT_WITHOUT_RDC_DEFINES from build.rs";
+        // cuda-rt-build's own flags, first in every Build's nvcc command.
+        assert!(
+            compact_source("cuda-rt-build/src/compile.rs").contains("[\"-O3\",\"-std=c++17\"]"),
+            "update KERNEL_FLAGS from cuda-rt-build/src/compile.rs (Build::nvcc_flags)"
+        );
+        let mut expected = vec!["-O3".to_string(), "-std=c++17".to_string()];
+        expected.extend(
+            call_args(&build_rs, "include")
+                .into_iter()
+                .map(|dir| format!("-I{}", unquote(dir))),
+        );
+        expected.extend(
+            call_args(&build_rs, "flag")
+                .into_iter()
+                .map(unquote)
+                .filter(|f| *f != "-Xptxas=-warn-spills")
+                .map(String::from),
+        );
+        assert_eq!(expected, KERNEL_FLAGS, "{from_build_rs}");
+        let defines: Vec<(&str, Option<&str>)> = call_args(&build_rs, "define")
+            .into_iter()
+            .map(|args| {
+                let (name, value) = args.split_once(',').expect("define(NAME, VALUE)");
+                let value = match value {
+                    "None" => None,
+                    _ => Some(unquote(
+                        value
+                            .strip_prefix("Some(")
+                            .and_then(|v| v.strip_suffix(')'))
+                            .expect("None or Some(\"VALUE\")"),
+                    )),
+                };
+                (unquote(name), value)
+            })
+            .collect();
+        assert_eq!(defines, SORT_WITHOUT_RDC_DEFINES, "{from_build_rs}");
+        // The two configurations, and the minimum that ALL_ARCHS needs no filtering for.
+        for call in [
+            ".files(kernel_sources(Path::new(\"kernels\")))",
+            ".relocatable_device_code(true)",
+            &format!(".file(\"{SORT_SOURCE}\")"),
+            ".min_arch(Arch(75))",
+        ] {
+            assert!(build_rs.contains(call), "build.rs no longer has {call}");
+        }
+        assert!(ALL_ARCHS.iter().all(|&a| a >= 75));
+    }
+
+    #[test]
+    fn the_checked_architectures_are_those_nvcc_has_less_the_default_ones() {
+        assert_eq!(
+            archs_to_check(&parse_arch_list(NVCC_13_0)),
+            (vec![75, 86, 89, 100, 120], vec![])
+        );
+        assert_eq!(
+            archs_to_check(&[75, 80, 86, 87, 89, 90]),
+            (vec![75, 86, 89], vec![100, 120])
+        );
+        assert_eq!(arch_names(&[75, 120]), "7.5, 12.0");
+    }
+
+    #[test]
+    fn each_architecture_gets_both_configurations_of_build_rs() {
+        let sources: Vec<PathBuf> = ["kernels/a.cu", SORT_SOURCE, "kernels/z.cu"]
+            .map(PathBuf::from)
+            .to_vec();
+        let compiles = compiles(&sources, &[75, 86]);
+        let summary: Vec<(u32, &str, &str)> = compiles
+            .iter()
+            .map(|c| (c.arch, c.source.to_str().unwrap(), c.configuration()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (75, SORT_SOURCE, "rdc"),
+                (86, SORT_SOURCE, "rdc"),
+                (75, SORT_SOURCE, "nordc"),
+                (86, SORT_SOURCE, "nordc"),
+                (75, "kernels/a.cu", "rdc"),
+                (86, "kernels/a.cu", "rdc"),
+                (75, "kernels/z.cu", "rdc"),
+                (86, "kernels/z.cu", "rdc"),
+            ]
+        );
+
+        let out = Path::new("out");
+        let rdc = &compiles[0];
+        assert_eq!(rdc.cubin_name(), "mergesort.rdc.sm_75.cubin");
+        assert_eq!(
+            rdc.nvcc_args(&out.join(rdc.cubin_name())),
+            [
+                "-O3",
+                "-std=c++17",
+                "-Ikernels",
+                "--expt-relaxed-constexpr",
+                "-cubin",
+                "-arch=sm_75",
+                "-rdc=true",
+                SORT_SOURCE,
+                "-o",
+                "out/mergesort.rdc.sm_75.cubin",
+            ]
+        );
+        let nordc = compiles[2].nvcc_args(out);
+        assert!(!nordc.iter().any(|a| a.starts_with("-rdc")), "{nordc:?}");
+        assert!(nordc.contains(&"-DCUDA_RT_SORT_HOST_LAUNCHES_ONLY".to_string()));
+        assert!(nordc.contains(&"-Dcuda_rt_sort=cuda_rt_sort_nordc".to_string()));
+        assert_eq!(
+            nordc.iter().filter(|a| a.starts_with("-D")).count(),
+            SORT_WITHOUT_RDC_DEFINES.len()
+        );
     }
 }

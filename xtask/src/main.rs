@@ -37,7 +37,9 @@ Generated code:
   regen sort-abi            src/sort/abi.rs from kernels/cuda_rt_sort.h (bindgen)
 
 Checks (CI runs all but count-unsafe):
-  check-archs               the root package's kernels for every architecture of CUDA_RT_ARCHS=all
+  check-archs               the device code of kernels/*.cu (nvcc -cubin, as build.rs compiles it)
+                            for each architecture of CUDA_RT_ARCHS=all but 8.0 and 9.0, which
+                            `cargo test` compiles in full
   check-cuda-versions       cuda-rt against the oldest and newest 12.x and the newest 13.x runtimes
   check-packages [--allow-dirty]
                             publish dry runs, then the packages built and tested outside the checkout
