@@ -20,7 +20,7 @@
 //! `Cargo.toml`:
 //! ```toml
 //! [dependencies]
-//! cuda-rt = "0.1"
+//! cuda-runtime = "0.1"   # the library is `cuda_rt`
 //! cuda-rt-sys = "0.1"   # for its DEP_CUDART_* metadata
 //!
 //! [build-dependencies]

@@ -3,7 +3,7 @@
 //! printed as a Markdown table with the GPU's name.
 //!
 //! ```text
-//! cargo bench -p cuda-rt --bench conditional_loop
+//! cargo bench -p cuda-runtime --bench conditional_loop
 //! # or, for a GPU machine without cargo:
 //! cargo xtask stage-gpu              # then, there: .gpu/bin/bench-conditional_loop --bench
 //! ```

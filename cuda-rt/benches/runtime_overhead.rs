@@ -3,7 +3,7 @@
 //! Markdown table with the GPU's name.
 //!
 //! ```text
-//! cargo bench -p cuda-rt --bench runtime_overhead
+//! cargo bench -p cuda-runtime --bench runtime_overhead
 //! # or, for a GPU machine without cargo:
 //! cargo xtask stage-gpu              # then, there: .gpu/bin/bench-runtime_overhead --bench
 //! ```

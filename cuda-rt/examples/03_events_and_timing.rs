@@ -1,7 +1,7 @@
 //! Lesson 3: events time GPU work and order work between streams.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 03_events_and_timing
+//! cargo run --release -p cuda-runtime --example 03_events_and_timing
 //! ```
 //!
 //! An event is a marker in a stream's queue: it *occurs* when the GPU reaches it, that is

@@ -2,7 +2,7 @@
 //! callback), with useful CPU work done meanwhile.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 04_waiting_poll_block_callback
+//! cargo run --release -p cuda-runtime --example 04_waiting_poll_block_callback
 //! ```
 //!
 //! Queuing GPU work returns at once, so the CPU is free until it needs the results. Here it

@@ -2,7 +2,7 @@
 //! streams, and each host thread has a per-thread default stream of its own.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 05_streams_and_default_streams
+//! cargo run --release -p cuda-runtime --example 05_streams_and_default_streams
 //! ```
 //!
 //! Work on one stream runs in order; work on different streams may run at the same time. Eight

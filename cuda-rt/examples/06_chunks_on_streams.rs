@@ -2,7 +2,7 @@
 //! stream of its own, so that copies overlap with compute.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 06_chunks_on_streams
+//! cargo run --release -p cuda-runtime --example 06_chunks_on_streams
 //! ```
 //!
 //! On one stream, a large job is three phases that leave two of the GPU's engines idle:

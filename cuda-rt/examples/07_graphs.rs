@@ -1,7 +1,7 @@
 //! Lesson 7: graphs. Capture a sequence of launches once, then replay it with one call.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 07_graphs
+//! cargo run --release -p cuda-runtime --example 07_graphs
 //! ```
 //!
 //! Each kernel launch costs the CPU a few microseconds; for short kernels that is the bottleneck.

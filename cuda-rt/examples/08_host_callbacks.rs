@@ -2,7 +2,7 @@
 //! order with the GPU work around it.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 08_host_callbacks
+//! cargo run --release -p cuda-runtime --example 08_host_callbacks
 //! ```
 //!
 //! A host function queued on a stream runs once all work queued before it has finished, on a

@@ -2,7 +2,7 @@
 //! declare it once in Rust, and launch it with checked types and no `unsafe` at the call.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 09_your_own_kernel
+//! cargo run --release -p cuda-runtime --example 09_your_own_kernel
 //! ```
 //!
 //! The model is this workspace's `test-kernels` crate: `test-kernels/kernels/typed.cu` (the
@@ -13,7 +13,7 @@
 //!    that `cuda-rt-build` compiles with):
 //!    ```toml
 //!    [dependencies]
-//!    cuda-rt = "0.1"
+//!    cuda-runtime = "0.1"   # the library is `cuda_rt`
 //!    cuda-rt-sys = "0.1"
 //!
 //!    [build-dependencies]

@@ -2,7 +2,7 @@
 //! from device 0, incremented by a kernel on that device, and gathered back.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 10_several_gpus
+//! cargo run --release -p cuda-runtime --example 10_several_gpus
 //! ```
 //!
 //! What changes with several devices:

@@ -2,7 +2,7 @@
 //! node repeats its body until a kernel says "done", with no round trip to the host.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example 12_loops_on_the_gpu
+//! cargo run --release -p cuda-runtime --example 12_loops_on_the_gpu
 //! ```
 //!
 //! An iterative solver repeats a step until the answer stops changing. Written with a host

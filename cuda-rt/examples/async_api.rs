@@ -2,7 +2,7 @@
 //! between two timing events, while the CPU keeps counting until the GPU is done.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example async_api
+//! cargo run --release -p cuda-runtime --example async_api
 //! ```
 //!
 //! The sample shows that every call of the sequence returns at once: the CPU only queues the

@@ -3,7 +3,7 @@
 //! against the CPU.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example async_pipeline
+//! cargo run --release -p cuda-runtime --example async_pipeline
 //! ```
 //!
 //! The example first writes its input, [`BATCHES`] files of [`BATCH_BYTES`] each, into a

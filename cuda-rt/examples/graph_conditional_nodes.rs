@@ -2,7 +2,7 @@
 //! GPU, in five small programs, each checked against the CPU.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example graph_conditional_nodes
+//! cargo run --release -p cuda-runtime --example graph_conditional_nodes
 //! ```
 //!
 //! The sample builds conditional nodes (`cudaGraphConditionalHandleCreate`, then

@@ -2,7 +2,7 @@
 //! have finished: the evidence behind [`Scope::launch_graph`]'s design.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example graph_launch_cost
+//! cargo run --release -p cuda-runtime --example graph_launch_cost
 //! ```
 //!
 //! One graph shape (three 4 KiB memsets in a chain), launched in loops of N on one non-blocking

@@ -3,7 +3,7 @@
 //! kernel comes from PTX loaded while the program runs.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example runtime_module
+//! cargo run --release -p cuda-runtime --example runtime_module
 //! ```
 //!
 //! Those samples show that kernels need not be linked into the program: a module (PTX, a

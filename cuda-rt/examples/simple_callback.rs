@@ -3,7 +3,7 @@
 //! finished it.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example simple_callback
+//! cargo run --release -p cuda-runtime --example simple_callback
 //! ```
 //!
 //! The sample shows `cudaStreamAddCallback`: a host function that CUDA calls on one of its own

@@ -2,7 +2,7 @@
 //! node by node and by stream capture, each instantiated once and replayed with new input.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example simple_cuda_graphs
+//! cargo run --release -p cuda-runtime --example simple_cuda_graphs
 //! ```
 //!
 //! The sample shows the two ways to make a CUDA graph: adding nodes with explicit dependencies

@@ -3,7 +3,7 @@
 //! resident on a multiprocessor.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example simple_occupancy
+//! cargo run --release -p cuda-runtime --example simple_occupancy
 //! ```
 //!
 //! The sample shows the occupancy API: `cudaOccupancyMaxPotentialBlockSize` picks the block size

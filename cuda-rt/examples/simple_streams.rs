@@ -3,7 +3,7 @@
 //! stream.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example simple_streams
+//! cargo run --release -p cuda-runtime --example simple_streams
 //! ```
 //!
 //! The sample shows how streams let the copy engines and the multiprocessors work at once:

@@ -1,7 +1,7 @@
 //! Port of the CUDA sample `vectorAdd`: `C = A + B` for 50,000 floats, one thread per element.
 //!
 //! ```text
-//! cargo run --release -p cuda-rt --example vector_add
+//! cargo run --release -p cuda-runtime --example vector_add
 //! ```
 //!
 //! The sample shows the smallest complete CUDA program: allocate device memory, copy the

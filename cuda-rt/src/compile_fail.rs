@@ -1,6 +1,6 @@
 //! Misuses of the safe API that must not compile: each file of `tests/compile_fail/` is a
 //! `compile_fail` doctest of this module, with the error code it must fail with (so that a case
-//! failing for another reason, a typo say, does not pass). `cargo test -p cuda-rt --doc` runs
+//! failing for another reason, a typo say, does not pass). `cargo test -p cuda-runtime --doc` runs
 //! them; nothing runs on a GPU.
 
 /// One case: a unit struct whose documentation is the file as a `compile_fail` example.

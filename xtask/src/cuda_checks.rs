@@ -361,7 +361,7 @@ pub fn check_cuda_versions() -> Result {
                 "clippy",
                 "--quiet",
                 "-p",
-                "cuda-rt",
+                "cuda-runtime",
                 "--no-default-features",
             ])
             .args(["--features", "dynamic", "--lib", "--target-dir"])

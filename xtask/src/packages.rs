@@ -21,7 +21,7 @@ use std::time::Instant;
 
 const CRATES: [&str; 5] = [
     "cuda-rt-sys",
-    "cuda-rt",
+    "cuda-runtime",
     "cuda-rt-build",
     "cuda-rt-nccl",
     "cuda-rt-testing",

@@ -45,7 +45,7 @@ use std::time::Instant;
 /// Features of the `static` set for an invocation that selects every package (`--workspace`).
 const STATIC_WORKSPACE: &str = "cuda-rt-kernels/cub-bench";
 /// The `dynamic` set's addition to `--no-default-features --features dynamic` of cuda-rt-interop.
-const DYNAMIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-sys/static,cuda-rt/static";
+const DYNAMIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-sys/static,cuda-runtime/static";
 
 /// The root package's benchmarks that need `cuda-rt-kernels/cub-bench` (CUB's sorts, compiled by
 /// its build script in the one build of the kernels that everything else uses), staged as
@@ -55,7 +55,7 @@ const CUB_BENCHES: [&str; 2] = ["sort", "pipeline"];
 /// The packages whose examples that call `common::main(` are checked programs, and their folders:
 /// the numbered lessons and the sample ports.
 const CHECKED_EXAMPLES: [(&str, &str); 2] = [
-    ("cuda-rt", "cuda-rt/examples"),
+    ("cuda-runtime", "cuda-rt/examples"),
     ("cuda-rt-nccl", "cuda-rt-nccl/examples"),
 ];
 
@@ -493,6 +493,10 @@ mod tests {
             "cuda-rt-interop"
         );
         assert_eq!(package_name("path+file:///w/cuda-rt#0.1.0"), "cuda-rt");
+        assert_eq!(
+            package_name("path+file:///w/cuda-rt#cuda-runtime@0.1.0"),
+            "cuda-runtime"
+        );
         assert_eq!(
             package_name("registry+https://github.com/rust-lang/crates.io-index#libc@0.2.1"),
             "libc"
