@@ -289,14 +289,7 @@ mod tests {
         let dir = scratch("keys");
         let source = dir.join("k.cu");
         std::fs::write(&source, "__global__ void k() {}").unwrap();
-        let toolkit = Toolkit {
-            root: "/opt/cuda".into(),
-            nvcc: "/opt/cuda/bin/nvcc".into(),
-            include_dir: "/opt/cuda/include".into(),
-            lib_dir: "/opt/cuda/lib64".into(),
-            version: 13000,
-            link_mode: crate::LinkMode::Static,
-        };
+        let toolkit = crate::compile::tests::toolkit();
         let flags = vec!["-O3".to_string()];
         let key = Cache::key(&toolkit, &flags, "-c", &source);
         assert_eq!(key, Cache::key(&toolkit, &flags, "-c", &source));

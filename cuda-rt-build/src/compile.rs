@@ -463,10 +463,11 @@ fn crate_name() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn toolkit() -> Toolkit {
+    /// A toolkit at /opt/cuda that no test runs.
+    pub(crate) fn toolkit() -> Toolkit {
         Toolkit {
             root: "/opt/cuda".into(),
             nvcc: "/opt/cuda/bin/nvcc".into(),
