@@ -4,34 +4,14 @@
 //! could race, a body that fails). Each test skips loudly without a GPU.
 
 use cuda_rt::prelude::*;
-use cuda_rt::{CaptureMode, Condition, ErrorKind, Graph, GraphBuilder, GraphExec};
+use cuda_rt::{CaptureMode, Condition, ErrorKind, Graph, GraphBuilder};
 use cuda_rt_test_kernels::conditional::{
     cuda_rt_cond_count_down, cuda_rt_cond_set, cuda_rt_cond_set_from,
 };
 use cuda_rt_test_kernels::typed::cuda_rt_typed_affine;
-use std::sync::Mutex;
 
-/// Tests run one at a time: a failing graph defers errors that another test's synchronize
-/// could take.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A non-blocking stream, for thread-local captures.
-fn stream() -> Stream {
-    Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap()
-}
-
-/// One block of one thread, for the kernels that set conditions.
-fn one() -> LaunchConfig {
-    LaunchConfig::for_items(1, 1)
-}
-
-fn launch(stream: &Stream, exec: &GraphExec<'_>) {
-    cuda_rt::scope(|s| s.launch_graph(stream, exec)).unwrap();
-}
+mod graph_support;
+use graph_support::{launch, one, serial, stream};
 
 /// The runtime supports if-else and switch nodes (CUDA 12.8 and newer).
 fn has_12_8() -> bool {

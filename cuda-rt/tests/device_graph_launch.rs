@@ -5,28 +5,12 @@
 //! skips loudly without a GPU.
 
 use cuda_rt::prelude::*;
-use cuda_rt::{CaptureMode, DeviceGraphExec, Graph, GraphExec};
+use cuda_rt::{CaptureMode, DeviceGraphExec, Graph};
 use cuda_rt_test_kernels::conditional::{cuda_rt_cond_launch_graph, cuda_rt_cond_stamp};
 use cuda_rt_test_kernels::typed::cuda_rt_typed_affine;
-use std::sync::Mutex;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn stream() -> Stream {
-    Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap()
-}
-
-fn one() -> LaunchConfig {
-    LaunchConfig::for_items(1, 1)
-}
-
-fn launch(stream: &Stream, exec: &GraphExec<'_>) {
-    cuda_rt::scope(|s| s.launch_graph(stream, exec)).unwrap();
-}
+mod graph_support;
+use graph_support::{launch, one, serial, stream};
 
 /// A device graph of one node: `data[i] = data[i] * a + b`.
 fn affine_graph<'a>(
