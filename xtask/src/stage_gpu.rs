@@ -45,7 +45,7 @@ use std::time::Instant;
 /// Features of the `static` set for an invocation that selects every package (`--workspace`).
 const STATIC_WORKSPACE: &str = "cuda-rt-kernels/cub-bench";
 /// The `dynamic` set's addition to `--no-default-features --features dynamic` of cuda-rt-interop.
-const DYNAMIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-sys/static,cuda-runtime/static";
+const DYNAMIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-sys/static,cuda-rt/static";
 
 /// The root package's benchmarks that need `cuda-rt-kernels/cub-bench` (CUB's sorts, compiled by
 /// its build script in the one build of the kernels that everything else uses), staged as
