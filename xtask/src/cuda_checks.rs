@@ -10,15 +10,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The architectures of `CUDA_RT_ARCHS=all`, as nvcc names them without the dot: cuda-rt-build's
-/// `ALL_ARCHS` (cuda-rt-build/src/arch.rs), repeated here so that xtask keeps to the standard
-/// library; a test checks that the two lists agree.
-const ALL_ARCHS: [u32; 7] = [75, 80, 86, 89, 90, 100, 120];
+/// The architectures of `CUDA_RT_ARCHS=all`, as nvcc names them without the dot.
+fn all_archs() -> Vec<u32> {
+    cuda_rt_build::ALL_ARCHS.iter().map(|a| a.0).collect()
+}
 
 /// The architectures that the default build (`CUDA_RT_ARCHS` unset, as in CI's `cargo test`)
-/// compiles as machine code: cuda-rt-build's `DEFAULT_ARCHS`, `"80,90"` (a test checks it).
-/// `cargo test` compiles and links the kernels for these, so check-archs leaves them out.
-const DEFAULT_MACHINE_CODE_ARCHS: [u32; 2] = [80, 90];
+/// compiles as machine code: cuda-rt-build's `DEFAULT_ARCHS`, a list of plain entries (machine
+/// code, and PTX of the newest). `cargo test` compiles and links the kernels for these, so
+/// check-archs leaves them out.
+fn default_archs() -> Vec<u32> {
+    cuda_rt_build::DEFAULT_ARCHS
+        .split(',')
+        .map(|a| {
+            a.trim()
+                .parse()
+                .expect("DEFAULT_ARCHS lists plain architectures")
+        })
+        .collect()
+}
 
 /// The nvcc flags that every build of `kernels/` in build.rs gets, in cuda-rt-build's order:
 /// `-O3 -std=c++17` (which cuda-rt-build's `Build` puts first), then build.rs's `kernel_build`:
@@ -88,7 +98,7 @@ pub fn check_archs() -> Result {
         return Err(Error::new(format!(
             "check-archs: {} supports none of {} (nvcc --list-gpu-arch)",
             nvcc.display(),
-            arch_names(&ALL_ARCHS)
+            arch_names(&all_archs())
         )));
     }
     let out_dir = target_dir().join("check-archs");
@@ -99,7 +109,7 @@ pub fn check_archs() -> Result {
          compiled in full by `cargo test`), nvcc {}",
         arch_names(&archs),
         compiles.len(),
-        arch_names(&DEFAULT_MACHINE_CODE_ARCHS),
+        arch_names(&default_archs()),
         KERNEL_FLAGS.join(" ")
     );
     let times = run_compiles(&nvcc, &compiles, &out_dir)?;
@@ -124,14 +134,14 @@ pub fn check_archs() -> Result {
     Ok(())
 }
 
-/// The architectures of [`ALL_ARCHS`] that `supported` holds and the default build does not
-/// compile as machine code, and those of [`ALL_ARCHS`] that `supported` lacks.
+/// The architectures of [`all_archs`] that `supported` holds and the default build does not
+/// compile as machine code, and those of [`all_archs`] that `supported` lacks.
 fn archs_to_check(supported: &[u32]) -> (Vec<u32>, Vec<u32>) {
-    let (check, unsupported): (Vec<u32>, Vec<u32>) = ALL_ARCHS
+    let default = default_archs();
+    all_archs()
         .into_iter()
-        .filter(|a| !DEFAULT_MACHINE_CODE_ARCHS.contains(a))
-        .partition(|a| supported.contains(a));
-    (check, unsupported)
+        .filter(|a| !default.contains(a))
+        .partition(|a| supported.contains(a))
 }
 
 /// The architectures of `nvcc --list-gpu-arch` output (`compute_75` lines; suffixed variants
@@ -488,36 +498,11 @@ mod tests {
     }
 
     #[test]
-    fn the_architectures_agree_with_cuda_rt_build() {
-        let arch_rs = compact_source("cuda-rt-build/src/arch.rs");
-        let all = arch_rs
-            .split_once("pubconstALL_ARCHS:[Arch;")
-            .and_then(|(_, rest)| rest.split_once("];"))
-            .expect("cuda-rt-build/src/arch.rs defines ALL_ARCHS")
-            .0;
-        let all: Vec<u32> = all
-            .split("Arch(")
-            .skip(1)
-            .map(|a| a.split_once(')').and_then(|(n, _)| n.parse().ok()))
-            .map(|a| a.expect("ALL_ARCHS is a list of Arch(NN)"))
-            .collect();
-        assert_eq!(
-            all, ALL_ARCHS,
-            "update ALL_ARCHS from cuda-rt-build/src/arch.rs"
-        );
-        let default = arch_rs
-            .split_once("pubconstDEFAULT_ARCHS:&str=\"")
-            .and_then(|(_, rest)| rest.split_once('"'))
-            .expect("cuda-rt-build/src/arch.rs defines DEFAULT_ARCHS")
-            .0;
-        let default: Vec<u32> = default
-            .split(',')
-            .map(|a| a.parse().expect("DEFAULT_ARCHS lists plain architectures"))
-            .collect();
-        assert_eq!(
-            default, DEFAULT_MACHINE_CODE_ARCHS,
-            "update DEFAULT_MACHINE_CODE_ARCHS from cuda-rt-build/src/arch.rs"
-        );
+    fn the_default_architectures_are_among_all_of_them() {
+        let all = all_archs();
+        assert_eq!(all, [75, 80, 86, 89, 90, 100, 120]);
+        assert_eq!(default_archs(), [80, 90]);
+        assert!(default_archs().iter().all(|a| all.contains(a)));
     }
 
     #[test]
@@ -560,7 +545,7 @@ mod tests {
             })
             .collect();
         assert_eq!(defines, SORT_WITHOUT_RDC_DEFINES, "{from_build_rs}");
-        // The two configurations, and the minimum that ALL_ARCHS needs no filtering for.
+        // The two configurations, and the minimum that all_archs() needs no filtering for.
         for call in [
             ".files(kernel_sources(Path::new(\"kernels\")))",
             ".relocatable_device_code(true)",
@@ -569,7 +554,7 @@ mod tests {
         ] {
             assert!(build_rs.contains(call), "build.rs no longer has {call}");
         }
-        assert!(ALL_ARCHS.iter().all(|&a| a >= 75));
+        assert!(all_archs().iter().all(|&a| a >= 75));
     }
 
     #[test]
