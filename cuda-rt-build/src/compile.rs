@@ -260,8 +260,15 @@ impl Build {
         };
         let flags = self.nvcc_flags(&toolkit, &image::arch_flags(kind, &archs)?);
         let depfile = work_dir(name)?.join(format!("{name}.{}.d", kind.extension()));
-        let dependencies =
-            compile_one(&toolkit, &flags, kind.mode_flag(), source, &path, &depfile)?;
+        let dependencies = compile_one(
+            &toolkit,
+            &flags,
+            kind.mode_flag(),
+            source,
+            &path,
+            &depfile,
+            Cache::from_env().as_ref(),
+        )?;
         register_reruns(&toolkit, source, &dependencies);
         Ok(Some(path))
     }
@@ -324,6 +331,8 @@ impl Build {
             .and_then(|j| j.parse::<usize>().ok())
             .unwrap_or(1)
             .max(1);
+        let cache = Cache::from_env();
+        let cache = cache.as_ref();
         let jobs_list: Vec<(PathBuf, PathBuf)> = self
             .files
             .iter()
@@ -343,7 +352,7 @@ impl Build {
                     .map(|(source, object)| {
                         scope.spawn(move || {
                             let depfile = object.with_extension("d");
-                            compile_one(toolkit, flags, "-c", source, object, &depfile)
+                            compile_one(toolkit, flags, "-c", source, object, &depfile, cache)
                         })
                     })
                     .collect();
@@ -394,8 +403,8 @@ fn register_reruns(toolkit: &Toolkit, source: &Path, dependencies: &[PathBuf]) {
 
 /// `nvcc MODE source -o output` (`mode`: `-c`, `-ptx`, `-cubin`, `-fatbin`), with the
 /// dependency file `depfile`; returns the files it read. nvcc's warnings (ptxas spills, say)
-/// are shown as Cargo warnings. The output of an earlier run of the same compile comes from
-/// the compile cache when nothing it was made from has changed (`cache.rs`), with its
+/// are shown as Cargo warnings. With a `cache`, the output of an earlier run of the same
+/// compile comes from there when nothing it was made from has changed (`cache.rs`), with its
 /// warnings shown again.
 fn compile_one(
     toolkit: &Toolkit,
@@ -404,8 +413,9 @@ fn compile_one(
     source: &Path,
     output: &Path,
     depfile: &Path,
+    cache: Option<&Cache>,
 ) -> Result<Vec<PathBuf>, Error> {
-    let cache = Cache::from_env().map(|c| (Cache::key(toolkit, flags, mode, source), c));
+    let cache = cache.map(|c| (Cache::key(toolkit, flags, mode, source), c));
     if let Some(hit) = cache.as_ref().and_then(|(key, c)| c.fetch(key, output)) {
         show_messages(&hit.messages);
         return Ok(hit.dependencies);
@@ -434,8 +444,8 @@ fn compile_one(
     let text = std::fs::read_to_string(depfile)
         .map_err(|e| Error::new(format!("cannot read {}: {e}", depfile.display())))?;
     let dependencies = parse_depfile(&text);
-    if let Some((key, cache)) = &cache {
-        cache.store(key, output, &dependencies, &stderr);
+    if let Some((key, cache)) = cache {
+        cache.store(&key, output, &dependencies, &stderr);
     }
     Ok(dependencies)
 }
