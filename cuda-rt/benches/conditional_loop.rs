@@ -237,7 +237,7 @@ fn device_launch_rows(stream: &Stream, trials: usize, launches: usize) -> BenchR
         DeviceBuffer::<u32>::zeroed(1)?,
     );
     let mut status = DeviceBuffer::from_slice(&[u32::MAX])?;
-    let mut target = one_kernel_graph(&mut target_word)?.instantiate_for_device_launch(stream)?;
+    let mut target = one_kernel_graph(&mut target_word)?.instantiate_for_device_launch()?;
     let control = one_kernel_graph(&mut control_word)?.instantiate()?;
     let (mut host, mut device, mut plain) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..trials + 2 {

@@ -198,7 +198,7 @@ mod update;
 
 pub use build::{GraphBuilder, Node};
 pub use condition::{Condition, GraphSite};
-pub use device_launch::{DeviceGraphExec, LaunchableGraph};
+pub use device_launch::{DeviceGraphExec, DeviceUpdateError, LaunchableGraph};
 pub use stage::Stage;
 pub use update::UpdateError;
 

@@ -168,8 +168,8 @@ pub use error::{
 pub use event::{elapsed_time_between, Event, EventFlags, EventRef};
 pub use future::{EventFuture, PendingFuture, StreamFuture};
 pub use graph::{
-    Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Condition, DeviceGraphExec, Graph,
-    GraphBuilder, GraphExec, LaunchableGraph, Node, Stage, UpdateError,
+    Capture, CaptureMode, Captured, CapturedMut, CapturedSource, Condition, DeviceGraphExec,
+    DeviceUpdateError, Graph, GraphBuilder, GraphExec, LaunchableGraph, Node, Stage, UpdateError,
 };
 pub use kernel::{
     BlockSizeSuggestion, ConditionHandle, DeviceGraphHandle, InGraph, Kernel, KernelArg,

@@ -1,13 +1,19 @@
-//! Graphs launched by kernels (`cudaGraphInstantiateFlagDeviceLaunch`): fire-and-forget and tail
-//! launches from a kernel of another graph, their work finished when the launching graph's
-//! scope returns, a second launch while the first runs refused by CUDA, host launches of the
-//! same executable once it is free again, and graphs a device launch does not allow. Each test
-//! skips loudly without a GPU.
+//! Graphs launched by kernels (`cudaGraphInstantiateFlagDeviceLaunch`): fire-and-forget, tail
+//! and sibling launches from a kernel of another graph, their work finished when the launching
+//! graph's scope returns, a graph that relaunches itself, a second launch while the first runs
+//! refused by CUDA, host launches of the same executable once it is free again, updates, an
+//! instantiation that waits for no queued work, and graphs a device launch does not allow. Each
+//! test skips loudly without a GPU.
 
 use cuda_rt::prelude::*;
-use cuda_rt::{CaptureMode, DeviceGraphExec, Graph};
-use cuda_rt_test_kernels::conditional::{cuda_rt_cond_launch_graph, cuda_rt_cond_stamp};
+use cuda_rt::{CaptureMode, DeviceGraphExec, DeviceUpdateError, Graph, StreamRef};
+use cuda_rt_test_kernels::conditional::{
+    cuda_rt_cond_launch_graph, cuda_rt_cond_relaunch_self, cuda_rt_cond_stamp,
+};
 use cuda_rt_test_kernels::typed::cuda_rt_typed_affine;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 mod graph_support;
 use graph_support::{launch, one, serial, stream};
@@ -17,7 +23,6 @@ fn affine_graph<'a>(
     data: &'a mut DeviceBuffer<u32>,
     a: u32,
     b: u32,
-    stream: &Stream,
 ) -> cuda_rt::Result<DeviceGraphExec<'a>> {
     let n = u32::try_from(data.len()).unwrap();
     Graph::build(|g| {
@@ -30,7 +35,52 @@ fn affine_graph<'a>(
         )?;
         Ok(())
     })?
-    .instantiate_for_device_launch(stream)
+    .instantiate_for_device_launch()
+}
+
+/// A graph whose kernel launches `target` from the device (`mode`: 0 fire-and-forget, 1 tail,
+/// 2 sibling), writing the launch's status to `status[0]`; launched once in a scope.
+fn launch_from_device(
+    stream: &Stream,
+    target: &mut DeviceGraphExec<'_>,
+    status: &mut DeviceBuffer<u32>,
+    mode: u32,
+) {
+    let launcher = Graph::build(|g| {
+        let (target, status) = (g.bind_device_graph(target), g.bind_mut(status));
+        g.kernel(
+            &[],
+            cuda_rt_cond_launch_graph()?,
+            one(),
+            (&status, target, mode),
+        )?;
+        Ok(())
+    })
+    .unwrap()
+    .instantiate()
+    .unwrap();
+    launch(stream, &launcher);
+}
+
+/// A device graph that runs `data[i] = data[i] + 1`, then relaunches itself while `state[0]`
+/// (passes left) is not zero (`cuda_rt_cond_relaunch_self`).
+fn self_relaunching_graph<'a>(
+    data: &'a mut DeviceBuffer<u32>,
+    state: &'a mut DeviceBuffer<u32>,
+) -> Graph<'a> {
+    let n = u32::try_from(data.len()).unwrap();
+    Graph::build(|g| {
+        let (data, state) = (g.bind_mut(data), g.bind_mut(state));
+        let add = g.kernel(
+            &[],
+            cuda_rt_typed_affine()?,
+            LaunchConfig::for_items(n, 256),
+            (&data, 1, 1),
+        )?;
+        g.kernel(&[add], cuda_rt_cond_relaunch_self()?, one(), (&state,))?;
+        Ok(())
+    })
+    .unwrap()
 }
 
 /// `cudaErrorInvalidValue`.
@@ -46,7 +96,7 @@ fn a_fire_and_forget_launch_has_finished_when_the_launching_scope_returns() {
     const N: usize = 1 << 20;
     let mut data = DeviceBuffer::<u32>::zeroed(N).unwrap();
     let mut status = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
-    let mut device_graph = affine_graph(&mut data, 1, 1, &stream).unwrap();
+    let mut device_graph = affine_graph(&mut data, 1, 1).unwrap();
     {
         let launcher = Graph::build(|g| {
             let (target, status) = (
@@ -98,7 +148,7 @@ fn a_tail_launch_runs_after_the_rest_of_the_launching_graph() {
         Ok(())
     })
     .unwrap()
-    .instantiate_for_device_launch(&stream)
+    .instantiate_for_device_launch()
     .unwrap();
     {
         let launcher = stream
@@ -151,7 +201,7 @@ fn a_second_launch_while_the_first_runs_is_refused_by_cuda_not_run_twice() {
     let mut data = DeviceBuffer::<u32>::zeroed(N).unwrap();
     let mut first = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
     let mut second = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
-    let mut device_graph = affine_graph(&mut data, 1, 1, &stream).unwrap();
+    let mut device_graph = affine_graph(&mut data, 1, 1).unwrap();
     {
         let launcher = Graph::build(|g| {
             let target = g.bind_device_graph(&mut device_graph);
@@ -200,8 +250,196 @@ fn a_graph_with_a_host_node_cannot_be_launched_from_the_device() {
         Ok(())
     })
     .unwrap()
-    .instantiate_for_device_launch(&stream);
+    .instantiate_for_device_launch();
     let e = refused.unwrap_err();
     assert!(e.code().is_some(), "{e}");
     stream.synchronize().unwrap();
+}
+
+#[test]
+fn a_sibling_launch_has_finished_when_the_launching_scope_returns() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let stream = stream();
+    // Long enough (eight passes over 64 MiB) that a stream that did not wait for it would be
+    // read half done.
+    const N: usize = 1 << 24;
+    let mut data = DeviceBuffer::<u32>::zeroed(N).unwrap();
+    let mut status = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
+    let mut device_graph = Graph::build(|g| {
+        let data = g.bind_mut(&mut data);
+        let mut last = None;
+        for _ in 0..8 {
+            let deps: Vec<_> = last.into_iter().collect();
+            last = Some(g.kernel(
+                &deps,
+                cuda_rt_typed_affine()?,
+                LaunchConfig::for_items(N as u32, 256),
+                (&data, 1, 1),
+            )?);
+        }
+        Ok(())
+    })
+    .unwrap()
+    .instantiate_for_device_launch()
+    .unwrap();
+    for round in 1..=3u32 {
+        launch_from_device(&stream, &mut device_graph, &mut status, 2);
+        assert_eq!(
+            status.to_vec().unwrap(),
+            [0],
+            "cudaGraphLaunch as a sibling, round {round}"
+        );
+    }
+    drop(device_graph);
+    assert_eq!(data.to_vec().unwrap(), vec![24; N]);
+}
+
+#[test]
+fn a_graph_relaunches_itself_until_its_kernel_says_stop() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let stream = stream();
+    const N: usize = 1 << 16;
+    let mut data = DeviceBuffer::<u32>::zeroed(N).unwrap();
+    let mut state = DeviceBuffer::from_slice(&[99u32, 0, 0]).unwrap();
+    let exec = self_relaunching_graph(&mut data, &mut state)
+        .instantiate_for_device_launch()
+        .unwrap();
+    // From the host: 100 passes in one launch, finished when the scope returns.
+    launch(&stream, &exec);
+    drop(exec);
+    assert_eq!(state.to_vec().unwrap(), [0, 100, 0]);
+    assert_eq!(data.to_vec().unwrap(), vec![100; N]);
+
+    // From the device, after an update to other memory: the launching graph's scope returns
+    // after all the relaunches.
+    let mut data2 = DeviceBuffer::<u32>::zeroed(N).unwrap();
+    let mut state2 = DeviceBuffer::from_slice(&[9u32, 0, 0]).unwrap();
+    let mut status = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
+    let exec = self_relaunching_graph(&mut data, &mut state)
+        .instantiate_for_device_launch()
+        .unwrap();
+    let mut exec = exec
+        .update(self_relaunching_graph(&mut data2, &mut state2))
+        .unwrap();
+    launch_from_device(&stream, &mut exec, &mut status, 0);
+    drop(exec);
+    assert_eq!(
+        status.to_vec().unwrap(),
+        [0],
+        "cudaGraphLaunch from the device"
+    );
+    assert_eq!(state2.to_vec().unwrap(), [0, 10, 0]);
+    assert_eq!(data2.to_vec().unwrap(), vec![10; N]);
+    // The first memory was not touched again.
+    assert_eq!(state.to_vec().unwrap(), [0, 100, 0]);
+    assert_eq!(data.to_vec().unwrap(), vec![100; N]);
+}
+
+#[test]
+fn an_updated_device_graph_runs_its_new_nodes_when_a_kernel_launches_it() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let stream = stream();
+    const N: usize = 1 << 20;
+    let mut a = DeviceBuffer::<u32>::zeroed(N).unwrap();
+    let mut b = DeviceBuffer::<u32>::zeroed(N).unwrap();
+    let mut status = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
+    let mut exec = affine_graph(&mut a, 1, 1).unwrap();
+    launch_from_device(&stream, &mut exec, &mut status, 0);
+    // The same shape over `b`, with other parameters: an update, uploaded again.
+    let graph = Graph::build(|g| {
+        let b = g.bind_mut(&mut b);
+        g.kernel(
+            &[],
+            cuda_rt_typed_affine()?,
+            LaunchConfig::for_items(N as u32, 256),
+            (&b, 1, 5),
+        )?;
+        Ok(())
+    })
+    .unwrap();
+    let mut exec = exec.update(graph).unwrap();
+    // `a` is free again while the updated executable lives.
+    assert_eq!(a.to_vec().unwrap(), vec![1; N]);
+    drop(a);
+    launch_from_device(&stream, &mut exec, &mut status, 1);
+    assert_eq!(
+        status.to_vec().unwrap(),
+        [0],
+        "cudaGraphLaunch from the device"
+    );
+
+    // A graph of another shape is refused; the executable comes back unchanged and runs.
+    let mut other = DeviceBuffer::<u32>::zeroed(4).unwrap();
+    let refused = Graph::build(|g| {
+        let other = g.bind_mut(&mut other);
+        g.set_bytes(&[], &other, 1)?;
+        g.set_bytes(&[], &other, 2)?;
+        Ok(())
+    })
+    .unwrap();
+    let exec = match exec.update(refused) {
+        Err(DeviceUpdateError::Refused(refused)) => {
+            assert!(refused.error().code().is_some(), "{refused}");
+            refused.into_parts().1
+        }
+        other => panic!("not a refused update: {other:?}"),
+    };
+    launch(&stream, &exec);
+    drop(exec);
+    assert_eq!(b.to_vec().unwrap(), vec![10; N]);
+}
+
+#[test]
+fn instantiating_for_device_launch_waits_for_no_queued_work() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let mut data = DeviceBuffer::<u32>::zeroed(1 << 10).unwrap();
+    // Built first: making a graph waits for the earlier work on the memory it binds.
+    let graph = Graph::build(|g| {
+        let data = g.bind_mut(&mut data);
+        g.kernel(
+            &[],
+            cuda_rt_typed_affine()?,
+            LaunchConfig::for_items(1 << 10, 256),
+            (&data, 1, 1),
+        )?;
+        Ok(())
+    })
+    .unwrap();
+    // The legacy default stream, and with it every blocking stream, is held by a host callback
+    // until this thread says so (or ten seconds pass, so that a failure cannot hang the suite).
+    let release = Arc::new(AtomicBool::new(false));
+    let held = Arc::clone(&release);
+    StreamRef::legacy()
+        .launch_host_fn(move || {
+            let start = Instant::now();
+            while !held.load(Ordering::Acquire) && start.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+    let began = Instant::now();
+    let made = graph.instantiate_for_device_launch();
+    let took = began.elapsed();
+    let still_held = !release.load(Ordering::Acquire) && took < Duration::from_secs(9);
+    release.store(true, Ordering::Release);
+    StreamRef::legacy().synchronize().unwrap();
+    // Dropped once the stream is free: destroying a device-launchable executable waits for the
+    // device.
+    drop(made.unwrap());
+    assert!(
+        still_held,
+        "the instantiation returned only after the held stream was released ({took:?})"
+    );
 }

@@ -67,14 +67,31 @@ extern "C" __global__ void cuda_rt_cond_not_converged(uint32_t* state, size_t n,
     cudaGraphSetConditional(condition, (change > tolerance && state[1] < max_steps) ? 1u : 0u);
 }
 
-// Launches `graph` from the device: fire-and-forget (`tail` zero) or as a tail launch; status[0]
-// gets the launch's status (as a uint32_t), when status is not empty. One thread.
+// Launches `graph` from the device: fire-and-forget (`mode` 0), as a tail launch (1) or as a
+// sibling of the launching graph (2); status[0] gets the launch's status (as a uint32_t), when
+// status is not empty. One thread.
 extern "C" __global__ void cuda_rt_cond_launch_graph(uint32_t* status, size_t n,
-                                                     cudaGraphExec_t graph, uint32_t tail) {
+                                                     cudaGraphExec_t graph, uint32_t mode) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const cudaError_t launched = cudaGraphLaunch(
-        graph, tail != 0 ? cudaStreamGraphTailLaunch : cudaStreamGraphFireAndForget);
+    const cudaStream_t how = mode == 2   ? cudaStreamGraphFireAndForgetAsSibling
+                             : mode == 1 ? cudaStreamGraphTailLaunch
+                                         : cudaStreamGraphFireAndForget;
+    const cudaError_t launched = cudaGraphLaunch(graph, how);
     if (n > 0) status[0] = static_cast<uint32_t>(launched);
+}
+
+// One pass of a loop that a graph runs by relaunching itself: state[1] (passes run) goes up by
+// one; while state[0] (passes left) is not zero, it goes down by one and the kernel's own graph
+// is queued again as a tail launch (cudaGetCurrentGraphExec); a failed relaunch's status goes to
+// state[2] and ends the loop. With fewer than three elements, nothing. One thread.
+extern "C" __global__ void cuda_rt_cond_relaunch_self(uint32_t* state, size_t n) {
+    if (blockIdx.x != 0 || threadIdx.x != 0 || n < 3) return;
+    state[1] += 1;
+    if (state[0] == 0) return;
+    state[0] -= 1;
+    const cudaError_t launched =
+        cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
+    if (launched != cudaSuccess) state[2] = static_cast<uint32_t>(launched);
 }
 
 // Writes the GPU's global timer (nanoseconds) to out[0], when out is not empty. One thread.

@@ -29,13 +29,20 @@ kernels! {
         max_steps: u32,
         condition: ConditionHandle,
     );
-    /// Launches `graph` from the device, fire-and-forget (`tail` zero) or as a tail launch;
-    /// `status[0]` gets the launch's `cudaError_t` (when `status` is not empty). One thread.
+    /// Launches `graph` from the device: fire-and-forget (`mode` 0), as a tail launch (1) or
+    /// as a sibling of the launching graph (2); `status[0]` gets the launch's `cudaError_t`
+    /// (when `status` is not empty). One thread.
     pub unsafe fn cuda_rt_cond_launch_graph(
         status: SliceMut<u32>,
         graph: DeviceGraphHandle,
-        tail: u32,
+        mode: u32,
     );
+    /// One pass of a loop that a device-launchable graph runs by relaunching itself:
+    /// `state[1]` (passes run) goes up by one; while `state[0]` (passes left) is not zero, it
+    /// goes down by one and the kernel's own graph is queued again as a tail launch
+    /// (`cudaGetCurrentGraphExec`); a failed relaunch's `cudaError_t` goes to `state[2]`.
+    /// Nothing when `state` has fewer than three elements. One thread.
+    pub unsafe fn cuda_rt_cond_relaunch_self(state: SliceMut<u32>);
     /// Writes the GPU's global timer (nanoseconds) to `out[0]` (nothing when `out` is empty).
     /// One thread.
     pub unsafe fn cuda_rt_cond_stamp(out: SliceMut<u64>);

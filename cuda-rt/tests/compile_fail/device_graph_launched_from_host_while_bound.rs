@@ -10,7 +10,7 @@ fn main() -> cuda_rt::Result<()> {
         g.set_bytes(&[], &g.bind_mut(&mut data), 0)?;
         Ok(())
     })?
-    .instantiate_for_device_launch(&stream)?;
+    .instantiate_for_device_launch()?;
     let launcher = Graph::build(|g| {
         let _target = g.bind_device_graph(&mut device_graph);
         Ok(())
