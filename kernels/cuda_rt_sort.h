@@ -309,6 +309,13 @@ cudaError_t cuda_rt_kernels_sort_nordc(const CudaRtSortArgs* args, cudaStream_t 
 cudaError_t cuda_rt_kernels_sort_stage_times(const CudaRtSortArgs* args, cudaStream_t stream,
                                              float* stage_ms, uint32_t capacity, uint32_t* stages);
 
+/** Enqueues on `stream` one single-thread kernel that copies the status word *status to
+ * *first_failure when the word is not DONE and *first_failure still is: after several sorts
+ * (the passes of a loop in a graph) *first_failure holds the first failure's word, DONE when
+ * every sort completed. cudaErrorInvalidValue, with nothing queued, for a null pointer. */
+cudaError_t cuda_rt_kernels_sort_fold_status(const uint32_t* status, uint32_t* first_failure,
+                                             cudaStream_t stream);
+
 /** Enqueues on `stream` the merge slice *args (two kernels: the cuts of the output's tiles,
  * then the tiles). Every part of both runs must be readable from the stream's device.
  * cudaErrorInvalidValue, with nothing queued, for unsupported key or value sizes, more than

@@ -54,7 +54,8 @@
 //! sort), or the forms whose names say so: [`SortWorkspace::sort_and_synchronize`],
 //! [`SortWorkspace::sort_pairs_and_synchronize`], and [`SortWorkspace::sort_slice`] (host memory).
 //! [`SortWorkspace::sort_async`] is the future. [`SortWorkspace::sort_captured`] captures a sort
-//! into a CUDA graph.
+//! into a CUDA graph; [`SortWorkspace::sort_captured_in`] with a [`SortScratch`] into the body of
+//! a conditional node too (a loop that sorts on every pass).
 //!
 //! ```no_run
 //! use cuda_rt::{DeviceBuffer, Stream};
@@ -114,9 +115,11 @@ mod devices;
 pub mod ffi;
 mod outcome;
 pub mod raw;
+mod scratch;
 mod stream_ordered;
 mod workspace;
 
+pub use scratch::SortScratch;
 pub use workspace::{sort, sort_pairs, SortWorkspace};
 
 use cuda_rt_sys as sys;
@@ -325,6 +328,14 @@ pub enum SortError {
         /// The status word.
         status_word: u32,
     },
+    /// A [`SortScratch`] made for another sort (another length, key or value size, or
+    /// strategy) was given: its block is not laid out for this one. Nothing was captured.
+    ScratchMismatch {
+        /// Bytes of the block this sort needs.
+        needed: usize,
+        /// Bytes of the block the scratch was made with.
+        planned: usize,
+    },
     /// Keys and values have different lengths.
     LengthMismatch {
         /// Number of keys.
@@ -442,6 +453,12 @@ impl fmt::Display for SortError {
                 "sort: the chain of stages stopped before its last stage (status word \
                  {status_word:#x}); the keys are not sorted"
             ),
+            SortError::ScratchMismatch { needed, planned } => write!(
+                f,
+                "sort: the scratch was made for another sort (a block of {planned} bytes; this \
+                 sort needs {needed}, laid out for its keys): make it with the same workspace, \
+                 length and types; nothing was captured"
+            ),
             SortError::LengthMismatch { keys, values } => {
                 write!(f, "sort: {keys} keys but {values} values")
             }
@@ -507,6 +524,10 @@ impl From<SortError> for cuda_rt::Error {
             SortError::Incomplete { .. } => cuda(
                 sys::cudaErrorUnknown,
                 "sort: the chain of stages stopped before its last stage (keys not sorted)",
+            ),
+            SortError::ScratchMismatch { .. } => cuda(
+                sys::cudaErrorInvalidValue,
+                "sort: scratch made for another sort",
             ),
             SortError::LengthMismatch { keys, values } => Error::new(
                 ErrorKind::LengthMismatch {

@@ -483,3 +483,183 @@ fn a_sort_captured_into_a_while_body_is_refused_while_captured() {
     assert_eq!(state.to_vec().unwrap(), [3, 0]);
     stream.synchronize().unwrap();
 }
+
+/// The CPU model of one pass of the loop below: `key * 2654435761 + 12345` (wrapping), then a
+/// stable sort (of the pairs, by key).
+fn cpu_pass<V: Copy>(keys: &mut [u32], values: &mut [V]) {
+    for k in keys.iter_mut() {
+        *k = k.wrapping_mul(2_654_435_761).wrapping_add(12_345);
+    }
+    if values.is_empty() {
+        keys.sort_unstable();
+        return;
+    }
+    let mut pairs: Vec<(u32, V)> = keys.iter().copied().zip(values.iter().copied()).collect();
+    pairs.sort_by_key(|p| p.0);
+    for (i, (k, v)) in pairs.into_iter().enumerate() {
+        keys[i] = k;
+        values[i] = v;
+    }
+}
+
+/// A while loop captured with a sort in its body: each pass scrambles the keys (a kernel),
+/// sorts them (with the values when there are any) and counts down on the GPU; no host round
+/// trip between passes. Returns the keys and values after the loop, and the scratch's check.
+fn sort_in_a_while_loop<V: cuda_rt::DeviceCopy + Default>(
+    input: &[u32],
+    values: &[V],
+    passes: u32,
+) -> (Vec<u32>, Vec<V>, Result<(), SortError>, Vec<u32>) {
+    use cuda_rt_test_kernels::conditional::cuda_rt_cond_count_down;
+    use cuda_rt_test_kernels::typed::cuda_rt_typed_affine;
+    let n = input.len();
+    let mut keys = DeviceBuffer::from_slice(input).unwrap();
+    let mut vals = DeviceBuffer::from_slice(values).unwrap();
+    let mut state = DeviceBuffer::from_slice(&[passes, 0]).unwrap();
+    let workspace = SortWorkspace::new();
+    let mut scratch = if values.is_empty() {
+        workspace.scratch_for_keys::<u32>(n).unwrap()
+    } else {
+        workspace.scratch_for_pairs::<u32, V>(n).unwrap()
+    };
+    let mut stream = Stream::with_flags(cuda_rt::StreamFlags::NON_BLOCKING).unwrap();
+    {
+        let graph = stream
+            .capture(CaptureMode::ThreadLocal, |c| {
+                let (keys, vals, state) = (
+                    c.bind_mut(&mut keys),
+                    c.bind_mut(&mut vals),
+                    c.bind_mut(&mut state),
+                );
+                let more = c.condition(1)?;
+                c.while_loop(more, |body| {
+                    body.launch(
+                        cuda_rt_typed_affine()?,
+                        cuda_rt::LaunchConfig::for_items(n as u32, 256),
+                        (&keys, 2_654_435_761, 12_345),
+                    )?;
+                    if values.is_empty() {
+                        workspace.sort_captured_in(body, &keys, &mut scratch, Order::Ascending)
+                    } else {
+                        workspace.sort_pairs_captured_in(
+                            body,
+                            &keys,
+                            &vals,
+                            &mut scratch,
+                            Order::Ascending,
+                        )
+                    }
+                    .map_err(cuda_rt::Error::from)?;
+                    body.launch(
+                        cuda_rt_cond_count_down()?,
+                        cuda_rt::LaunchConfig::for_items(1, 1),
+                        (&state, more),
+                    )
+                })
+            })
+            .unwrap();
+        let exec = graph.instantiate().unwrap();
+        cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).unwrap();
+    } // the graph and its borrows end here
+    let checked = scratch.check();
+    (
+        keys.to_vec().unwrap(),
+        vals.to_vec().unwrap(),
+        checked,
+        state.to_vec().unwrap(),
+    )
+}
+
+#[test]
+fn a_while_loop_sorts_on_every_pass_with_its_own_scratch() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    // Past the narrow-tile threshold: four passes of keys alone.
+    let input: Vec<u32> = make(Dist::Uniform, 5_000_000, 21);
+    let (keys, _, checked, state) = sort_in_a_while_loop::<u64>(&input, &[], 4);
+    checked.unwrap();
+    assert_eq!(state, [0, 4], "passes left, passes run");
+    let mut expected = input;
+    for _ in 0..4 {
+        cpu_pass::<u64>(&mut expected, &mut []);
+    }
+    assert_same_keys(&keys, &expected, "keys after four passes");
+
+    // Past the four-way threshold: two passes of pairs (the values are the original indices).
+    let n = (1usize << 24) + 1_000;
+    let input: Vec<u32> = make(Dist::Uniform, n, 22);
+    let values: Vec<u64> = (0..n as u64).collect();
+    let (keys, vals, checked, state) = sort_in_a_while_loop(&input, &values, 2);
+    checked.unwrap();
+    assert_eq!(state, [0, 2], "passes left, passes run");
+    let (mut expected, mut expected_values) = (input, values);
+    for _ in 0..2 {
+        cpu_pass(&mut expected, &mut expected_values);
+    }
+    assert_same_keys(&keys, &expected, "four-way pairs after two passes");
+    assert!(vals == expected_values, "the values followed their keys");
+    assert!(drain_deferred().is_empty());
+}
+
+#[test]
+fn a_scratch_made_for_another_sort_is_refused_and_a_failure_is_kept_until_checked() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let workspace = SortWorkspace::new();
+    let input: Vec<u32> = make(Dist::Uniform, 100_000, 23);
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    let mut scratch = workspace.scratch_for_keys::<u32>(50_000).unwrap();
+    let mut stream = Stream::with_flags(cuda_rt::StreamFlags::NON_BLOCKING).unwrap();
+    let mut refused = None;
+    let captured = stream.capture(CaptureMode::ThreadLocal, |c| {
+        let keys = c.bind_mut(&mut keys);
+        let e = workspace
+            .sort_captured_in(c, &keys, &mut scratch, Order::Ascending)
+            .unwrap_err();
+        refused = Some(e);
+        Ok(())
+    });
+    drop(captured);
+    let e = refused.unwrap();
+    println!("a scratch of another sort: {e}");
+    assert!(
+        matches!(e, SortError::ScratchMismatch { needed, planned } if needed > planned),
+        "{e}"
+    );
+    assert_eq!(keys.to_vec().unwrap(), input, "the keys are untouched");
+    scratch.check().unwrap();
+
+    // The fold keeps the first failure: a word left "running", then one "done".
+    let mut words = DeviceBuffer::from_slice(&[1u32, 0]).unwrap();
+    let (status, first) = {
+        let p = words.as_mut_raw_ptr();
+        (p.cast_const(), p.wrapping_add(1))
+    };
+    let fold = |status, first| {
+        // SAFETY: both point into `words` (or are null, refused), which outlives the stream's
+        // work (synchronized below).
+        unsafe {
+            cuda_rt_kernels::sort::ffi::cuda_rt_kernels_sort_fold_status(
+                status,
+                first,
+                stream.as_raw(),
+            )
+        }
+    };
+    assert_eq!(fold(status, first), 0);
+    assert_ne!(fold(std::ptr::null(), first), 0, "a null status is refused");
+    stream.synchronize().unwrap();
+    assert_eq!(words.to_vec().unwrap(), [1, 1]);
+    words.copy_from_host(&[0, 1]).unwrap();
+    assert_eq!(fold(status, first), 0);
+    stream.synchronize().unwrap();
+    assert_eq!(words.to_vec().unwrap(), [0, 1], "the first failure is kept");
+    assert_eq!(
+        SortError::from_status_word(1),
+        Err(SortError::Incomplete { status_word: 1 })
+    );
+}

@@ -299,6 +299,14 @@ unsafe extern "C" {
     ) -> cudaError_t;
 }
 unsafe extern "C" {
+    #[doc = " Enqueues on `stream` one single-thread kernel that copies the status word *status to\n *first_failure when the word is not DONE and *first_failure still is: after several sorts\n (the passes of a loop in a graph) *first_failure holds the first failure's word, DONE when\n every sort completed. cudaErrorInvalidValue, with nothing queued, for a null pointer."]
+    pub fn cuda_rt_kernels_sort_fold_status(
+        status: *const u32,
+        first_failure: *mut u32,
+        stream: cudaStream_t,
+    ) -> cudaError_t;
+}
+unsafe extern "C" {
     #[doc = " Enqueues on `stream` the merge slice *args (two kernels: the cuts of the output's tiles,\n then the tiles). Every part of both runs must be readable from the stream's device.\n cudaErrorInvalidValue, with nothing queued, for unsupported key or value sizes, more than\n CUDA_RT_SORT_RUN_MAX_PARTS parts, a null cuts or output, or an output past the end of the\n merge. Nothing is queued for out_len == 0."]
     pub fn cuda_rt_kernels_merge_runs(
         args: *const CudaRtSortMergeArgs,

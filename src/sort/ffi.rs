@@ -20,8 +20,8 @@ mod abi {
 use cuda_rt_sys::{cudaError_t, cudaStream_t};
 
 pub use abi::{
-    cuda_rt_kernels_merge_runs, cuda_rt_kernels_sort, cuda_rt_kernels_sort_layout,
-    cuda_rt_kernels_sort_nordc, cuda_rt_kernels_sort_stage_times,
+    cuda_rt_kernels_merge_runs, cuda_rt_kernels_sort, cuda_rt_kernels_sort_fold_status,
+    cuda_rt_kernels_sort_layout, cuda_rt_kernels_sort_nordc, cuda_rt_kernels_sort_stage_times,
 };
 
 /// `CudaRtSortRun`: a sorted run in parts, possibly on several devices.

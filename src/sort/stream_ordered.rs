@@ -107,6 +107,58 @@ impl Planned {
         // SAFETY: `stream` is live (the caller's contract); the block is freed once, below.
         let block = unsafe { cuda::malloc_async(self.block_bytes, stream) }
             .map_err(SortError::from_call)?;
+        // SAFETY: the block was allocated above with the plan's size, before the launches on
+        // the same stream; the caller's contract covers the buffers.
+        let (launched, status) = unsafe { self.launch_in(block, stream) };
+        let copied = launched.and_then(|()| {
+            // SAFETY: the slot is valid page-locked memory until the copy completes (the
+            // caller's contract); the status word lives in the block until the free queued
+            // after the copy.
+            unsafe {
+                cuda::memcpy_async(
+                    status_slot.cast(),
+                    status,
+                    size_of::<u32>(),
+                    flags::MEMCPY_DEVICE_TO_HOST,
+                    stream,
+                )
+            }
+            .map_err(SortError::from_call)
+        });
+        // SAFETY: the block came from cudaMallocAsync above and is freed once; every use of it
+        // (the stages, including device-side launches, which complete before their stream
+        // moves on, and the copy) was queued on `stream` before this point.
+        if let Err(e) = unsafe { cuda::free_async(block, stream) } {
+            cuda_rt::defer_error(e.context("sort scratch: cudaFreeAsync (the block is leaked)"));
+        }
+        copied
+    }
+
+    /// Bytes of the block that holds the scratch parts and the status word.
+    pub(crate) fn block_bytes(&self) -> usize {
+        self.block_bytes
+    }
+
+    /// Whether `other` lays out its block as this plan does (same parts at the same offsets),
+    /// so that a block made for one serves the other.
+    pub(crate) fn same_block(&self, other: &Planned) -> bool {
+        self.offsets == other.offsets && self.block_bytes == other.block_bytes
+    }
+
+    /// Queues the sort's launches on `stream` with the scratch parts and status word in
+    /// `block`: the host launches of `cuda_rt_kernels_sort_nordc`, or the first of
+    /// `cuda_rt_kernels_sort`. Returns their outcome and the status word's address.
+    ///
+    /// # Safety
+    /// - as for [`queue`](Self::queue), for the buffers and `stream`;
+    /// - `block` is device memory of at least [`block_bytes`](Self::block_bytes) bytes, aligned
+    ///   to 256, used by nothing unordered with `stream` until the work queued here has
+    ///   completed.
+    pub(crate) unsafe fn launch_in(
+        &self,
+        block: *mut c_void,
+        stream: RawStream,
+    ) -> (Result<(), SortError>, *mut c_void) {
         let part = |index: usize, bytes: u64| -> *mut c_void {
             if bytes == 0 {
                 ptr::null_mut()
@@ -134,29 +186,8 @@ impl Planned {
         };
         // SAFETY: the caller's buffers are as the plan describes (the caller's contract); the
         // scratch parts, cuts and status word lie in the block, sized by the plan's layout and
-        // allocated on `stream` before the launch.
+        // valid for the work queued on `stream` (the caller's contract).
         let launched = SortError::check(unsafe { entry(&args, stream) }, name);
-        let copied = launched.and_then(|()| {
-            // SAFETY: the slot is valid page-locked memory until the copy completes (the
-            // caller's contract); the status word lives in the block until the free queued
-            // after the copy.
-            unsafe {
-                cuda::memcpy_async(
-                    status_slot.cast(),
-                    status,
-                    size_of::<u32>(),
-                    flags::MEMCPY_DEVICE_TO_HOST,
-                    stream,
-                )
-            }
-            .map_err(SortError::from_call)
-        });
-        // SAFETY: the block came from cudaMallocAsync above and is freed once; every use of it
-        // (the stages, including device-side launches, which complete before their stream
-        // moves on, and the copy) was queued on `stream` before this point.
-        if let Err(e) = unsafe { cuda::free_async(block, stream) } {
-            cuda_rt::defer_error(e.context("sort scratch: cudaFreeAsync (the block is leaked)"));
-        }
-        copied
+        (launched, status)
     }
 }

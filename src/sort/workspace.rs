@@ -16,7 +16,7 @@ impl From<cuda_rt::Error> for SortError {
 }
 
 /// Checks at compile time (post-monomorphization) that `V` is a supported value size.
-const fn value_bytes<V>() -> usize {
+pub(super) const fn value_bytes<V>() -> usize {
     let bytes = size_of::<V>();
     assert!(
         bytes == 4 || bytes == 8 || bytes == 16,
@@ -545,7 +545,8 @@ impl SortWorkspace {
     /// [`SortError::Runtime`] with [`cuda_rt::ErrorKind::InHostCallback`] inside a host
     /// callback, or with [`cuda_rt::ErrorKind::InConditionalBody`] in the capture of a
     /// conditional node's body (CUDA allows neither the host node of the check nor the memory
-    /// nodes of the scratch there; the whole capture then fails);
+    /// nodes of the scratch there; the whole capture then fails: capture the sort there with
+    /// [`sort_captured_in`](Self::sort_captured_in));
     /// [`SortError::SharedMemoryLimit`], [`SortError::UnsupportedValue`] (nothing is
     /// captured); [`SortError::Cuda`] for CUDA errors while capturing (which invalidate the
     /// capture: [`cuda_rt::Stream::capture`] then fails too). Device-side failures on a launch
@@ -621,6 +622,29 @@ impl SortWorkspace {
         unsafe { self.capture_on(capture, &buffers, order) }
     }
 
+    /// The plan of a captured sort of `buffers`: this workspace's strategy with every stage a
+    /// host launch (kernel nodes), its shared-memory limit and test flags.
+    ///
+    /// # Errors
+    /// As [`Planned::new`].
+    pub(crate) fn plan_captured(
+        &self,
+        buffers: &RawSortBuffers,
+        order: Order,
+    ) -> Result<Planned, SortError> {
+        let strategy = Strategy {
+            driver: Driver::Host,
+            ..self.strategy
+        };
+        Planned::new(
+            buffers,
+            order,
+            strategy,
+            self.shared_memory_limit,
+            self.test_flags,
+        )
+    }
+
     /// Captures the sort of `buffers` into `capture`'s graph: the host-queued plan on the
     /// capturing stream ([`Planned::queue`]), then its check as a graph host node.
     ///
@@ -635,17 +659,7 @@ impl SortWorkspace {
     ) -> Result<(), SortError> {
         const WHAT: &str = "SortWorkspace::sort_captured";
         refuse_in_host_callback(WHAT)?;
-        let strategy = Strategy {
-            driver: Driver::Host,
-            ..self.strategy
-        };
-        let planned = Planned::new(
-            buffers,
-            order,
-            strategy,
-            self.shared_memory_limit,
-            self.test_flags,
-        )?;
+        let planned = self.plan_captured(buffers, order)?;
         if planned.is_empty() {
             return Ok(());
         }
