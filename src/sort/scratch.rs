@@ -6,7 +6,7 @@
 use super::ffi;
 use super::raw::{refuse_in_host_callback, RawSortBuffers};
 use super::stream_ordered::Planned;
-use super::workspace::value_bytes;
+use super::workspace::{captured_pairs, value_bytes};
 use super::{Order, SortError, SortKey, SortWorkspace};
 use cuda_rt::{Capture, CapturedMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut};
 
@@ -165,15 +165,7 @@ impl SortWorkspace {
         scratch: &'a mut SortScratch,
         order: Order,
     ) -> Result<(), SortError> {
-        let _ = const { value_bytes::<V>() };
-        if values.len() != keys.len() {
-            return Err(SortError::LengthMismatch {
-                keys: keys.len(),
-                values: values.len(),
-            });
-        }
-        let buffers =
-            RawSortBuffers::pairs(keys.as_mut_raw_ptr(), values.as_mut_raw_ptr(), keys.len());
+        let buffers = captured_pairs(keys, values)?;
         // SAFETY: as in sort_captured_in, for the keys and the values.
         unsafe { self.capture_in(capture, &buffers, scratch, order) }
     }

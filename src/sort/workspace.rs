@@ -25,6 +25,29 @@ pub(super) const fn value_bytes<V>() -> usize {
     bytes
 }
 
+/// The buffers of a captured sort of `keys` and `values` (bound into one capture).
+///
+/// # Errors
+/// [`SortError::LengthMismatch`] unless `values.len() == keys.len()`.
+pub(super) fn captured_pairs<K: SortKey + DeviceCopy, V: DeviceCopy>(
+    keys: &CapturedMut<'_, K>,
+    values: &CapturedMut<'_, V>,
+) -> Result<RawSortBuffers, SortError> {
+    let bytes = const { value_bytes::<V>() };
+    debug_assert_eq!(bytes, size_of::<V>());
+    if values.len() != keys.len() {
+        return Err(SortError::LengthMismatch {
+            keys: keys.len(),
+            values: values.len(),
+        });
+    }
+    Ok(RawSortBuffers::pairs(
+        keys.as_mut_raw_ptr(),
+        values.as_mut_raw_ptr(),
+        keys.len(),
+    ))
+}
+
 /// GPU sorts queued on a stream, stream-ordered, as CUB's `DeviceMergeSort`: a sort queues its
 /// work and returns; the host waits only where it reads a result.
 ///
@@ -608,16 +631,7 @@ impl SortWorkspace {
         values: &CapturedMut<'c, V>,
         order: Order,
     ) -> Result<(), SortError> {
-        let bytes = const { value_bytes::<V>() };
-        debug_assert_eq!(bytes, size_of::<V>());
-        if values.len() != keys.len() {
-            return Err(SortError::LengthMismatch {
-                keys: keys.len(),
-                values: values.len(),
-            });
-        }
-        let buffers =
-            RawSortBuffers::pairs(keys.as_mut_raw_ptr(), values.as_mut_raw_ptr(), keys.len());
+        let buffers = captured_pairs(keys, values)?;
         // SAFETY: as in sort_captured, for the keys and the values.
         unsafe { self.capture_on(capture, &buffers, order) }
     }
