@@ -11,7 +11,7 @@
 
 use cuda_rt_kernels::sort::ffi::{choices, SortEntry};
 use cuda_rt_kernels::sort::raw::{layout, RawSortBuffers, RawWorkspace};
-use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortKey, Strategy, TileWidth};
+use cuda_rt_kernels::sort::{Cuts, Driver, Merge, Order, SortKey, Strategy, TileWidth};
 use cuda_rt_sys::*;
 use cuda_rt_testing::SplitMix64;
 use rayon::slice::ParallelSliceMut;
@@ -740,22 +740,22 @@ fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
             let ms = cub_merge_keys_u32(bench, &pristine);
             println!("2^{log} u32 CUB merge sort: {ms:.3} ms");
         }
-        let strategies: &[(Cuts, TileWidth)] = if profile {
-            &[(Cuts::Fused, TileWidth::Wide)]
+        let strategies: &[(Merge, TileWidth)] = if profile {
+            &[(Merge::TwoWay(Cuts::Fused), TileWidth::Wide)]
         } else {
             &[
-                (Cuts::FourWay, TileWidth::Narrow),
-                (Cuts::FourWay, TileWidth::Wide),
-                (Cuts::Kernel, TileWidth::Narrow),
-                (Cuts::Kernel, TileWidth::Wide),
-                (Cuts::Fused, TileWidth::Narrow),
-                (Cuts::Fused, TileWidth::Wide),
+                (Merge::FourWay, TileWidth::Narrow),
+                (Merge::FourWay, TileWidth::Wide),
+                (Merge::TwoWay(Cuts::Kernel), TileWidth::Narrow),
+                (Merge::TwoWay(Cuts::Kernel), TileWidth::Wide),
+                (Merge::TwoWay(Cuts::Fused), TileWidth::Narrow),
+                (Merge::TwoWay(Cuts::Fused), TileWidth::Wide),
             ]
         };
         for &(cuts, tile) in strategies {
             let strategy = Strategy {
                 driver: Driver::Host,
-                cuts,
+                merge: cuts,
                 tile,
             };
             let buffers = RawSortBuffers::keys(work.ptr, n);
@@ -779,11 +779,11 @@ fn stage_report(bench: &mut Bench, logs: &[u32], profile: bool) {
             let total: f32 = t.iter().sum();
             let bytes = 2.0 * n as f64 * 4.0;
             let (partition, merges): (Vec<f32>, Vec<f32>) = match cuts {
-                Cuts::Kernel => (
+                Merge::TwoWay(Cuts::Kernel) => (
                     t[1..].iter().step_by(2).copied().collect(),
                     t[2..].iter().step_by(2).copied().collect(),
                 ),
-                Cuts::FourWay => {
+                Merge::FourWay => {
                     // An odd number of doublings puts a fused two-way pass first; each four-way
                     // pass is a partition, its four-way cuts, then its merge.
                     let rest = &t[1..];
@@ -866,7 +866,11 @@ fn measure_variants<K: SortKey + Copy + PartialOrd>(
         ));
     }
     for (driver, cuts, tile, merge, extra) in variants {
-        let strategy = Strategy { driver, cuts, tile };
+        let strategy = Strategy {
+            driver,
+            merge: Merge::TwoWay(cuts),
+            tile,
+        };
         let (ms, passes, kernels) = bench.ours_with(pristine, values, strategy, extra, false);
         lines.push(format!(
             "| 2^{} | {} | {driver:?} | {cuts:?} | {tile:?} | {merge} | {passes} | {kernels} | {ms:.3} | {:.2} |",
@@ -942,66 +946,66 @@ fn focus_case<K: SortKey + Copy + PartialOrd>(
         let host = Driver::Host;
         let rdc: Option<SortEntry> = Some(cuda_rt_kernels::sort::ffi::cuda_rt_kernels_sort);
         for (name, driver, cuts, extra, entry) in [
-            ("auto", Driver::Auto, Cuts::Auto, 0, None),
-            ("narrow-tile", Driver::Auto, Cuts::Auto, TILE_NARROW, None),
-            ("merge-512", Driver::Auto, Cuts::Auto, MERGE_NARROW, None),
-            ("merge-1024", Driver::Auto, Cuts::Auto, MERGE_WIDE, None),
-            ("device-driven", Driver::Device, Cuts::Auto, 0, None),
-            ("chained", Driver::Device, Cuts::Auto, LAUNCH_CHAINED, None),
-            ("host-driven", host, Cuts::Auto, 0, None),
-            ("host, RDC build", host, Cuts::Auto, 0, rdc),
-            ("host/narrow-tile", host, Cuts::Auto, TILE_NARROW, None),
-            ("fused", Driver::Auto, Cuts::Fused, 0, None),
-            ("four-way", Driver::Auto, Cuts::FourWay, 0, None),
-            ("host/four-way", host, Cuts::FourWay, 0, None),
-            ("device/four-way", Driver::Device, Cuts::FourWay, 0, None),
+            ("auto", Driver::Auto, Merge::Auto, 0, None),
+            ("narrow-tile", Driver::Auto, Merge::Auto, TILE_NARROW, None),
+            ("merge-512", Driver::Auto, Merge::Auto, MERGE_NARROW, None),
+            ("merge-1024", Driver::Auto, Merge::Auto, MERGE_WIDE, None),
+            ("device-driven", Driver::Device, Merge::Auto, 0, None),
+            ("chained", Driver::Device, Merge::Auto, LAUNCH_CHAINED, None),
+            ("host-driven", host, Merge::Auto, 0, None),
+            ("host, RDC build", host, Merge::Auto, 0, rdc),
+            ("host/narrow-tile", host, Merge::Auto, TILE_NARROW, None),
+            ("fused", Driver::Auto, Merge::TwoWay(Cuts::Fused), 0, None),
+            ("four-way", Driver::Auto, Merge::FourWay, 0, None),
+            ("host/four-way", host, Merge::FourWay, 0, None),
+            ("device/four-way", Driver::Device, Merge::FourWay, 0, None),
             (
                 "four-way/narrow-tile",
                 Driver::Auto,
-                Cuts::FourWay,
+                Merge::FourWay,
                 TILE_NARROW,
                 None,
             ),
-            ("small-tile", Driver::Auto, Cuts::Auto, TILE_SMALL, None),
+            ("small-tile", Driver::Auto, Merge::Auto, TILE_SMALL, None),
             (
                 "four-way/small-tile",
                 Driver::Auto,
-                Cuts::FourWay,
+                Merge::FourWay,
                 TILE_SMALL,
                 None,
             ),
             (
                 "fused/persistent",
                 Driver::Auto,
-                Cuts::Fused,
+                Merge::TwoWay(Cuts::Fused),
                 GRID_PERSISTENT,
                 None,
             ),
             (
                 "fused/per-tile",
                 Driver::Auto,
-                Cuts::Fused,
+                Merge::TwoWay(Cuts::Fused),
                 GRID_PER_TILE,
                 None,
             ),
             (
                 "kernel/persistent",
                 Driver::Auto,
-                Cuts::Kernel,
+                Merge::TwoWay(Cuts::Kernel),
                 GRID_PERSISTENT,
                 None,
             ),
             (
                 "kernel/per-tile",
                 Driver::Auto,
-                Cuts::Kernel,
+                Merge::TwoWay(Cuts::Kernel),
                 GRID_PER_TILE,
                 None,
             ),
         ] {
             let strategy = Strategy {
                 driver,
-                cuts,
+                merge: cuts,
                 ..Strategy::default()
             };
             bench.entry = entry;

@@ -8,7 +8,7 @@
 //! the whole array, cut by merge path into equal tiles, so every pass keeps the whole GPU busy.
 //! A two-way pass merges pairs of sorted runs; from
 //! [`FOUR_WAY_MIN_KEYS`](ffi::choices::FOUR_WAY_MIN_KEYS) keys on a pass merges four runs
-//! ([`Cuts::FourWay`]: half the sweeps over memory, three kernels per pass). Passes ping-pong
+//! ([`Merge::FourWay`]: half the sweeps over memory, three kernels per pass). Passes ping-pong
 //! between the caller's buffer and a scratch buffer of the same size, ordered so that the last
 //! one writes the caller's buffer.
 //!
@@ -18,7 +18,7 @@
 //! [`DEVICE_DRIVER_MIN_KEYS`](ffi::choices::DEVICE_DRIVER_MIN_KEYS) keys; on an H100 that is
 //! every sort, since its shared memory holds the four-way merge blocks. The device-driven chain
 //! runs two-way sorts of `DEVICE_DRIVER_MIN_KEYS` keys or more (on GPUs whose shared memory
-//! does not hold the four-way blocks, or with [`Cuts::Fused`] or [`Cuts::Kernel`]) and every
+//! does not hold the four-way blocks, or with [`Merge::TwoWay`]) and every
 //! sort with [`Driver::Device`]: one host launch, whose first block queues the merge passes in
 //! the grid's `cudaStreamTailLaunch`, where they run back to back with no host round trip. Such
 //! a sort has at most one device-side launch pending per stage (fewer than 75 for any `n` an
@@ -217,25 +217,35 @@ pub enum Driver {
     Host,
 }
 
-/// How each merge pass finds where its blocks' inputs begin (merge-path cuts).
+/// How many sorted runs a merge pass merges into one, and, for two runs, how the pass finds
+/// its cuts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Cuts {
+pub enum Merge {
     /// Chosen by the library: four-way from
     /// [`FOUR_WAY_MIN_KEYS`](ffi::choices::FOUR_WAY_MIN_KEYS) keys on (where its merge blocks
-    /// fit the shared memory per block), fused below.
+    /// fit the shared memory per block), two-way with [`Cuts::Fused`] below.
     #[default]
     Auto,
+    /// Each pass merges pairs of runs, finding its cuts as [`Cuts`] says.
+    TwoWay(Cuts),
+    /// Each merge pass merges four runs into one (half the passes over memory of two-way
+    /// merging), after two partition kernels: the cuts of both pairs of runs, then the four-way
+    /// cuts (three launches per pass). With an odd number of doublings the first pass merges
+    /// two runs (fused cuts). A four-way merge block holds as many merge groups as a wide
+    /// two-way one: a sort whose shared-memory limit cannot hold it is refused.
+    FourWay,
+}
+
+/// How a two-way merge pass finds where its blocks' inputs begin (merge-path cuts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Cuts {
+    /// Every merge block searches the cuts of all its tiles when it starts, narrowed to one
+    /// tile by samples of the previous stage's output (one launch per pass): the library's
+    /// choice.
+    #[default]
+    Fused,
     /// A partition kernel before each merge kernel (two launches per pass).
     Kernel,
-    /// Every merge block searches the cuts of all its tiles when it starts, narrowed to one
-    /// tile by samples of the previous stage's output (one launch per pass).
-    Fused,
-    /// Each merge pass merges four runs into one (half the passes over memory of the others),
-    /// after two partition kernels: the cuts of both pairs of runs, then the four-way cuts
-    /// (three launches per pass). With an odd number of doublings the first pass merges two
-    /// runs (fused). A four-way merge block holds as many merge groups as a wide two-way one: a
-    /// sort whose shared-memory limit cannot hold it is refused.
-    FourWay,
 }
 
 /// Threads of a tile-sort block; tiles are threads × items per thread keys.
@@ -262,8 +272,8 @@ pub enum TileWidth {
 pub struct Strategy {
     /// Who launches the stages after the first.
     pub driver: Driver,
-    /// How merge passes find their cuts.
-    pub cuts: Cuts,
+    /// How many runs a merge pass merges, and how two-way passes find their cuts.
+    pub merge: Merge,
     /// Tile-sort block width.
     pub tile: TileWidth,
 }
@@ -272,7 +282,7 @@ impl Strategy {
     /// Every part chosen by the library (the default).
     pub const AUTO: Strategy = Strategy {
         driver: Driver::Auto,
-        cuts: Cuts::Auto,
+        merge: Merge::Auto,
         tile: TileWidth::Auto,
     };
 
@@ -284,11 +294,13 @@ impl Strategy {
             Driver::Device => DRIVER_DEVICE,
             Driver::Host => DRIVER_HOST,
         };
-        let cuts = match self.cuts {
-            Cuts::Auto => 0,
-            Cuts::Kernel => CUTS_KERNEL,
-            Cuts::Fused => CUTS_FUSED,
-            Cuts::FourWay => CUTS_FOUR_WAY,
+        // The C interface keeps the arity in its cuts field: four-way plans find their cuts
+        // with kernels of their own.
+        let cuts = match self.merge {
+            Merge::Auto => 0,
+            Merge::TwoWay(Cuts::Kernel) => CUTS_KERNEL,
+            Merge::TwoWay(Cuts::Fused) => CUTS_FUSED,
+            Merge::FourWay => CUTS_FOUR_WAY,
         };
         let tile = match self.tile {
             TileWidth::Auto => 0,
@@ -617,7 +629,7 @@ mod tests {
         assert_eq!(Strategy::default().flags(), 0);
         let s = Strategy {
             driver: Driver::Host,
-            cuts: Cuts::Kernel,
+            merge: Merge::TwoWay(Cuts::Kernel),
             tile: TileWidth::Wide,
         };
         assert_eq!(s.flags(), 0x2 | 0x4 | 0x20);

@@ -640,9 +640,9 @@ fn sort_outcome(result: &Result<(), cuda_rt_kernels::sort::SortError>, sorted: b
 /// still finds no room reports the device runtime's error. Each outcome is printed.
 fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy) {
     use cuda_rt_kernels::sort::raw::RawWorkspace;
-    use cuda_rt_kernels::sort::{Cuts, Strategy};
+    use cuda_rt_kernels::sort::{Cuts, Merge, Strategy};
     let strategy = Strategy {
-        cuts: Cuts::Kernel,
+        merge: Merge::TwoWay(Cuts::Kernel),
         ..device_driven
     };
     let n = 1 << 20;

@@ -12,7 +12,7 @@ mod sort_common;
 use cuda_rt::{DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView, DeviceViewMut, Stream};
 use cuda_rt_kernels::sort::ffi::choices;
 use cuda_rt_kernels::sort::raw::{sort_tile_len, RawSortBuffers};
-use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortError, Strategy, TileWidth};
+use cuda_rt_kernels::sort::{Cuts, Driver, Merge, Order, SortError, Strategy, TileWidth};
 use cuda_rt_testing::compare::{Bitwise, StableByKey};
 use cuda_rt_testing::inputs::{self, Data, DISTS};
 use cuda_rt_testing::{Case, Check, Compare, Failure};
@@ -25,9 +25,17 @@ const ORDERS: [Order; 2] = [Order::Ascending, Order::Descending];
 fn strategies() -> Vec<Strategy> {
     let mut all = Vec::new();
     for driver in [Driver::Device, Driver::Host] {
-        for cuts in [Cuts::Fused, Cuts::Kernel, Cuts::FourWay] {
+        for merge in [
+            Merge::TwoWay(Cuts::Fused),
+            Merge::TwoWay(Cuts::Kernel),
+            Merge::FourWay,
+        ] {
             for tile in [TileWidth::Narrow, TileWidth::Wide] {
-                all.push(Strategy { driver, cuts, tile });
+                all.push(Strategy {
+                    driver,
+                    merge,
+                    tile,
+                });
             }
         }
     }
@@ -457,7 +465,7 @@ enum Big {
 #[test]
 fn four_way_groups_of_every_shape() {
     let narrow = Strategy {
-        cuts: Cuts::FourWay,
+        merge: Merge::FourWay,
         tile: TileWidth::Narrow,
         driver: if host_driver_only() {
             Driver::Host
@@ -636,7 +644,7 @@ fn a_failed_device_side_launch_is_reported() {
         };
         let strategy = Strategy {
             driver: Driver::Device,
-            cuts,
+            merge: Merge::TwoWay(cuts),
             ..Strategy::default()
         };
         match sorter.run(&buffers, Order::Ascending, strategy) {
@@ -850,13 +858,13 @@ fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
             (LAUNCH_CHAINED, 0),
             (LAUNCH_CHAINED | GRID_PER_TILE, 1),
         ] {
-            for cuts in [Cuts::Auto, Cuts::FourWay] {
-                examples.push((n, grid, offset, cuts));
+            for merge in [Merge::Auto, Merge::FourWay] {
+                examples.push((n, grid, offset, merge));
             }
         }
     }
     runner()
-        .examples(examples, |case, &(n, grid, offset, cuts)| {
+        .examples(examples, |case, &(n, grid, offset, merge)| {
             let input: Vec<u32> = make(Dist::Uniform, n, n as u64 ^ offset as u64);
             let strategy = Strategy {
                 driver: if host_driver_only() {
@@ -864,7 +872,7 @@ fn per_tile_grids_and_unaligned_buffers_sort_like_the_cpu() {
                 } else {
                     Driver::Device
                 },
-                cuts,
+                merge,
                 ..Strategy::default()
             };
             let mut sorter = Sorter::new();
@@ -991,12 +999,12 @@ fn unaligned_slices<K: TestKey>(seed: u64) {
         // The other way of merging than the library's choice at these sizes.
         strategies.push(Strategy {
             driver,
-            cuts: Cuts::FourWay,
+            merge: Merge::FourWay,
             tile: TileWidth::Narrow,
         });
         strategies.push(Strategy {
             driver,
-            cuts: Cuts::Fused,
+            merge: Merge::TwoWay(Cuts::Fused),
             tile: TileWidth::Wide,
         });
     }

@@ -91,7 +91,7 @@ fn committed_sort_abi_equals_a_fresh_generation() {
 fn plans_switch_at_the_thresholds_of_the_header() {
     use cuda_rt_kernels::sort::ffi::{choices, flags};
     use cuda_rt_kernels::sort::raw::layout_with_limit;
-    use cuda_rt_kernels::sort::{Cuts, SortKey, Strategy, TileWidth};
+    use cuda_rt_kernels::sort::{Cuts, Merge, SortKey, Strategy, TileWidth};
 
     const H100_BLOCK_SMEM: usize = 227 * 1024;
     let key = <u32 as SortKey>::FORMAT;
@@ -108,7 +108,7 @@ fn plans_switch_at_the_thresholds_of_the_header() {
     let field = |n: usize, strategy: Strategy, mask: u32| plan(n, strategy).flags & mask;
     let auto = Strategy::AUTO;
     let two_way = Strategy {
-        cuts: Cuts::Fused,
+        merge: Merge::TwoWay(Cuts::Fused),
         ..Strategy::AUTO
     };
 

@@ -8,7 +8,7 @@ mod sort_common;
 use cuda_rt::{CaptureMode, DeviceBuffer, PinnedBuffer, Stream, StreamRef};
 use cuda_rt_kernels::sort::ffi::flags::{FAIL_STAGE_SHIFT, LAUNCH_QUEUED};
 use cuda_rt_kernels::sort::raw::sort_tile_len;
-use cuda_rt_kernels::sort::{Cuts, Driver, Order, SortError, SortWorkspace, Strategy};
+use cuda_rt_kernels::sort::{Cuts, Driver, Merge, Order, SortError, SortWorkspace, Strategy};
 use sort_common::{
     assert_same_keys, block_on, cpu_permutation, cpu_sorted, host_driver_only, make, thread_waker,
     Dist,
@@ -207,7 +207,7 @@ fn a_device_side_failure_is_reported_once_deferred_or_returned() {
     let stage = 1u32;
     let failing = SortWorkspace::with_strategy(Strategy {
         driver: Driver::Device,
-        cuts: Cuts::Fused,
+        merge: Merge::TwoWay(Cuts::Fused),
         ..Strategy::default()
     })
     .with_test_flags(((stage + 1) << FAIL_STAGE_SHIFT) | LAUNCH_QUEUED);
