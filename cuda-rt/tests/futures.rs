@@ -156,8 +156,17 @@ fn futures_are_pending_behind_a_long_kernel_and_ready_after_it() {
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
     let len = 16 << 20; // 64 MiB of u32
     let mut device = DeviceBuffer::<u32>::zeroed(len).unwrap();
+    // Everything that may wait for the device is done before the stream is held: the kernel's
+    // first launch (CUDA loads its module lazily), the pinned allocation.
+    affine_u32(&mut device, &stream, 1, 0).unwrap();
+    stream.synchronize().unwrap();
+    let pinned = PinnedBuffer::new(len).unwrap();
+    // Held until the futures have been polled: a fast GPU finishes the passes while a slow
+    // host is still queuing them, which would say nothing about the futures. Few enough passes
+    // that they fit CUDA's launch queue behind the held stream.
+    let release = stall(&stream);
     let started = Instant::now();
-    let passes = 1000u32;
+    let passes = 200u32;
     for _ in 0..passes {
         affine_u32(&mut device, &stream, 1, 1).unwrap();
     }
@@ -166,16 +175,17 @@ fn futures_are_pending_behind_a_long_kernel_and_ready_after_it() {
     let mut occurred = done.completion();
     let mut drained = stream.completion();
     let mut download = device
-        .copy_to_pinned_async(&stream, PinnedBuffer::new(len).unwrap())
+        .copy_to_pinned_async(&stream, pinned)
         .unwrap()
         .into_future();
     let (first, _) = poll_once(&mut occurred);
     let (second, _) = poll_once(&mut drained);
     let (third, _) = poll_once(&mut download);
     let queued = started.elapsed();
+    release.store(true, Ordering::Release);
     assert!(
         first.is_pending() && second.is_pending() && third.is_pending(),
-        "the GPU finished {passes} passes in {queued:?}: not pending"
+        "ready before the stream was released, {queued:?} after queuing began"
     );
     block_on(occurred).unwrap();
     let kernel_done = started.elapsed();
