@@ -43,10 +43,9 @@ use std::marker::PhantomData;
 ///
 /// # Dropping it
 /// As a [`GraphExec`], and then `cudaGraphExecDestroy`, which for a device-launchable executable
-/// waits for the device's queued work, like `cudaFree` (measured on an H200 with CUDA 13.0: a
-/// drop lasted as long as a host callback held the legacy default stream; the same drop of an
-/// ordinary executable did not wait). Keep such executables for the program's life, or drop
-/// them where the host may wait.
+/// waits for the device's queued work, like `cudaFree` (`docs/guide.md`, "Graphs that kernels
+/// launch"). Keep such executables for the program's life, or drop them where the host may
+/// wait.
 ///
 /// # Thread safety
 /// As [`GraphExec`].
