@@ -18,12 +18,8 @@ use std::time::{Duration, Instant};
 mod graph_support;
 use graph_support::{launch, one, serial, stream};
 
-/// A device graph of one node: `data[i] = data[i] * a + b`.
-fn affine_graph<'a>(
-    data: &'a mut DeviceBuffer<u32>,
-    a: u32,
-    b: u32,
-) -> cuda_rt::Result<DeviceGraphExec<'a>> {
+/// A graph of one node: `data[i] = data[i] * a + b`.
+fn affine<'a>(data: &'a mut DeviceBuffer<u32>, a: u32, b: u32) -> cuda_rt::Result<Graph<'a>> {
     let n = u32::try_from(data.len()).unwrap();
     Graph::build(|g| {
         let data = g.bind_mut(data);
@@ -34,8 +30,16 @@ fn affine_graph<'a>(
             (&data, a, b),
         )?;
         Ok(())
-    })?
-    .instantiate_for_device_launch()
+    })
+}
+
+/// [`affine`] made for device launches.
+fn affine_graph<'a>(
+    data: &'a mut DeviceBuffer<u32>,
+    a: u32,
+    b: u32,
+) -> cuda_rt::Result<DeviceGraphExec<'a>> {
+    affine(data, a, b)?.instantiate_for_device_launch()
 }
 
 /// A graph whose kernel launches `target` from the device (`mode`: 0 fire-and-forget, 1 tail,
@@ -355,17 +359,7 @@ fn an_updated_device_graph_runs_its_new_nodes_when_a_kernel_launches_it() {
     let mut exec = affine_graph(&mut a, 1, 1).unwrap();
     launch_from_device(&stream, &mut exec, &mut status, 0);
     // The same shape over `b`, with other parameters: an update, uploaded again.
-    let graph = Graph::build(|g| {
-        let b = g.bind_mut(&mut b);
-        g.kernel(
-            &[],
-            cuda_rt_typed_affine()?,
-            LaunchConfig::for_items(N as u32, 256),
-            (&b, 1, 5),
-        )?;
-        Ok(())
-    })
-    .unwrap();
+    let graph = affine(&mut b, 1, 5).unwrap();
     let mut exec = exec.update(graph).unwrap();
     // `a` is free again while the updated executable lives.
     assert_eq!(a.to_vec().unwrap(), vec![1; N]);
@@ -406,17 +400,7 @@ fn instantiating_for_device_launch_waits_for_no_queued_work() {
     let _serial = serial();
     let mut data = DeviceBuffer::<u32>::zeroed(1 << 10).unwrap();
     // Built first: making a graph waits for the earlier work on the memory it binds.
-    let graph = Graph::build(|g| {
-        let data = g.bind_mut(&mut data);
-        g.kernel(
-            &[],
-            cuda_rt_typed_affine()?,
-            LaunchConfig::for_items(1 << 10, 256),
-            (&data, 1, 1),
-        )?;
-        Ok(())
-    })
-    .unwrap();
+    let graph = affine(&mut data, 1, 1).unwrap();
     // The legacy default stream, and with it every blocking stream, is held by a host callback
     // until this thread says so (or ten seconds pass, so that a failure cannot hang the suite).
     let release = Arc::new(AtomicBool::new(false));
