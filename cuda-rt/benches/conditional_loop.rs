@@ -18,8 +18,10 @@
 //!   condition; one launch, then a wait. On the host: per iteration, the same kernel(s) on a
 //!   stream (the count-down as an affine map of the state word), a copy of the state word into
 //!   page-locked memory, an event recorded and polled (`cudaEventQuery`) until it has
-//!   occurred, and the word read: the round trip a host-decided loop makes. Both checked
-//!   against the CPU. Trials alternate between the two (ABBA); medians with the 10th–90th
+//!   occurred, and the word read: the round trip a host-decided loop makes. A third row
+//!   unrolls the while node's body: four count-downs one after the other in each pass (the
+//!   kernel does nothing once the count is zero), so the kernel still runs 1,000 times and
+//!   the body 250. All checked against the CPU. Trials alternate between the two (ABBA); medians with the 10th–90th
 //!   percentiles.
 //! - **The launch**: one executable graph holding a while node whose condition starts at zero
 //!   (its body never runs), launched 100 times per trial by `Scope::launch_graph` and by
@@ -65,7 +67,7 @@ impl Settings {
 
     fn smoke() -> Settings {
         Settings {
-            iterations: 50,
+            iterations: 48,
             loop_trials: 3,
             launch_trials: 5,
             launches: 10,
@@ -99,34 +101,39 @@ fn check(status: sys::cudaError_t, call: &str) -> BenchResult<()> {
     }
 }
 
-/// The while graph: `while (condition) { [data = data + 1;] count state[0] down }`, with the
-/// condition starting at `start`; the map of `data` only `with_map`.
+/// Body passes of the unrolled loop's row: count-downs per pass.
+const UNROLL: u32 = 4;
+
+/// The while graph: `while (condition) { ([data = data + 1;] count state[0] down) × unroll }`,
+/// with the condition starting at `start`; the map of `data` only `with_map`.
 fn while_graph<'a>(
     state: &'a mut DeviceBuffer<u32>,
     data: &'a mut DeviceBuffer<u32>,
     start: u32,
     with_map: bool,
+    unroll: u32,
 ) -> cuda_rt::Result<GraphExec<'a>> {
     Graph::build(|g| {
         let (state, data) = (g.bind_mut(state), g.bind_mut(data));
         let more = g.condition(start)?;
         g.while_loop(&[], more, |body| {
-            let step = if with_map {
-                vec![body.kernel(
-                    &[],
-                    cuda_rt_typed_affine()?,
-                    LaunchConfig::for_items(WORDS as u32, 256),
-                    (&data, 1, 1),
-                )?]
-            } else {
-                Vec::new()
-            };
-            body.kernel(
-                &step,
-                cuda_rt_cond_count_down()?,
-                LaunchConfig::for_items(1, 1),
-                (&state, more),
-            )?;
+            let mut after = Vec::new();
+            for _ in 0..unroll {
+                if with_map {
+                    after = vec![body.kernel(
+                        &after,
+                        cuda_rt_typed_affine()?,
+                        LaunchConfig::for_len(WORDS, 256)?,
+                        (&data, 1, 1),
+                    )?];
+                }
+                after = vec![body.kernel(
+                    &after,
+                    cuda_rt_cond_count_down()?,
+                    LaunchConfig::for_items(1, 1),
+                    (&state, more),
+                )?];
+            }
             Ok(())
         })?;
         Ok(())
@@ -135,10 +142,13 @@ fn while_graph<'a>(
 }
 
 /// Milliseconds of one loop decided on the GPU (launch to end of wait).
-fn gpu_loop(stream: &Stream, iterations: u32, with_map: bool) -> BenchResult<f64> {
+fn gpu_loop(stream: &Stream, iterations: u32, with_map: bool, unroll: u32) -> BenchResult<f64> {
+    if iterations % unroll != 0 {
+        return Err("the unrolled loop needs a multiple of its unrolling".into());
+    }
     let mut state = DeviceBuffer::from_slice(&[iterations, 0])?;
     let mut data = DeviceBuffer::<u32>::zeroed(WORDS)?;
-    let exec = while_graph(&mut state, &mut data, 1, with_map)?;
+    let exec = while_graph(&mut state, &mut data, 1, with_map, unroll)?;
     exec.upload(stream)?;
     stream.synchronize()?;
     let start = Instant::now();
@@ -167,7 +177,7 @@ fn host_loop(stream: &Stream, iterations: u32, with_map: bool) -> BenchResult<f6
         if with_map {
             affine.launch(
                 stream,
-                LaunchConfig::for_items(WORDS as u32, 256),
+                LaunchConfig::for_len(WORDS, 256)?,
                 (&mut data, 1, 1),
             )?;
         }
@@ -343,20 +353,21 @@ fn run(settings: &Settings) -> BenchResult<()> {
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
     let n = settings.iterations;
 
-    // The loop, decided on the GPU and by the host: one small kernel per iteration, then two.
+    // The loop, decided on the GPU and by the host: one small kernel per iteration, the same
+    // with the while node's body unrolled, then two kernels.
     let mut loops = Vec::new();
-    for with_map in [false, true] {
+    for (with_map, unroll) in [(false, 1), (false, UNROLL), (true, 1)] {
         let (host, gpu) = interleave(settings.loop_trials, |side| match side {
             Side::Raw => host_loop(&stream, n, with_map),
-            Side::Safe => gpu_loop(&stream, n, with_map),
+            Side::Safe => gpu_loop(&stream, n, with_map, unroll),
         })?;
-        loops.push((with_map, spread(&host), spread(&gpu)));
+        loops.push((with_map, unroll, spread(&host), spread(&gpu)));
     }
 
     // The launch of a graph with a conditional node.
     let mut state = DeviceBuffer::from_slice(&[0u32, 0])?;
     let mut data = DeviceBuffer::<u32>::zeroed(WORDS)?;
-    let exec = while_graph(&mut state, &mut data, 0, true)?;
+    let exec = while_graph(&mut state, &mut data, 0, true, 1)?;
     exec.upload(&stream)?;
     let launches = settings.launches;
     let (raw, safe) = interleave(settings.launch_trials, |side| {
@@ -389,11 +400,14 @@ fn run(settings: &Settings) -> BenchResult<()> {
     println!();
     println!("| {n} iterations | host decides (ms) | GPU decides (ms) | speed-up |");
     println!("|---|---|---|---|");
-    for (with_map, host, gpu) in &loops {
-        let body = if *with_map {
-            "map of 4,096 words + count-down kernel"
-        } else {
-            "**one small kernel (count-down)**"
+    for (with_map, unroll, host, gpu) in &loops {
+        let body = match (*with_map, *unroll) {
+            (true, _) => "map of 4,096 words + count-down kernel".to_string(),
+            (false, 1) => "**one small kernel (count-down)**".to_string(),
+            (false, k) => format!(
+                "**one small kernel, the body unrolled ×{k}** ({} passes of {k} kernels)",
+                n / k
+            ),
         };
         println!(
             "| {body} | {:.3} ({:.3}–{:.3}) | {:.3} ({:.3}–{:.3}) | **{:.1}×** |",

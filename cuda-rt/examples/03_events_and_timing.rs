@@ -42,7 +42,7 @@ fn main() -> ExitCode {
 
 fn run() -> common::Result {
     let increment = samples_increment()?;
-    let config = LaunchConfig::for_items(ELEMENTS as u32, THREADS_PER_BLOCK);
+    let config = LaunchConfig::for_len(ELEMENTS, THREADS_PER_BLOCK)?;
     let host: Vec<i32> = (0..ELEMENTS as i32).collect();
     let mut data = DeviceBuffer::from_slice(&host)?;
     let (a, b) = (Stream::new()?, Stream::new()?);

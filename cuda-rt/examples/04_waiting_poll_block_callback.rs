@@ -120,7 +120,7 @@ fn queue(
     staging: PinnedBuffer<i32>,
 ) -> cuda_rt::Result<Pending<PinnedBuffer<i32>>> {
     data.copy_from_host(input)?; // synchronous (pageable memory): done before the kernel
-    let config = LaunchConfig::for_items(ELEMENTS as u32, THREADS_PER_BLOCK);
+    let config = LaunchConfig::for_len(ELEMENTS, THREADS_PER_BLOCK)?;
     samples_increment()?.launch(stream, config, (&mut *data, value, REPEAT))?;
     data.copy_to_pinned_async(stream, staging)
 }

@@ -80,7 +80,7 @@ fn run() -> common::Result {
                 for (k, ((mut on_device, from), to)) in chunks.enumerate() {
                     let stream = &streams[k % n];
                     s.copy_to_device_async(stream, from, &mut on_device)?;
-                    let config = LaunchConfig::for_items(on_device.len() as u32, THREADS_PER_BLOCK);
+                    let config = LaunchConfig::for_len(on_device.len(), THREADS_PER_BLOCK)?;
                     increment.launch(stream, config, (&mut on_device, VALUE, REPEAT))?;
                     s.copy_to_host_async(stream, &on_device, to)?;
                 }

@@ -47,7 +47,7 @@ fn main() -> ExitCode {
 
 fn run() -> common::Result {
     let increment = samples_increment()?;
-    let config = LaunchConfig::for_items(ELEMENTS as u32, 256);
+    let config = LaunchConfig::for_len(ELEMENTS, 256)?;
     let mut stream = Stream::new()?;
     let host: Vec<i32> = (0..ELEMENTS as i32).collect();
 

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
 
 fn run() -> common::Result {
     let increment = samples_increment()?;
-    let config = LaunchConfig::for_items(ELEMENTS as u32, 256);
+    let config = LaunchConfig::for_len(ELEMENTS, 256)?;
     let stream = Stream::new()?;
     let mut data = DeviceBuffer::<i32>::zeroed(ELEMENTS)?;
 

@@ -88,10 +88,10 @@ fn run() -> common::Result {
 
     // y = 2x + y over everything, then y = -1x + y over the upper half only (views are memory
     // arguments like whole buffers).
-    let config = LaunchConfig::for_items(ELEMENTS as u32, suggested.block_size);
+    let config = LaunchConfig::for_len(ELEMENTS, suggested.block_size)?;
     axpy.launch(&stream, config, (&mut y, &x, 2.0))?;
     let half = ELEMENTS / 2;
-    let upper = LaunchConfig::for_items((ELEMENTS - half) as u32, suggested.block_size);
+    let upper = LaunchConfig::for_len(ELEMENTS - half, suggested.block_size)?;
     axpy.launch(
         &stream,
         upper,

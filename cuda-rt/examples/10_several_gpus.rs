@@ -83,7 +83,7 @@ fn run() -> common::Result {
     // Compute: the kernel on each device, launched with that device current; it runs after
     // the copy on its stream.
     for ((buffer, stream), &device) in pieces.iter_mut().zip(&devices) {
-        let config = LaunchConfig::for_items(buffer.len() as u32, THREADS_PER_BLOCK);
+        let config = LaunchConfig::for_len(buffer.len(), THREADS_PER_BLOCK)?;
         device
             .with_current(|| increment.launch(&*stream, config, (&mut *buffer, VALUE, REPEAT)))??;
     }

@@ -86,7 +86,7 @@ fn on_the_cpu() -> (Vec<f32>, u32) {
 fn run() -> common::Result {
     let jacobi = cuda_rt_cond_jacobi_step()?;
     let decide = cuda_rt_cond_not_converged()?;
-    let config = LaunchConfig::for_items(POINTS as u32, 64);
+    let config = LaunchConfig::for_len(POINTS, 64)?;
     let one = LaunchConfig::for_items(1, 1);
     let stream = Stream::new()?;
     let (expected, expected_iterations) = on_the_cpu();

@@ -48,7 +48,7 @@ fn run() -> common::Result {
     let issued = Instant::now();
     start.record(&stream)?;
     let upload = device.copy_from_pinned_async(&stream, input)?;
-    let config = LaunchConfig::for_items(ELEMENTS as u32, THREADS_PER_BLOCK);
+    let config = LaunchConfig::for_len(ELEMENTS, THREADS_PER_BLOCK)?;
     increment.launch(&stream, config, (&mut device, VALUE, 1))?;
     let download = device.copy_to_pinned_async(&stream, output)?;
     stop.record(&stream)?;

@@ -156,7 +156,7 @@ async fn pipeline() -> common::Result {
 /// Processes the batches `lane.index`, `lane.index + LANES`, ... on the lane's stream.
 async fn run_lane(mut lane: Lane, shared: Arc<Shared>) -> Result<LaneReport, TaskError> {
     let kernel = cuda_rt_typed_affine()?;
-    let config = LaunchConfig::for_items(BATCH_ELEMENTS as u32, THREADS_PER_BLOCK);
+    let config = LaunchConfig::for_len(BATCH_ELEMENTS, THREADS_PER_BLOCK)?;
     let (start, stop) = (Event::new()?, Event::new()?);
     let mut report = LaneReport::default();
     let mut batches = (lane.index..BATCHES).step_by(LANES).peekable();

@@ -195,7 +195,7 @@ fn switch(stream: &Stream) -> common::Result {
                 body.kernel(
                     &[],
                     cuda_rt_typed_affine()?,
-                    LaunchConfig::for_items(CASES as u32, 32),
+                    LaunchConfig::for_len(CASES, 32)?,
                     (&ran, 1, case as u32 + 1),
                 )
                 .map(drop)

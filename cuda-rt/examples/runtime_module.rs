@@ -64,7 +64,7 @@ fn run() -> common::Result {
     let stream = Stream::new()?;
     add.launch(
         &stream,
-        LaunchConfig::for_items(ELEMENTS as u32, 256),
+        LaunchConfig::for_len(ELEMENTS, 256)?,
         (&mut device_c, &device_a, &device_b),
     )?;
     let c = device_c.to_vec()?;

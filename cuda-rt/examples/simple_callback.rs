@@ -119,7 +119,7 @@ fn queue_workload(
     let mut data = DeviceBuffer::<i32>::new_async(ELEMENTS, &stream)?;
 
     let input = data.copy_from_pinned_async(&stream, input)?;
-    let config = LaunchConfig::for_items(ELEMENTS as u32, THREADS_PER_BLOCK);
+    let config = LaunchConfig::for_len(ELEMENTS, THREADS_PER_BLOCK)?;
     samples_increment()?.launch(&stream, config, (&mut data, id as i32, repeat_of(id)))?;
     let output = data.copy_to_pinned_async(&stream, output)?;
     stream.add_callback(move |status| {

@@ -58,7 +58,7 @@ fn run() -> common::Result {
     ] {
         let mut data = DeviceBuffer::from_slice(&input)?;
         // One thread per element, as in the sample.
-        let config = LaunchConfig::for_items(ELEMENTS as u32, block_size);
+        let config = LaunchConfig::for_len(ELEMENTS, block_size)?;
         let elapsed = timed(&stream, || square.launch(&stream, config, (&mut data,)))?;
         if data.to_vec()? != expected {
             return Err(format!("{what} configuration: wrong squares").into());

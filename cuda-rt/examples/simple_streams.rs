@@ -56,7 +56,7 @@ fn run() -> common::Result {
         .map(|_| Stream::new())
         .collect::<Result<Vec<_>, _>>()?;
     let increment = samples_increment()?;
-    let config = |n: usize| LaunchConfig::for_items(n as u32, THREADS_PER_BLOCK);
+    let config = |n: usize| LaunchConfig::for_len(n, THREADS_PER_BLOCK);
 
     let expected = |i: usize| input_values[i].wrapping_add(VALUE.wrapping_mul(REPEAT as i32));
     let check = |output: &[i32], what: &str| -> common::Result {
@@ -77,7 +77,7 @@ fn run() -> common::Result {
         let stream = &streams[0];
         cuda_rt::scope(|s| {
             s.copy_to_device_async(stream, &input, &mut data)?;
-            increment.launch(stream, config(ELEMENTS), (&mut data, VALUE, REPEAT))?;
+            increment.launch(stream, config(ELEMENTS)?, (&mut data, VALUE, REPEAT))?;
             s.copy_to_host_async(stream, &data, &mut output)
         })
     })?;
@@ -96,7 +96,7 @@ fn run() -> common::Result {
             for (((mut device_chunk, from), to), stream) in chunks {
                 s.copy_to_device_async(stream, from, &mut device_chunk)?;
                 let n = device_chunk.len();
-                increment.launch(stream, config(n), (&mut device_chunk, VALUE, REPEAT))?;
+                increment.launch(stream, config(n)?, (&mut device_chunk, VALUE, REPEAT))?;
                 s.copy_to_host_async(stream, &device_chunk, to)?;
             }
             Ok(())

@@ -42,7 +42,7 @@ fn run() -> common::Result {
     let device_b = DeviceBuffer::from_slice(&b)?;
     let mut device_c = DeviceBuffer::<f32>::new(ELEMENTS)?;
 
-    let config = LaunchConfig::for_items(ELEMENTS as u32, THREADS_PER_BLOCK);
+    let config = LaunchConfig::for_len(ELEMENTS, THREADS_PER_BLOCK)?;
     println!(
         "CUDA kernel launch with {} blocks of {} threads",
         config.grid.x, config.block.x

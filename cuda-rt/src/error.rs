@@ -89,6 +89,18 @@ pub enum ErrorKind {
         /// Its size in the compiled kernel.
         found_bytes: usize,
     },
+    /// A bare-pointer argument of a kernel launch ([`Ptr`](crate::Ptr),
+    /// [`PtrMut`](crate::PtrMut)) holds fewer elements than the kernel may touch through it:
+    /// the smallest [`Len`](crate::Len) argument, or one where the kernel has none. Nothing
+    /// was queued.
+    PointerTooShort {
+        /// Index of the parameter in the kernel's declaration (counting from 0).
+        param: usize,
+        /// Elements the argument holds.
+        len: usize,
+        /// Elements the kernel may touch.
+        needed: u64,
+    },
     /// The CUDA runtime this program runs with (or was built against) is older than a feature
     /// needs. Versions are encoded as `CUDART_VERSION` is: `1000 * major + 10 * minor`.
     RuntimeTooOld {
@@ -244,6 +256,7 @@ impl Error {
             ErrorKind::InHostCallback => "InHostCallback",
             ErrorKind::WrongGraph => "WrongGraph",
             ErrorKind::KernelSignature { .. } => "KernelSignature",
+            ErrorKind::PointerTooShort { .. } => "PointerTooShort",
             ErrorKind::RuntimeTooOld { .. } => "RuntimeTooOld",
             ErrorKind::UnorderedCondition => "UnorderedCondition",
             ErrorKind::InConditionalBody => "InConditionalBody",
@@ -274,6 +287,9 @@ impl Error {
             ErrorKind::WrongGraph => "the handle belongs to another graph",
             ErrorKind::KernelSignature { .. } => {
                 "the declared kernel parameters do not match the compiled kernel"
+            }
+            ErrorKind::PointerTooShort { .. } => {
+                "a bare-pointer argument is shorter than the count the kernel is given"
             }
             ErrorKind::RuntimeTooOld { .. } => {
                 "the feature needs a newer CUDA runtime than this program runs with"
@@ -350,6 +366,10 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 " (C parameter {param}: declared {expected_bytes} bytes, compiled {found_bytes})"
+            ),
+            ErrorKind::PointerTooShort { param, len, needed } => write!(
+                f,
+                " (parameter {param} holds {len} elements; the kernel may touch {needed})"
             ),
             ErrorKind::RuntimeTooOld { needed, found } => write!(
                 f,

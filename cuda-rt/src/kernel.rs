@@ -15,6 +15,21 @@
 //! given: `__global__ void scale(float* data, size_t n, float factor)` is a
 //! `Kernel<(SliceMut<f32>, f32)>`.
 //!
+//! Kernels that already exist usually take bare pointers and one element count, as CUDA's
+//! samples do: `__global__ void saxpy(int n, float a, const float* x, float* y)`. Those are
+//! declared with three more kinds, and need no new signature:
+//! - [`PtrMut<T>`]: one C parameter `T*`; the argument is device memory borrowed mutably, as
+//!   for `SliceMut`;
+//! - [`Ptr<T>`]: one C parameter `const T*`; the argument is device memory borrowed shared;
+//! - [`Len<I>`]: one C parameter of the integer type `I` (`int`, `unsigned`, `long long`,
+//!   `size_t`, ...): the count of elements the kernel may touch through its bare pointers.
+//!
+//! `saxpy` above is a `Kernel<(Len<i32>, f32, Ptr<f32>, PtrMut<f32>)>`. Every launch checks
+//! its arguments before the kernel is queued: each bare-pointer argument must hold at least as
+//! many elements as the smallest `Len` argument (a negative count is zero), or at least one
+//! element when the kernel has no `Len` parameter. A launch that fails the check queues
+//! nothing and returns [`ErrorKind::PointerTooShort`], naming the parameter.
+//!
 //! # What is checked, and the one thing that is claimed
 //! [`Kernel::launch`] borrows its memory arguments for the launch and orders the kernel on the
 //! stream like any other use of that memory (see [`memory`](crate::memory)): a kernel that
@@ -30,9 +45,14 @@
 //! What no one can check is what the kernel does. Making a handle is `unsafe`
 //! ([`Kernel::from_raw`], [`Library::kernel`](crate::Library::kernel), the `unsafe fn` of the
 //! [`kernels!`](crate::kernels) macro), and that is the claim it makes: the kernel has exactly
-//! these parameter types, and for **every** argument values of those types it accesses memory
-//! only through its `Slice`/`SliceMut` parameters, within their lengths, and writes only
-//! through `SliceMut` parameters.
+//! these parameter types, and for **every** argument values of those types (and every launch
+//! configuration) it accesses memory only through its memory parameters: through a
+//! `Slice`/`SliceMut` within its length, through a `Ptr`/`PtrMut` only at indices below the
+//! smallest of its `Len` parameters (zero when that is negative), or only element 0 when it
+//! has none; and it writes only through `SliceMut` and `PtrMut` parameters. A kernel whose
+//! bare pointers are bounded otherwise (rows × columns, a count read from memory) does not fit
+//! that claim: give it `Slice` parameters, or launch it with
+//! [`launch_kernel`](crate::launch_kernel).
 //!
 //! # Examples
 //! A kernel compiled into the program (CUDA C++, built by cuda-rt-build):
@@ -67,6 +87,15 @@
 //! fill().unwrap().launch(&stream, LaunchConfig::for_items(8, 8), (&mut a, 1)).unwrap();
 //! drop(view);
 //! ```
+//!
+//! Nor write through a bare pointer to memory it only borrows shared:
+//! ```compile_fail,E0277
+//! # use cuda_rt::{kernels, DeviceBuffer, LaunchConfig, Len, PtrMut, Stream};
+//! # kernels! { unsafe fn fill(n: Len<u32>, out: PtrMut<u32>); }
+//! # let stream = Stream::new().unwrap();
+//! let a = DeviceBuffer::<u32>::zeroed(8).unwrap();
+//! fill().unwrap().launch(&stream, LaunchConfig::for_items(8, 8), (8u32, &a)).unwrap();
+//! ```
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::{
@@ -94,6 +123,55 @@ pub struct SliceMut<T>(PhantomData<fn() -> T>);
 /// borrowed shared.
 #[derive(Debug)]
 pub struct Slice<T>(PhantomData<fn() -> T>);
+
+/// A kernel parameter `T* data` without a length: device memory the kernel may read and write,
+/// at indices below the kernel's [`Len`] argument.
+///
+/// A type-level marker (never a value), like [`SliceMut`]; the argument is device memory
+/// borrowed mutably. A launch checks that the memory holds at least as many elements as the
+/// smallest `Len` argument (at least one where the kernel has no `Len` parameter).
+#[derive(Debug)]
+pub struct PtrMut<T>(PhantomData<fn() -> T>);
+
+/// A kernel parameter `const T* data` without a length: device memory the kernel only reads, at
+/// indices below the kernel's [`Len`] argument.
+///
+/// A type-level marker (never a value), like [`Slice`]; the argument is device memory borrowed
+/// shared, checked at each launch as for [`PtrMut`].
+#[derive(Debug)]
+pub struct Ptr<T>(PhantomData<fn() -> T>);
+
+/// A kernel parameter of integer type `I` that counts the elements the kernel touches through
+/// its bare pointers ([`Ptr`], [`PtrMut`]): `int n` in `saxpy(int n, float a, const float* x,
+/// float* y)`.
+///
+/// A type-level marker (never a value); the argument is a value of type `I`, passed as is. A
+/// launch refuses a count larger than any bare-pointer argument's length, in elements of that
+/// argument's type (a negative count is zero). Where a kernel has several `Len` parameters,
+/// its bare pointers are bounded by the smallest.
+#[derive(Debug)]
+pub struct Len<I>(PhantomData<fn() -> I>);
+
+/// An integer type a [`Len`] parameter may have: `i8` to `i64`, `u8` to `u64`, `isize`,
+/// `usize`. Sealed.
+pub trait LenType: DeviceCopy + sealed::LenType {
+    /// The count as an unsigned bound (a negative count is zero).
+    #[doc(hidden)]
+    fn bound(self) -> u64;
+}
+
+macro_rules! len_types {
+    ($($t:ty)*) => {$(
+        impl sealed::LenType for $t {}
+        impl LenType for $t {
+            #[inline(always)]
+            fn bound(self) -> u64 {
+                u64::try_from(self).unwrap_or(0)
+            }
+        }
+    )*};
+}
+len_types!(i8 i16 i32 i64 isize u8 u16 u32 u64 usize);
 
 /// A kernel parameter `cudaGraphConditionalHandle`: a condition of the graph the kernel node
 /// belongs to, which the kernel may set with `cudaGraphSetConditional`.
@@ -133,6 +211,7 @@ mod sealed {
     pub trait Mode {}
     pub trait Arg<P, M> {}
     pub trait Args<P, M> {}
+    pub trait LenType {}
 }
 
 /// The argument pointers of one launch (`void* args[]`), on the stack.
@@ -183,6 +262,74 @@ pub trait KernelParam: sealed::Param + 'static {
     fn c_sizes(out: &mut Vec<usize>);
     #[doc(hidden)]
     fn push(raw: &mut Self::Raw, out: &mut ArgPtrs);
+    /// What the argument contributes to the bare-pointer check (nothing, for most kinds).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn extent(_raw: &Self::Raw) -> Extent {
+        Extent::None
+    }
+}
+
+/// What one argument of a launch says about the bounds of the kernel's bare pointers.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum Extent {
+    /// Nothing: a value, or memory that carries its own length.
+    None,
+    /// A [`Len`] argument: the kernel touches bare pointers below this index.
+    Count(u64),
+    /// A [`Ptr`] or [`PtrMut`] argument holding this many elements.
+    Elements(usize),
+}
+
+/// The bare-pointer check of one launch: every `Ptr`/`PtrMut` argument holds at least as many
+/// elements as the smallest `Len` argument, or at least one where there is none.
+#[derive(Debug)]
+struct Extents {
+    count: Option<u64>,
+    /// The shortest bare-pointer argument: its parameter index and its length.
+    shortest: Option<(usize, usize)>,
+    index: usize,
+}
+
+impl Extents {
+    #[inline(always)]
+    fn new() -> Extents {
+        Extents {
+            count: None,
+            shortest: None,
+            index: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, extent: Extent) {
+        match extent {
+            Extent::None => {}
+            Extent::Count(n) => self.count = Some(self.count.map_or(n, |c| c.min(n))),
+            Extent::Elements(len) => {
+                if self.shortest.is_none_or(|(_, shortest)| len < shortest) {
+                    self.shortest = Some((self.index, len));
+                }
+            }
+        }
+        self.index += 1;
+    }
+
+    #[inline(always)]
+    fn check(&self) -> Result<()> {
+        let Some((param, len)) = self.shortest else {
+            return Ok(());
+        };
+        let needed = self.count.unwrap_or(1);
+        if (len as u64) < needed {
+            return Err(Error::new(
+                ErrorKind::PointerTooShort { param, len, needed },
+                "the launch's bare-pointer check",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl<T: DeviceCopy> sealed::Param for SliceMut<T> {}
@@ -206,6 +353,51 @@ impl<T: DeviceCopy> KernelParam for Slice<T> {
     fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
         out.push(&mut raw.ptr);
         out.push(&mut raw.len);
+    }
+}
+
+impl<T: DeviceCopy> sealed::Param for PtrMut<T> {}
+impl<T: DeviceCopy> KernelParam for PtrMut<T> {
+    type Raw = RawSlice<*mut T>;
+    fn c_sizes(out: &mut Vec<usize>) {
+        out.push(size_of::<*mut T>());
+    }
+    fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
+        out.push(&mut raw.ptr);
+    }
+    #[inline(always)]
+    fn extent(raw: &Self::Raw) -> Extent {
+        Extent::Elements(raw.len)
+    }
+}
+
+impl<T: DeviceCopy> sealed::Param for Ptr<T> {}
+impl<T: DeviceCopy> KernelParam for Ptr<T> {
+    type Raw = RawSlice<*const T>;
+    fn c_sizes(out: &mut Vec<usize>) {
+        out.push(size_of::<*const T>());
+    }
+    fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
+        out.push(&mut raw.ptr);
+    }
+    #[inline(always)]
+    fn extent(raw: &Self::Raw) -> Extent {
+        Extent::Elements(raw.len)
+    }
+}
+
+impl<I: LenType> sealed::Param for Len<I> {}
+impl<I: LenType> KernelParam for Len<I> {
+    type Raw = I;
+    fn c_sizes(out: &mut Vec<usize>) {
+        out.push(size_of::<I>());
+    }
+    fn push(raw: &mut I, out: &mut ArgPtrs) {
+        out.push(raw);
+    }
+    #[inline(always)]
+    fn extent(raw: &I) -> Extent {
+        Extent::Count(raw.bound())
     }
 }
 
@@ -298,6 +490,45 @@ impl<T: DeviceCopy, M: LaunchMode> KernelArg<T, M> for T {
     fn bind<R>(self, _on: M::On<'_>, f: impl FnOnce(T) -> Result<R>) -> Result<R> {
         f(self)
     }
+}
+
+// Counts, passed by value.
+impl<I: LenType, M: LaunchMode> sealed::Arg<Len<I>, M> for I {}
+impl<I: LenType, M: LaunchMode> KernelArg<Len<I>, M> for I {
+    #[inline(always)]
+    fn bind<R>(self, _on: M::On<'_>, f: impl FnOnce(I) -> Result<R>) -> Result<R> {
+        f(self)
+    }
+}
+
+/// A bare-pointer parameter takes what the slice parameter of the same access takes, bound the
+/// same way (the length stays with the raw value, for the launch's check).
+macro_rules! bare_pointer_args {
+    ($($Bare:ident as $Slice:ident for [$($gen:tt)*] $A:ty, $M:ty;)*) => {$(
+        impl<$($gen)*> sealed::Arg<$Bare<T>, $M> for $A {}
+        impl<$($gen)*> KernelArg<$Bare<T>, $M> for $A {
+            #[inline(always)]
+            fn bind<R>(
+                self,
+                on: <$M as LaunchMode>::On<'_>,
+                f: impl FnOnce(<$Bare<T> as KernelParam>::Raw) -> Result<R>,
+            ) -> Result<R> {
+                KernelArg::<$Slice<T>, $M>::bind(self, on, f)
+            }
+        }
+    )*};
+}
+
+bare_pointer_args! {
+    PtrMut as SliceMut for [T: DeviceCopy, D: DeviceMemoryMut<T>] &mut D, OnStream;
+    PtrMut as SliceMut for [T: DeviceCopy] DeviceViewMut<'_, T>, OnStream;
+    Ptr as Slice for [T: DeviceCopy, D: DeviceMemory<T>] &D, OnStream;
+    Ptr as Slice for [T: DeviceCopy, D: DeviceMemory<T>] &mut D, OnStream;
+    Ptr as Slice for [T: DeviceCopy] DeviceView<'_, T>, OnStream;
+    PtrMut as SliceMut for ['c, T: DeviceCopy] &CapturedMut<'c, T>, InGraph<'c>;
+    Ptr as Slice for ['c, T: DeviceCopy] &CapturedMut<'c, T>, InGraph<'c>;
+    Ptr as Slice for ['c, T: DeviceCopy] Captured<'c, T>, InGraph<'c>;
+    Ptr as Slice for ['c, T: DeviceCopy] &Captured<'c, T>, InGraph<'c>;
 }
 
 // Device memory on a stream: borrowed for the launch, ordered by its tracker.
@@ -457,6 +688,10 @@ impl<'c> KernelArg<DeviceGraphHandle, InGraph<'c>> for LaunchableGraph<'c> {
 /// launches with all raw values in place.
 macro_rules! bind_nested {
     ($on:ident, $f:ident; [$(($raw:ident, $P:ident))*];) => {{
+        #[allow(unused_mut)]
+        let mut extents = Extents::new();
+        $( extents.add(<$P as KernelParam>::extent(&$raw)); )*
+        extents.check()?;
         let mut ptrs = ArgPtrs::new();
         $(
             let mut $raw = $raw;
@@ -596,8 +831,10 @@ impl<P: KernelParams> Kernel<P> {
     /// # Safety
     /// `func` must be such a kernel, and the claim of the [module docs](self) must hold: the
     /// kernel's parameters are exactly those of `P`, and for every argument values of those
-    /// types it accesses device memory only through its `Slice`/`SliceMut` parameters, within
-    /// their lengths, writing only through `SliceMut`s.
+    /// types it accesses device memory only through its memory parameters, within their
+    /// lengths (a `Slice`/`SliceMut`'s own, the smallest `Len` argument for a `Ptr`/`PtrMut`,
+    /// element 0 alone where there is no `Len`), writing only through `SliceMut`s and
+    /// `PtrMut`s.
     pub unsafe fn from_raw(func: *const c_void) -> Result<Kernel<P>> {
         // SAFETY: the caller's contract.
         unsafe { Self::with_owner(func, None) }
@@ -629,8 +866,9 @@ impl<P: KernelParams> Kernel<P> {
     ///
     /// # Errors
     /// [`ErrorKind::WrongDevice`] for memory of another device than the stream's (without peer
-    /// access); [`ErrorKind::InHostCallback`]; errors of ordering the memory; CUDA errors of the
-    /// launch (`cudaErrorInvalidConfiguration`, `cudaErrorLaunchOutOfResources`, ...). Errors the
+    /// access); [`ErrorKind::PointerTooShort`] for a bare-pointer argument shorter than the
+    /// `Len` argument (nothing is queued); [`ErrorKind::InHostCallback`]; errors of ordering the
+    /// memory; CUDA errors of the launch (`cudaErrorInvalidConfiguration`, `cudaErrorLaunchOutOfResources`, ...). Errors the
     /// kernel meets while running are reported by later synchronizing calls.
     ///
     /// # Examples
@@ -858,7 +1096,8 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
 /// Each entry is `unsafe fn name(param: Type, ...);` where `name` is the kernel's C symbol (an
 /// `extern "C" __global__` function) and each `Type` a [`KernelParam`]. The `unsafe` is the
 /// declaration's claim (see [`Kernel::from_raw`]): the kernel's parameters are these, and it
-/// stays within the memory it is given. The generated function checks the declaration against
+/// stays within the memory it is given (for bare pointers, below the smallest [`Len`]
+/// argument, or at element 0 where there is none). The generated function checks the declaration against
 /// the compiled kernel on its first successful call and caches the handle.
 ///
 /// # Examples
@@ -870,6 +1109,23 @@ impl<'b, 'a> GraphBuilder<'b, 'a> {
 ///     pub unsafe fn scale(out: SliceMut<f32>, input: Slice<f32>, k: f32);
 /// }
 /// let kernel: &cuda_rt::Kernel<(SliceMut<f32>, Slice<f32>, f32)> = scale()?;
+/// # Ok::<(), cuda_rt::Error>(())
+/// ```
+///
+/// A kernel with bare pointers and a count, as written for C++ callers:
+/// ```no_run
+/// use cuda_rt::{kernels, DeviceBuffer, LaunchConfig, Len, Ptr, PtrMut, Stream};
+/// kernels! {
+///     /// `y[i] = a * x[i] + y[i]` for `i < n` (CUDA: `extern "C" __global__ void saxpy(int n,
+///     /// float a, const float* x, float* y)`, which tests `i < n`).
+///     pub unsafe fn saxpy(n: Len<i32>, a: f32, x: Ptr<f32>, y: PtrMut<f32>);
+/// }
+/// let stream = Stream::new()?;
+/// let x = DeviceBuffer::from_slice(&[1.0f32; 1000])?;
+/// let mut y = DeviceBuffer::from_slice(&[2.0f32; 1000])?;
+/// saxpy()?.launch(&stream, LaunchConfig::for_len(1000, 256)?, (1000, 3.0, &x, &mut y))?;
+/// // A count past the end of `x` is refused before anything is queued.
+/// assert!(saxpy()?.launch(&stream, LaunchConfig::for_len(1001, 256)?, (1001, 3.0, &x, &mut y)).is_err());
 /// # Ok::<(), cuda_rt::Error>(())
 /// ```
 #[macro_export]
@@ -917,6 +1173,57 @@ mod tests {
         assert_eq!(
             <(SliceMut<u32>, Slice<f64>, u8, [u16; 3])>::c_param_sizes(),
             [8, 8, 8, 8, 1, 6]
+        );
+    }
+
+    #[test]
+    fn bare_pointers_and_counts_are_one_c_parameter_each() {
+        assert_eq!(
+            <(Len<i32>, f32, Ptr<f32>, PtrMut<u64>, Len<usize>)>::c_param_sizes(),
+            [4, 4, 8, 8, 8]
+        );
+    }
+
+    fn extents(args: &[Extent]) -> Result<()> {
+        let mut extents = Extents::new();
+        for &a in args {
+            extents.add(a);
+        }
+        extents.check()
+    }
+
+    #[test]
+    fn bare_pointers_are_checked_against_the_smallest_count() {
+        use Extent::{Count, Elements, None as Value};
+        // No bare pointer: nothing to check, whatever the counts.
+        assert!(extents(&[Count(u64::MAX), Value]).is_ok());
+        // A count up to the shortest pointer's length passes; one past it names that pointer.
+        assert!(extents(&[Count(10), Value, Elements(10), Elements(12)]).is_ok());
+        let e = extents(&[Count(11), Value, Elements(12), Elements(10)]).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            ErrorKind::PointerTooShort {
+                param: 3,
+                len: 10,
+                needed: 11
+            }
+        );
+        // Several counts: the smallest bounds the pointers.
+        assert!(extents(&[Count(100), Elements(5), Count(5)]).is_ok());
+        // A count of zero (or a negative one, which binds as zero) allows empty memory.
+        assert!(extents(&[Count(0), Elements(0)]).is_ok());
+        assert_eq!((-5i32).bound(), 0);
+        assert_eq!(7u8.bound(), 7);
+        assert_eq!(usize::MAX.bound(), u64::MAX);
+        // Without a count a bare pointer must hold one element.
+        assert!(extents(&[Elements(1)]).is_ok());
+        assert_eq!(
+            extents(&[Value, Elements(0)]).unwrap_err().kind(),
+            ErrorKind::PointerTooShort {
+                param: 1,
+                len: 0,
+                needed: 1
+            }
         );
     }
 

@@ -92,10 +92,13 @@
 //!    refuses with [`ErrorKind::InHostCallback`] there, and values dropped there are leaked and
 //!    reported ([`in_host_callback`] tells other crates' `Drop`s).
 //! 6. **A kernel launch is a use of its memory like any other.** A typed [`Kernel`] borrows its
-//!    buffer arguments for the launch (mutably for [`SliceMut`] parameters, shared for
-//!    [`Slice`]) and orders the kernel by their trackers; its parameter list is checked against
-//!    the compiled kernel (`cudaFuncGetParamInfo`, CUDA 12.4 and newer). What cannot be checked, that the kernel
-//!    stays within the memory it is given, is the one claim its `unsafe` declaration makes.
+//!    buffer arguments for the launch (mutably for [`SliceMut`] and [`PtrMut`] parameters,
+//!    shared for [`Slice`] and [`Ptr`]) and orders the kernel by their trackers; its parameter
+//!    list is checked against the compiled kernel (`cudaFuncGetParamInfo`, CUDA 12.4 and newer:
+//!    the count of C parameters and the size of each, not their types), and each launch checks
+//!    that bare-pointer arguments hold the [`Len`] it passes. What cannot be checked, that the
+//!    kernel stays within the memory it is given, is the one claim its `unsafe` declaration
+//!    makes.
 //! 7. **Only plain data crosses**: element types implement the `unsafe` marker [`DeviceCopy`]
 //!    (every bit pattern valid, no ownership).
 //! 8. **`Send`/`Sync` only where CUDA allows**: handles are `Send + Sync` (the runtime API is
@@ -173,7 +176,8 @@ pub use graph::{
 };
 pub use kernel::{
     BlockSizeSuggestion, ConditionHandle, DeviceGraphHandle, InGraph, Kernel, KernelArg,
-    KernelArgs, KernelAttributes, KernelParam, KernelParams, LaunchMode, OnStream, Slice, SliceMut,
+    KernelArgs, KernelAttributes, KernelParam, KernelParams, LaunchMode, Len, LenType, OnStream,
+    Ptr, PtrMut, Slice, SliceMut,
 };
 pub use launch::{launch_kernel, Dim3, LaunchAttributes, LaunchConfig};
 pub use memory::{
@@ -196,8 +200,8 @@ pub use stream::{Stream, StreamFlags, StreamRef};
 pub mod prelude {
     pub use crate::{
         kernels, scope, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, DeviceView,
-        DeviceViewMut, Event, EventFlags, Kernel, LaunchConfig, PinnedBuffer, Slice, SliceMut,
-        Stream, StreamFlags, StreamRef,
+        DeviceViewMut, Event, EventFlags, Kernel, LaunchConfig, Len, PinnedBuffer, Ptr, PtrMut,
+        Slice, SliceMut, Stream, StreamFlags, StreamRef,
     };
 }
 

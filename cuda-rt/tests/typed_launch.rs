@@ -6,6 +6,7 @@
 //! skips loudly without a GPU.
 
 use cuda_rt::prelude::*;
+use cuda_rt::DeviceViewMut;
 use cuda_rt::{CaptureMode, Device, ErrorKind, Kernel, LaunchConfig, Slice, SliceMut};
 use cuda_rt_test_kernels::typed::*;
 use proptest::prelude::*;
@@ -526,6 +527,235 @@ fn captured_typed_launches_replay_like_eager_ones() {
     let sum_expected: u64 = expected.iter().map(|&x| u64::from(x)).sum();
     assert_eq!(data.to_vec().unwrap(), expected);
     assert_eq!(sum.to_vec().unwrap(), [sum_expected]);
+}
+
+fn saxpy_cpu(n: i64, a: f32, x: &[f32], y: &mut [f32]) {
+    let n = usize::try_from(n).unwrap_or(0);
+    for (y, x) in y[..n].iter_mut().zip(&x[..n]) {
+        *y += a * x;
+    }
+}
+
+fn floats(n: usize, seed: u32) -> Vec<f32> {
+    pattern(n, seed)
+        .into_iter()
+        .map(|v| (v % 1000) as f32 * 0.5)
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Kernels with bare pointers and a count (CUDA's `saxpy(int n, float a, const float* x,
+    /// float* y)`), launched on whole buffers or on views at any offset, with counts up to the
+    /// shortest argument and negative ones: as on the CPU, and nothing past the count touched.
+    #[test]
+    fn bare_pointer_kernels_match_the_cpu(
+        len in prop_oneof![1usize..1000, 1000usize..3_000_000],
+        offset in 0usize..9,
+        short in 0usize..5,
+        negative in any::<bool>(),
+        a in -4i32..4,
+    ) {
+        let Some(_gpu) = cuda_rt_testing::gpu() else { return Ok(()) };
+        let _serial = serial();
+        // Whole multipliers and halves: every product and sum is exact, fused or not.
+        let a = a as f32;
+        let saxpy = cuda_rt_typed_bare_saxpy().unwrap();
+        let stream = Stream::new().unwrap();
+        let x_host = floats(len + offset, 3);
+        let y_host = floats(len + offset, 7);
+        let x = DeviceBuffer::from_slice(&x_host).unwrap();
+        let mut y = DeviceBuffer::from_slice(&y_host).unwrap();
+        let n: i64 = if negative { -(short as i64) - 1 } else { (len - short.min(len)) as i64 };
+        let count = i32::try_from(n).unwrap();
+        let view = x.slice(offset..).unwrap();
+        let y_view: DeviceViewMut<'_, f32> = y.slice_mut(offset..).unwrap();
+        saxpy.launch(&stream, config(len), (count, a, view, y_view)).unwrap();
+        let mut expected = y_host.clone();
+        saxpy_cpu(n, a, &x_host[offset..], &mut expected[offset..]);
+        prop_assert_eq!(y.to_vec().unwrap(), expected);
+
+        // Two element types and a size_t count, on whole buffers.
+        let widen = cuda_rt_typed_bare_widen().unwrap();
+        let input = pattern(len, 11);
+        let d_in = DeviceBuffer::from_slice(&input).unwrap();
+        let mut out = DeviceBuffer::<u64>::zeroed(len).unwrap();
+        let m = len - short.min(len);
+        widen.launch(&stream, config(len), (m, &d_in, &mut out, 9)).unwrap();
+        let mut wide = vec![0u64; len];
+        for (o, &i) in wide[..m].iter_mut().zip(&input) {
+            *o = u64::from(i) + 9;
+        }
+        prop_assert_eq!(out.to_vec().unwrap(), wide);
+    }
+}
+
+/// A count past a bare-pointer argument is refused before anything is queued, naming the
+/// parameter; a kernel with a bare pointer and no count needs one element. Between good
+/// launches on the same buffers, a refused one loses nothing and changes nothing.
+#[test]
+fn counts_past_a_bare_pointer_are_refused_and_queue_nothing() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let saxpy = cuda_rt_typed_bare_saxpy().unwrap();
+    let stream = Stream::new().unwrap();
+    let n = 1 << 20;
+    let x_host = floats(n, 1);
+    let y_host = floats(n, 2);
+    let x = DeviceBuffer::from_slice(&x_host).unwrap();
+    let mut y = DeviceBuffer::from_slice(&y_host).unwrap();
+    let count = n as i32;
+    saxpy
+        .launch(&stream, config(n), (count, 2.0, &x, &mut y))
+        .unwrap();
+    let past_x = saxpy
+        .launch(
+            &stream,
+            config(n),
+            (count + 1, 2.0, x.slice(..).unwrap(), &mut y),
+        )
+        .unwrap_err();
+    assert_eq!(
+        past_x.kind(),
+        ErrorKind::PointerTooShort {
+            param: 2,
+            len: n,
+            needed: n as u64 + 1
+        },
+        "{past_x}"
+    );
+    let past_y = saxpy
+        .launch(
+            &stream,
+            config(n),
+            (count, 2.0, &x, y.slice_mut(1..).unwrap()),
+        )
+        .unwrap_err();
+    assert_eq!(
+        past_y.kind(),
+        ErrorKind::PointerTooShort {
+            param: 3,
+            len: n - 1,
+            needed: n as u64
+        },
+        "{past_y}"
+    );
+    assert!(past_y.to_string().contains("parameter 3 holds"), "{past_y}");
+    saxpy
+        .launch(&stream, config(n), (count, 0.5, &x, &mut y))
+        .unwrap();
+    let mut expected = y_host.clone();
+    saxpy_cpu(n as i64, 2.0, &x_host, &mut expected);
+    saxpy_cpu(n as i64, 0.5, &x_host, &mut expected);
+    assert_eq!(y.to_vec().unwrap(), expected);
+
+    let flag = cuda_rt_typed_bare_flag().unwrap();
+    let mut empty = DeviceBuffer::<u32>::zeroed(0).unwrap();
+    let refused = flag
+        .launch(&stream, LaunchConfig::new(1, 32), (&mut empty, 5))
+        .unwrap_err();
+    assert_eq!(
+        refused.kind(),
+        ErrorKind::PointerTooShort {
+            param: 0,
+            len: 0,
+            needed: 1
+        }
+    );
+    let mut one = DeviceBuffer::<u32>::zeroed(3).unwrap();
+    flag.launch(
+        &stream,
+        LaunchConfig::new(4, 32),
+        (one.slice_mut(1..2).unwrap(), 5),
+    )
+    .unwrap();
+    assert_eq!(one.to_vec().unwrap(), [0, 5, 0]);
+    stream.synchronize().unwrap();
+}
+
+/// A bare-pointer write on one stream and a bare-pointer read of the same buffer on another
+/// are ordered by the memory, as slices are: the reader sees every element written.
+#[test]
+fn bare_pointer_launches_on_two_streams_are_ordered_by_the_memory() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let saxpy = cuda_rt_typed_bare_saxpy().unwrap();
+    let (s1, s2) = (Stream::new().unwrap(), Stream::new().unwrap());
+    let n = 1 << 24;
+    let count = n as i32;
+    let ones = DeviceBuffer::from_slice(&vec![1.0f32; n]).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeroed(n).unwrap();
+    let mut z = DeviceBuffer::<f32>::zeroed(n).unwrap();
+    for round in 1..=4 {
+        // y += 1 on s1, several passes (long enough for a race to show) ...
+        for _ in 0..8 {
+            saxpy
+                .launch(&s1, config(n), (count, 1.0, &ones, &mut y))
+                .unwrap();
+        }
+        // ... then z += y on s2, which must see all of them.
+        saxpy
+            .launch(&s2, config(n), (count, 1.0, &y, &mut z))
+            .unwrap();
+        let expected_z: f32 = (1..=round).map(|r| 8.0 * r as f32).sum();
+        let z_host = z.to_vec().unwrap();
+        assert!(z_host.iter().all(|&v| v == expected_z), "round {round}");
+    }
+}
+
+/// Bare-pointer launches captured into a graph replay like eager ones; a count past an
+/// argument is refused inside the capture too.
+#[test]
+fn captured_bare_pointer_launches_replay_like_eager_ones() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let saxpy = cuda_rt_typed_bare_saxpy().unwrap();
+    let n = 100_003;
+    let count = n as i32;
+    let x_host = floats(n, 4);
+    let y_host = floats(n, 5);
+    let mut stream = Stream::new().unwrap();
+    let mut x = DeviceBuffer::from_slice(&x_host).unwrap();
+    let mut y = DeviceBuffer::from_slice(&y_host).unwrap();
+    let refused = stream
+        .capture(CaptureMode::ThreadLocal, |c| {
+            let (xs, ys) = (c.bind(&x), c.bind_mut(&mut y));
+            c.launch(saxpy, config(n), (count + 1, 1.0, xs, &ys))
+        })
+        .unwrap_err();
+    assert!(
+        matches!(refused.kind(), ErrorKind::PointerTooShort { param: 2, .. }),
+        "{refused}"
+    );
+    let graph = stream
+        .capture(CaptureMode::ThreadLocal, |c| {
+            let (xs, ys) = (c.bind_mut(&mut x), c.bind_mut(&mut y));
+            c.launch(saxpy, config(n), (count, 3.0, &xs, &ys))?;
+            c.launch(saxpy, config(n), (count / 2, -1.0, &xs, &ys))
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    cuda_rt::scope(|s| {
+        for _ in 0..5 {
+            s.launch_graph(&stream, &exec)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    drop(exec);
+    let mut expected = y_host.clone();
+    for _ in 0..5 {
+        saxpy_cpu(n as i64, 3.0, &x_host, &mut expected);
+        saxpy_cpu(n as i64 / 2, -1.0, &x_host, &mut expected);
+    }
+    assert_eq!(y.to_vec().unwrap(), expected);
 }
 
 /// Occupancy queries of a compiled kernel: the suggested block size is a multiple of the warp

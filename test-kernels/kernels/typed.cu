@@ -112,3 +112,26 @@ extern "C" __global__ void cuda_rt_typed_dependent_add_one(uint32_t* out, size_t
         out[i] = in[i] + 1;
     }
 }
+
+// Bare pointers and a count, as CUDA's samples write saxpy: y[i] = a * x[i] + y[i] for i < n
+// (grid-stride; nothing for n <= 0).
+extern "C" __global__ void cuda_rt_typed_bare_saxpy(int n, float a, const float* x, float* y) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+// Bare pointers of two element types and a size_t count: out[i] = in[i] + k for i < n.
+extern "C" __global__ void cuda_rt_typed_bare_widen(size_t n, const uint32_t* in,
+                                                    unsigned long long* out, uint32_t k) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+         i += size_t(gridDim.x) * blockDim.x) {
+        out[i] = (unsigned long long)in[i] + k;
+    }
+}
+
+// One bare pointer and no count: thread 0 of block 0 writes flag[0] = value.
+extern "C" __global__ void cuda_rt_typed_bare_flag(uint32_t* flag, uint32_t value) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) flag[0] = value;
+}

@@ -1,6 +1,6 @@
 //! Typed declarations of the kernels of `kernels/typed.cu`, for cuda-rt's typed launches.
 
-use cuda_rt::{kernels, Slice, SliceMut};
+use cuda_rt::{kernels, Len, Ptr, PtrMut, Slice, SliceMut};
 
 /// The struct parameter of [`cuda_rt_typed_struct_param`] (`cuda_rt_typed_params` in CUDA).
 #[repr(C)]
@@ -52,4 +52,10 @@ kernels! {
     /// Waits for the previous kernel of the stream (programmatic dependent launch), then
     /// `out[i] = input[i] + 1`.
     pub unsafe fn cuda_rt_typed_dependent_add_one(out: SliceMut<u32>, input: Slice<u32>);
+    /// `y[i] = a * x[i] + y[i]` for `i < n` (bare pointers, CUDA's sample signature).
+    pub unsafe fn cuda_rt_typed_bare_saxpy(n: Len<i32>, a: f32, x: Ptr<f32>, y: PtrMut<f32>);
+    /// `out[i] = input[i] + k` (widened to 64 bits) for `i < n`.
+    pub unsafe fn cuda_rt_typed_bare_widen(n: Len<usize>, input: Ptr<u32>, out: PtrMut<u64>, k: u32);
+    /// `flag[0] = value`.
+    pub unsafe fn cuda_rt_typed_bare_flag(flag: PtrMut<u32>, value: u32);
 }
