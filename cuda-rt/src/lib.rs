@@ -31,10 +31,11 @@
 //! ```
 //!
 //! Your own kernels: compile them with `cuda-rt-build` in your `build.rs`, declare them with
-//! [`kernels!`] and launch them typed ([`kernel`]). The numbered examples in `cuda-rt/examples/`
-//! teach one topic each (pinned memory, events, streams, chunked copies over several streams,
-//! graphs, callbacks, your own kernel, several GPUs, a loop decided on the GPU by a conditional
-//! graph node).
+//! [`kernels!`] and launch them typed ([`kernel`]). The numbered lessons in the repository's
+//! `lessons/` crate teach one topic each (pinned memory, events, streams, chunked copies over
+//! several streams, graphs, callbacks, your own kernel, several GPUs, a loop decided on the GPU
+//! by a conditional graph node); the crate builds its own kernels as yours would, so a copy of
+//! it builds outside the repository.
 //!
 //! # The map
 //! Every concept of CUDA's asynchronous execution model has a module named for it:

@@ -54,7 +54,8 @@ const CUB_BENCHES: [&str; 2] = ["sort", "pipeline"];
 
 /// The packages whose examples that call `common::main(` are checked programs, and their folders:
 /// the numbered lessons and the sample ports.
-const CHECKED_EXAMPLES: [(&str, &str); 2] = [
+const CHECKED_EXAMPLES: [(&str, &str); 3] = [
+    ("cuda-rt-lessons", "lessons/examples"),
     ("cuda-runtime", "cuda-rt/examples"),
     ("cuda-rt-nccl", "cuda-rt-nccl/examples"),
 ];

@@ -2,11 +2,11 @@
 //! declare it once in Rust, and launch it with checked types and no `unsafe` at the call.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 09_your_own_kernel
+//! cargo run --release -p cuda-rt-lessons --example 09_your_own_kernel
 //! ```
 //!
-//! The model is this workspace's `test-kernels` crate: `test-kernels/kernels/typed.cu` (the
-//! kernels), `test-kernels/build.rs` (compiles them) and `test-kernels/src/typed.rs` (declares
+//! This crate is the model, and copied out of the repository it builds as it is:
+//! `kernels/saxpy.cu` (the kernels), `build.rs` (compiles them) and `src/lib.rs` (declares
 //! them). For a crate of your own, four pieces:
 //!
 //! 1. `Cargo.toml` (`cuda-rt-sys` as a normal dependency: its metadata names the CUDA toolkit
@@ -38,7 +38,7 @@
 //! 4. the declaration, with `SliceMut<T>` for `T* data, size_t n` (memory the kernel writes),
 //!    `Slice<T>` for `const T* data, size_t n` (memory it only reads), and values passed as
 //!    they are (numbers, arrays, `#[repr(C)]` structs that implement `DeviceCopy`, like
-//!    `AffineXor` in `test-kernels/src/typed.rs`):
+//!    `#[repr(C)] struct Params { a: u32, b: u32 }` with `unsafe impl DeviceCopy for Params {}`):
 //!    ```ignore
 //!    use cuda_rt::{Slice, SliceMut};
 //!    cuda_rt::kernels! {
@@ -53,14 +53,20 @@
 //!
 //! The launch `saxpy()?.launch(&stream, config, (&mut y, &x, 2.0))` is `cudaLaunchKernel`; it
 //! borrows `y` mutably and `x` shared, and orders the kernel after earlier work on them, on any
-//! stream. Below, the same kernel from test-kernels (`cuda_rt_typed_axpy`) runs over whole
-//! buffers and over views of half of them, and its result is compared with the CPU's.
+//! stream. Below, that kernel runs over whole buffers and over views of half of them.
+//!
+//! A kernel you already have, with bare pointers and one count (`saxpy_count(int n, float a,
+//! const float* x, float* y)`, as C++ code bases write it), keeps its signature:
+//! `saxpy_count(n: Len<i32>, a: f32, x: Ptr<f32>, y: PtrMut<f32>)`. Every launch checks that
+//! each bare pointer's buffer holds `n` elements, and refuses a larger count before anything is
+//! queued; the promise is then that the kernel touches nothing at or past `n`. The lesson runs
+//! it too, and shows the refusal. Every result is compared with the CPU's.
 
 mod common;
 
 use cuda_rt::prelude::*;
-use cuda_rt::LaunchConfig;
-use cuda_rt_test_kernels::typed::cuda_rt_typed_axpy;
+use cuda_rt::{ErrorKind, LaunchConfig};
+use cuda_rt_lessons::{saxpy, saxpy_count};
 use std::process::ExitCode;
 
 const ELEMENTS: usize = 1_000_000;
@@ -70,7 +76,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> common::Result {
-    let axpy = cuda_rt_typed_axpy()?;
+    let axpy = saxpy()?;
     let attributes = axpy.attributes()?; // cudaFuncGetAttributes
     let suggested = axpy.max_potential_block_size(0)?; // cudaOccupancyMaxPotentialBlockSize
     println!(
@@ -103,13 +109,28 @@ fn run() -> common::Result {
         let a = if i < half { 2.0 } else { 1.0 }; // 2x, then -1x on the upper half
         a * x_host[i] + y_host[i]
     };
-    match (0..ELEMENTS).find(|&i| result[i] != expected(i)) {
-        Some(i) => Err(format!("y[{i}] is {}, expected {}", result[i], expected(i)).into()),
-        None => {
-            println!(
-                "{ELEMENTS} elements: y = 2x + y, then y -= x on the upper half, as on the CPU"
-            );
-            Ok(())
-        }
+    if let Some(i) = (0..ELEMENTS).find(|&i| result[i] != expected(i)) {
+        return Err(format!("y[{i}] is {}, expected {}", result[i], expected(i)).into());
     }
+    println!("{ELEMENTS} elements: y = 2x + y, then y -= x on the upper half, as on the CPU");
+
+    // The bare-pointer form: y = 3x + y over the first `count` elements only.
+    let count = ELEMENTS / 4;
+    let count_config = LaunchConfig::for_len(count, 256)?;
+    saxpy_count()?.launch(&stream, count_config, (count as i32, 3.0, &x, &mut y))?;
+    // A count past the buffers is refused before anything is queued.
+    let too_many = i32::try_from(ELEMENTS + 1)?;
+    match saxpy_count()?.launch(&stream, count_config, (too_many, 3.0, &x, &mut y)) {
+        Err(e) if matches!(e.kind(), ErrorKind::PointerTooShort { .. }) => {
+            println!("a count of {too_many} refused: {e}");
+        }
+        other => return Err(format!("a count past the buffers was not refused: {other:?}").into()),
+    }
+    let after = y.to_vec()?;
+    let expected = |i: usize| result[i] + if i < count { 3.0 * x_host[i] } else { 0.0 };
+    if let Some(i) = (0..ELEMENTS).find(|&i| after[i] != expected(i)) {
+        return Err(format!("y[{i}] is {}, expected {}", after[i], expected(i)).into());
+    }
+    println!("bare pointers and a count: y = 3x + y on the first {count} elements only");
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! order with the GPU work around it.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 08_host_callbacks
+//! cargo run --release -p cuda-rt-lessons --example 08_host_callbacks
 //! ```
 //!
 //! A host function queued on a stream runs once all work queued before it has finished, on a
@@ -26,7 +26,7 @@ mod common;
 
 use cuda_rt::prelude::*;
 use cuda_rt::{ErrorKind, LaunchConfig};
-use cuda_rt_test_kernels::samples::samples_increment;
+use cuda_rt_lessons::increment;
 use std::process::ExitCode;
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> common::Result {
-    let increment = samples_increment()?;
+    let increment = increment()?;
     let config = LaunchConfig::for_len(ELEMENTS, 256)?;
     let stream = Stream::new()?;
     let mut data = DeviceBuffer::<i32>::zeroed(ELEMENTS)?;

@@ -3,7 +3,7 @@
 //! timed, and checked against the CPU.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 02_pinned_pageable_registered
+//! cargo run --release -p cuda-rt-lessons --example 02_pinned_pageable_registered
 //! ```
 //!
 //! The copy engines move bytes by DMA, which needs host pages that the OS cannot move or swap

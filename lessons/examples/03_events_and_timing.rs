@@ -1,7 +1,7 @@
 //! Lesson 3: events time GPU work and order work between streams.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 03_events_and_timing
+//! cargo run --release -p cuda-rt-lessons --example 03_events_and_timing
 //! ```
 //!
 //! An event is a marker in a stream's queue: it *occurs* when the GPU reaches it, that is
@@ -29,7 +29,7 @@ mod common;
 
 use cuda_rt::prelude::*;
 use cuda_rt::LaunchConfig;
-use cuda_rt_test_kernels::samples::samples_increment;
+use cuda_rt_lessons::increment;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -41,7 +41,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> common::Result {
-    let increment = samples_increment()?;
+    let increment = increment()?;
     let config = LaunchConfig::for_len(ELEMENTS, THREADS_PER_BLOCK)?;
     let host: Vec<i32> = (0..ELEMENTS as i32).collect();
     let mut data = DeviceBuffer::from_slice(&host)?;

@@ -2,7 +2,7 @@
 //! from device 0, incremented by a kernel on that device, and gathered back.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 10_several_gpus
+//! cargo run --release -p cuda-rt-lessons --example 10_several_gpus
 //! ```
 //!
 //! What changes with several devices:
@@ -27,7 +27,7 @@ mod common;
 
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, LaunchConfig};
-use cuda_rt_test_kernels::samples::samples_increment;
+use cuda_rt_lessons::increment;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -57,7 +57,7 @@ fn run() -> common::Result {
             }
         }
     }
-    let increment = samples_increment()?;
+    let increment = increment()?;
     let values: Vec<i32> = (0..ELEMENTS as i32).map(|i| i.wrapping_mul(-3)).collect();
     let expected: Vec<i32> = values
         .iter()

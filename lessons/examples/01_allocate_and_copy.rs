@@ -2,7 +2,7 @@
 //! round trip against the CPU.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 01_allocate_and_copy
+//! cargo run --release -p cuda-rt-lessons --example 01_allocate_and_copy
 //! ```
 //!
 //! Device memory is a [`DeviceBuffer<T>`]: an owned array of `T` on the current device,

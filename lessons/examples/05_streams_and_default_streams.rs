@@ -2,7 +2,7 @@
 //! streams, and each host thread has a per-thread default stream of its own.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 05_streams_and_default_streams
+//! cargo run --release -p cuda-rt-lessons --example 05_streams_and_default_streams
 //! ```
 //!
 //! Work on one stream runs in order; work on different streams may run at the same time. Eight
@@ -31,7 +31,7 @@ mod common;
 
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, LaunchConfig};
-use cuda_rt_test_kernels::samples::samples_increment;
+use cuda_rt_lessons::increment;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -51,7 +51,7 @@ fn run() -> common::Result {
         device.name()?,
         device.concurrent_kernels()?
     );
-    let increment = samples_increment()?;
+    let increment = increment()?;
     let one_block = LaunchConfig::new(1, BLOCK as u32);
     let streams = (0..STREAMS)
         .map(|_| Stream::new())

@@ -2,7 +2,7 @@
 //! node repeats its body until a kernel says "done", with no round trip to the host.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 12_loops_on_the_gpu
+//! cargo run --release -p cuda-rt-lessons --example 12_loops_on_the_gpu
 //! ```
 //!
 //! An iterative solver repeats a step until the answer stops changing. Written with a host
@@ -24,7 +24,7 @@
 //! | `body.kernel(&[...], kernel, config, (..., more))` | a kernel node of the body, given the handle |
 //! | a `ConditionHandle` parameter | `cudaGraphConditionalHandle` in the kernel's signature |
 //!
-//! The kernel that decides (`cuda_rt_cond_not_converged` in the test kernels) calls
+//! The kernel that decides (`not_converged` in `kernels/laplace.cu`) calls
 //! `cudaGraphSetConditional(handle, more)` from one thread, as its declaration promises. Nodes
 //! that use one condition must run one after the other (racing sets are undefined), which the
 //! builder checks: the decision kernel depends on the steps before it. If-else and switch nodes
@@ -35,7 +35,7 @@ mod common;
 
 use cuda_rt::prelude::*;
 use cuda_rt::{Graph, LaunchConfig};
-use cuda_rt_test_kernels::conditional::{cuda_rt_cond_jacobi_step, cuda_rt_cond_not_converged};
+use cuda_rt_lessons::{jacobi_step, not_converged};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -84,8 +84,8 @@ fn on_the_cpu() -> (Vec<f32>, u32) {
 }
 
 fn run() -> common::Result {
-    let jacobi = cuda_rt_cond_jacobi_step()?;
-    let decide = cuda_rt_cond_not_converged()?;
+    let jacobi = jacobi_step()?;
+    let decide = not_converged()?;
     let config = LaunchConfig::for_len(POINTS, 64)?;
     let one = LaunchConfig::for_items(1, 1);
     let stream = Stream::new()?;

@@ -2,7 +2,7 @@
 //! callback), with useful CPU work done meanwhile.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 04_waiting_poll_block_callback
+//! cargo run --release -p cuda-rt-lessons --example 04_waiting_poll_block_callback
 //! ```
 //!
 //! Queuing GPU work returns at once, so the CPU is free until it needs the results. Here it
@@ -32,7 +32,7 @@ mod common;
 
 use cuda_rt::prelude::*;
 use cuda_rt::{LaunchConfig, Pending};
-use cuda_rt_test_kernels::samples::samples_increment;
+use cuda_rt_lessons::increment;
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -121,7 +121,7 @@ fn queue(
 ) -> cuda_rt::Result<Pending<PinnedBuffer<i32>>> {
     data.copy_from_host(input)?; // synchronous (pageable memory): done before the kernel
     let config = LaunchConfig::for_len(ELEMENTS, THREADS_PER_BLOCK)?;
-    samples_increment()?.launch(stream, config, (&mut *data, value, REPEAT))?;
+    increment()?.launch(stream, config, (&mut *data, value, REPEAT))?;
     data.copy_to_pinned_async(stream, staging)
 }
 

@@ -1,7 +1,7 @@
 //! Lesson 7: graphs. Capture a sequence of launches once, then replay it with one call.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 07_graphs
+//! cargo run --release -p cuda-rt-lessons --example 07_graphs
 //! ```
 //!
 //! Each kernel launch costs the CPU a few microseconds; for short kernels that is the bottleneck.
@@ -33,7 +33,7 @@ mod common;
 
 use cuda_rt::prelude::*;
 use cuda_rt::{CaptureMode, Graph, GraphExec, LaunchConfig};
-use cuda_rt_test_kernels::samples::samples_increment;
+use cuda_rt_lessons::increment;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> common::Result {
-    let increment = samples_increment()?;
+    let increment = increment()?;
     let config = LaunchConfig::for_len(ELEMENTS, 256)?;
     let mut stream = Stream::new()?;
     let host: Vec<i32> = (0..ELEMENTS as i32).collect();

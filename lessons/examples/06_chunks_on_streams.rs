@@ -2,7 +2,7 @@
 //! stream of its own, so that copies overlap with compute.
 //!
 //! ```text
-//! cargo run --release -p cuda-runtime --example 06_chunks_on_streams
+//! cargo run --release -p cuda-rt-lessons --example 06_chunks_on_streams
 //! ```
 //!
 //! On one stream, a large job is three phases that leave two of the GPU's engines idle:
@@ -30,7 +30,7 @@ mod common;
 
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, LaunchConfig};
-use cuda_rt_test_kernels::samples::samples_increment;
+use cuda_rt_lessons::increment;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,7 @@ fn run() -> common::Result {
         device.name()?,
         device.async_engine_count()?
     );
-    let increment = samples_increment()?;
+    let increment = increment()?;
     let values: Vec<i32> = (0..ELEMENTS as i32).map(|i| i.wrapping_mul(-7)).collect();
     let expected: Vec<i32> = values
         .iter()
