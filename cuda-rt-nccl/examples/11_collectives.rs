@@ -26,7 +26,7 @@
 //! [`UniqueId`]: cuda_rt_nccl::UniqueId
 //! [`Communicator::new`]: cuda_rt_nccl::Communicator::new
 
-#[path = "../../cuda-rt/examples/common/mod.rs"]
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

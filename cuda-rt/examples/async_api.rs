@@ -19,6 +19,8 @@
 //! [`DeviceMemoryMut::copy_from_pinned_async`]: cuda_rt::DeviceMemoryMut::copy_from_pinned_async
 //! [`Pending::synchronize`]: cuda_rt::Pending::synchronize
 
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

@@ -28,6 +28,8 @@
 //! and the file reads) and the GPU (the union of the event-timed spans, and their sum over the
 //! streams) were over the wall time, and the throughput.
 
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

@@ -29,6 +29,8 @@
 //! [`GraphBuilder::condition`]: cuda_rt::GraphBuilder::condition
 //! [`GraphBuilder::if_then`]: cuda_rt::GraphBuilder::if_then
 
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

@@ -17,6 +17,8 @@
 //! library loaded for as long as it lives.
 
 #[cfg(cudart_ge = "12.8")]
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 #[cfg(cudart_ge = "12.8")]

@@ -27,6 +27,8 @@
 //! [`DeviceMemory::copy_to_pinned_async`]: cuda_rt::DeviceMemory::copy_to_pinned_async
 //! [`Pending::synchronize`]: cuda_rt::Pending::synchronize
 
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

@@ -37,6 +37,8 @@
 //! [`GraphExec::stage`]: cuda_rt::GraphExec::stage
 //! [`GraphExec::update`]: cuda_rt::GraphExec::update
 
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

@@ -15,6 +15,8 @@
 //! Occupancy is measured, as in the sample, against the threads a multiprocessor can hold
 //! ([`DeviceProperties::max_threads_per_multiprocessor`](cuda_rt::DeviceProperties)).
 
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

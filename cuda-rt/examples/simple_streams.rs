@@ -20,6 +20,8 @@
 //!
 //! [`DeviceMemoryMut::chunks_mut`]: cuda_rt::DeviceMemoryMut::chunks_mut
 
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

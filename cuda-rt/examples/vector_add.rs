@@ -15,6 +15,8 @@
 //!
 //! [`DeviceMemory::to_vec`]: cuda_rt::DeviceMemory::to_vec
 
+// The lessons' `common::main`: skip without a GPU, fail under CUDA_RT_REQUIRE_GPU=1.
+#[path = "../../lessons/examples/common/mod.rs"]
 mod common;
 
 use cuda_rt::prelude::*;

@@ -1,4 +1,4 @@
-//! What every sample port shares: skipping without a GPU, and the exit status.
+//! What every lesson and sample port shares: skipping without a GPU, and the exit status.
 //!
 //! The CUDA samples share `helper_cuda.h` in the same way: `findCudaDevice` and `checkCudaErrors`
 //! there, [`main`] here.
