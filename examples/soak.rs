@@ -632,7 +632,6 @@ fn sorts(args: &Args, figures: &mut Figures) -> Result<(), Error> {
         figures.largest_sort = figures.largest_sort.max(n);
         bar.advance(1);
     }
-    drop(workspaces);
     stream.close()?;
     Ok(())
 }

@@ -44,11 +44,6 @@ fn sorts_device_buffers_with_a_reused_workspace() {
         "queued f64 sort",
     );
     stream.synchronize().unwrap();
-    assert_eq!(
-        workspace.device_bytes(),
-        0,
-        "sorts of device memory keep no memory in the workspace (theirs is stream-ordered)"
-    );
 }
 
 #[test]
@@ -99,7 +94,7 @@ fn sorts_host_slices_through_pinned_staging() {
         return;
     };
     let stream = Stream::new().unwrap();
-    let mut workspace = SortWorkspace::new();
+    let workspace = SortWorkspace::new();
     for (i, n) in [0usize, 5, 77_777, 5_000_001].into_iter().enumerate() {
         let input: Vec<u64> = make(Dist::Uniform, n, 10 + i as u64);
         let mut keys = input.clone();
@@ -174,7 +169,7 @@ fn sorts_on_the_default_streams_and_a_borrowed_one() {
     ];
     let n = (1 << 20) + 5;
     for driver in [Driver::Host, Driver::Device] {
-        let mut workspace = SortWorkspace::with_strategy(Strategy {
+        let workspace = SortWorkspace::with_strategy(Strategy {
             driver,
             ..Strategy::default()
         });
@@ -214,28 +209,28 @@ fn sorts_on_the_default_streams_and_a_borrowed_one() {
     assert_eq!(status, cuda_rt_sys::cudaSuccess);
 }
 
-/// A workspace dropped inside a host callback (where CUDA must not be called: `cudaFree` there
-/// can deadlock) leaks its staging and says so at the next synchronize; a sort there is refused.
+/// Inside a host callback (where CUDA must not be called) a sort is refused, and a workspace
+/// that sorted host slices before is dropped without calling CUDA: it holds nothing (the
+/// slices' device and page-locked memory were the sort's own), so nothing is leaked either.
 #[test]
-fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
+fn a_workspace_in_a_host_callback_refuses_to_sort_and_drops_without_cuda() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
         return;
     };
     while cuda_rt::take_deferred_error().is_some() {}
     let stream = Stream::new().unwrap();
-    let mut workspace = SortWorkspace::new();
+    let workspace = SortWorkspace::new();
     let mut host = make::<u32>(Dist::Uniform, 100_000, 3);
     workspace
         .sort_slice(&stream, &mut host, Order::Ascending)
         .unwrap();
-    assert!(workspace.device_bytes() > 0, "sort_slice keeps its staging");
     let (tx, rx) = std::sync::mpsc::channel();
     stream
         .launch_host_fn(move || {
             let mut keys = [3u32, 1, 2];
             let refused =
                 workspace.sort_slice(cuda_rt::StreamRef::legacy(), &mut keys, Order::Ascending);
-            drop(workspace);
+            // The workspace is dropped here, with the closure.
             tx.send(refused).unwrap();
         })
         .unwrap();
@@ -246,11 +241,8 @@ fn a_workspace_in_a_host_callback_refuses_to_sort_and_leaks_when_dropped() {
         Err(SortError::Runtime(e)) => assert_eq!(e.kind(), cuda_rt::ErrorKind::InHostCallback),
         other => panic!("a sort inside a host callback: {other:?}"),
     }
-    let e = stream.synchronize().unwrap_err();
-    println!("  {e}");
-    assert_eq!(e.kind(), cuda_rt::ErrorKind::LeakedInCallback);
-    assert_eq!(e.call(), "sort staging: drop");
     stream.synchronize().unwrap();
+    assert_eq!(cuda_rt::take_deferred_error(), None);
 }
 
 /// Each sort allocates on the device of its stream, so one workspace sorts on two devices;

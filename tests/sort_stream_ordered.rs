@@ -125,7 +125,6 @@ fn one_workspace_sorts_on_three_streams_at_once() {
             &format!("pairs on stream {i}"),
         );
     }
-    assert_eq!(workspace.device_bytes(), 0);
     assert!(drain_deferred().is_empty());
 }
 
@@ -381,9 +380,9 @@ fn a_captured_sort_replays_on_new_data() {
 }
 
 /// A workspace moved into a host callback and dropped there right after its sorts were queued
-/// (one queued, one awaited and dropped mid-way, one of a host slice that left staging behind)
-/// never waits there: the stream drains, the staging is reported leaked, and the queued sorts
-/// finish right. Runs on a thread of its own under a time limit, so that a hang fails the test.
+/// (one queued, one awaited and dropped mid-way, one of a host slice before them) never waits
+/// there and calls no CUDA (it holds nothing): the stream drains with no error, and the queued
+/// sorts finish right. Runs on a thread of its own under a time limit, so that a hang fails the test.
 #[test]
 fn a_workspace_dropped_in_a_host_callback_after_queued_sorts_does_not_hang() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
@@ -398,7 +397,7 @@ fn a_workspace_dropped_in_a_host_callback_after_queued_sorts_does_not_hang() {
         move || {
             let _ = drain_deferred();
             let stream = Stream::new().unwrap();
-            let mut workspace = SortWorkspace::new();
+            let workspace = SortWorkspace::new();
             let mut host = input[..100_000].to_vec();
             workspace
                 .sort_slice(&stream, &mut host, Order::Ascending)
@@ -415,7 +414,12 @@ fn a_workspace_dropped_in_a_host_callback_after_queued_sorts_does_not_hang() {
                     std::pin::pin!(workspace.sort_async(&stream, &mut awaited, Order::Ascending));
                 let _ = future.as_mut().poll(&mut cx);
             }
-            stream.launch_host_fn(move || drop(workspace)).unwrap();
+            // Moved into the callback, dropped there when it returns.
+            stream
+                .launch_host_fn(move || {
+                    let _workspace = workspace;
+                })
+                .unwrap();
             let mut errors = Vec::new();
             while let Err(e) = stream.synchronize() {
                 errors.push(e);
@@ -425,9 +429,7 @@ fn a_workspace_dropped_in_a_host_callback_after_queued_sorts_does_not_hang() {
         },
     );
     println!("  {errors:?}");
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert_eq!(errors[0].kind(), cuda_rt::ErrorKind::LeakedInCallback);
-    assert_eq!(errors[0].call(), "sort staging: drop");
+    assert!(errors.is_empty(), "{errors:?}");
     assert_same_keys(&keys[0], &want, "queued sort");
     assert_same_keys(&keys[1], &want, "awaited sort whose future was dropped");
 }
