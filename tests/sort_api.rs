@@ -105,6 +105,42 @@ fn sorts_host_slices_through_pinned_staging() {
     }
 }
 
+/// One workspace, shared by reference, sorts host slices from four threads at once, each on a
+/// stream of its own, with more chunks than the staging keeps in flight (8 MiB chunks, four at a
+/// time): every slice comes back sorted, and the shared page-locked pool is used by all.
+#[test]
+fn one_workspace_sorts_host_slices_from_four_threads_at_once() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let workspace = SortWorkspace::new();
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            let workspace = &workspace;
+            scope.spawn(move || {
+                let stream = Stream::new().unwrap();
+                // 9 chunks of u32 (36 MiB) and one chunk's worth plus one, by turns.
+                for (round, n) in [9 * (2 << 20) + 3, (2 << 20) + 1, 1000]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let input: Vec<u32> = make(Dist::Uniform, n, 100 * t + round as u64);
+                    let mut keys = input.clone();
+                    workspace
+                        .sort_slice(&stream, &mut keys, Order::Descending)
+                        .unwrap();
+                    assert_same_keys(
+                        &keys,
+                        &cpu_sorted(&input, Order::Descending),
+                        &format!("thread {t}, {n} keys"),
+                    );
+                }
+            });
+        }
+    });
+    assert_eq!(cuda_rt::take_deferred_error(), None);
+}
+
 #[test]
 fn mismatched_lengths_are_refused() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
