@@ -1,6 +1,6 @@
 // Kernels that set the condition of a conditional graph node, and one that launches a graph from
-// the device (tests/conditional_nodes.rs, tests/device_graph_launch.rs, the
-// conditional-node lesson and benchmark of cuda-rt). Each sets its condition from one thread
+// the device (tests/conditional_nodes.rs, tests/device_graph_launch.rs, the conditional-node
+// sample port and benchmark of cuda-rt). Each sets its condition from one thread
 // only, as the typed declaration of a ConditionHandle parameter promises.
 #include <cuda_runtime.h>
 #include <cstddef>
@@ -32,39 +32,6 @@ extern "C" __global__ void cuda_rt_cond_set_from(const uint32_t* data, size_t n,
                                                  cudaGraphConditionalHandle condition) {
     if (blockIdx.x == 0 && threadIdx.x == 0)
         cudaGraphSetConditional(condition, n > 0 ? data[0] : 0u);
-}
-
-// One Jacobi step of the 1-D Laplace equation: next[i] = (cur[i - 1] + cur[i + 1]) / 2 inside,
-// the two ends copied; the largest change of this step is folded into change[0] (the bits of a
-// non-negative float, which order as the floats do). Grid-stride over i < min(n, cn).
-extern "C" __global__ void cuda_rt_cond_jacobi_step(float* next, size_t n, const float* cur,
-                                                    size_t cn, uint32_t* change, size_t change_n) {
-    const size_t m = n < cn ? n : cn;
-    float largest = 0.0f;
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < m;
-         i += size_t(gridDim.x) * blockDim.x) {
-        const float value = (i == 0 || i + 1 == m) ? cur[i] : (cur[i - 1] + cur[i + 1]) * 0.5f;
-        largest = fmaxf(largest, fabsf(value - cur[i]));
-        next[i] = value;
-    }
-    if (change_n > 0 && largest > 0.0f) atomicMax(change, __float_as_uint(largest));
-}
-
-// Decides whether the Jacobi loop goes on: state[0] holds the largest change of the last step
-// (float bits, reset to zero here), state[1] counts the decisions. The condition becomes whether
-// that change is above `tolerance` and fewer than `max_steps` decisions were made. One thread.
-extern "C" __global__ void cuda_rt_cond_not_converged(uint32_t* state, size_t n, float tolerance,
-                                                      uint32_t max_steps,
-                                                      cudaGraphConditionalHandle condition) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    if (n < 2) {
-        cudaGraphSetConditional(condition, 0);
-        return;
-    }
-    const float change = __uint_as_float(state[0]);
-    state[0] = 0;
-    state[1] += 1;
-    cudaGraphSetConditional(condition, (change > tolerance && state[1] < max_steps) ? 1u : 0u);
 }
 
 // Launches `graph` from the device: fire-and-forget (`mode` 0), as a tail launch (1) or as a

@@ -12,23 +12,6 @@ kernels! {
     pub unsafe fn cuda_rt_cond_set(condition: ConditionHandle, value: u32);
     /// Sets the condition to `data[0]` (zero when `data` is empty), from one thread.
     pub unsafe fn cuda_rt_cond_set_from(data: Slice<u32>, condition: ConditionHandle);
-    /// One Jacobi step of the 1-D Laplace equation, `next[i] = (cur[i - 1] + cur[i + 1]) / 2`
-    /// inside and the ends copied, over `min(next.len(), cur.len())` points; the largest change
-    /// is folded into `change[0]` (as the bits of a non-negative `f32`).
-    pub unsafe fn cuda_rt_cond_jacobi_step(
-        next: SliceMut<f32>,
-        cur: Slice<f32>,
-        change: SliceMut<u32>,
-    );
-    /// Sets the condition to whether the last change (`state[0]`, `f32` bits, reset to zero)
-    /// is above `tolerance` and `state[1]` (decisions so far, counted up) is below
-    /// `max_steps`; zero when `state` has fewer than two elements. One thread.
-    pub unsafe fn cuda_rt_cond_not_converged(
-        state: SliceMut<u32>,
-        tolerance: f32,
-        max_steps: u32,
-        condition: ConditionHandle,
-    );
     /// Launches `graph` from the device: fire-and-forget (`mode` 0), as a tail launch (1) or
     /// as a sibling of the launching graph (2); `status[0]` gets the launch's `cudaError_t`
     /// (when `status` is not empty). One thread.
