@@ -27,8 +27,8 @@
 //! `saxpy` above is a `Kernel<(Len<i32>, f32, Ptr<f32>, PtrMut<f32>)>`. Every launch checks
 //! its arguments before the kernel is queued: each bare-pointer argument must hold at least as
 //! many elements as the smallest `Len` argument (a negative count is zero), or at least one
-//! element when the kernel has no `Len` parameter. A launch that fails the check queues
-//! nothing and returns [`ErrorKind::PointerTooShort`], naming the parameter.
+//! element when the kernel has no `Len` parameter. A launch that fails the check orders no
+//! memory, queues nothing and returns [`ErrorKind::PointerTooShort`], naming the parameter.
 //!
 //! # What is checked, and the one thing that is claimed
 //! [`Kernel::launch`] borrows its memory arguments for the launch and orders the kernel on the
@@ -262,12 +262,6 @@ pub trait KernelParam: sealed::Param + 'static {
     fn c_sizes(out: &mut Vec<usize>);
     #[doc(hidden)]
     fn push(raw: &mut Self::Raw, out: &mut ArgPtrs);
-    /// What the argument contributes to the bare-pointer check (nothing, for most kinds).
-    #[doc(hidden)]
-    #[inline(always)]
-    fn extent(_raw: &Self::Raw) -> Extent {
-        Extent::None
-    }
 }
 
 /// What one argument of a launch says about the bounds of the kernel's bare pointers.
@@ -365,10 +359,6 @@ impl<T: DeviceCopy> KernelParam for PtrMut<T> {
     fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
         out.push(&mut raw.ptr);
     }
-    #[inline(always)]
-    fn extent(raw: &Self::Raw) -> Extent {
-        Extent::Elements(raw.len)
-    }
 }
 
 impl<T: DeviceCopy> sealed::Param for Ptr<T> {}
@@ -380,10 +370,6 @@ impl<T: DeviceCopy> KernelParam for Ptr<T> {
     fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
         out.push(&mut raw.ptr);
     }
-    #[inline(always)]
-    fn extent(raw: &Self::Raw) -> Extent {
-        Extent::Elements(raw.len)
-    }
 }
 
 impl<I: LenType> sealed::Param for Len<I> {}
@@ -394,10 +380,6 @@ impl<I: LenType> KernelParam for Len<I> {
     }
     fn push(raw: &mut I, out: &mut ArgPtrs) {
         out.push(raw);
-    }
-    #[inline(always)]
-    fn extent(raw: &I) -> Extent {
-        Extent::Count(raw.bound())
     }
 }
 
@@ -470,6 +452,14 @@ pub trait KernelArg<P: KernelParam, M: LaunchMode>: sealed::Arg<P, M> + Sized {
     /// Orders the use of the argument on `on`, then runs `f` with its raw value (the launch).
     #[doc(hidden)]
     fn bind<R>(self, on: M::On<'_>, f: impl FnOnce(P::Raw) -> Result<R>) -> Result<R>;
+
+    /// What the argument contributes to the bare-pointer check, made before any argument is
+    /// bound (nothing, for most kinds).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn extent(&self) -> Extent {
+        Extent::None
+    }
 }
 
 /// The argument tuple of a launch with parameter list `P` in mode `M`. Sealed.
@@ -499,10 +489,15 @@ impl<I: LenType, M: LaunchMode> KernelArg<Len<I>, M> for I {
     fn bind<R>(self, _on: M::On<'_>, f: impl FnOnce(I) -> Result<R>) -> Result<R> {
         f(self)
     }
+
+    #[inline(always)]
+    fn extent(&self) -> Extent {
+        Extent::Count(self.bound())
+    }
 }
 
 /// A bare-pointer parameter takes what the slice parameter of the same access takes, bound the
-/// same way (the length stays with the raw value, for the launch's check).
+/// same way (only the pointer is passed; the length goes to the launch's check).
 macro_rules! bare_pointer_args {
     ($($Bare:ident as $Slice:ident for [$($gen:tt)*] $A:ty, $M:ty;)*) => {$(
         impl<$($gen)*> sealed::Arg<$Bare<T>, $M> for $A {}
@@ -514,6 +509,11 @@ macro_rules! bare_pointer_args {
                 f: impl FnOnce(<$Bare<T> as KernelParam>::Raw) -> Result<R>,
             ) -> Result<R> {
                 KernelArg::<$Slice<T>, $M>::bind(self, on, f)
+            }
+
+            #[inline(always)]
+            fn extent(&self) -> Extent {
+                Extent::Elements(self.len())
             }
         }
     )*};
@@ -688,10 +688,6 @@ impl<'c> KernelArg<DeviceGraphHandle, InGraph<'c>> for LaunchableGraph<'c> {
 /// launches with all raw values in place.
 macro_rules! bind_nested {
     ($on:ident, $f:ident; [$(($raw:ident, $P:ident))*];) => {{
-        #[allow(unused_mut)]
-        let mut extents = Extents::new();
-        $( extents.add(<$P as KernelParam>::extent(&$raw)); )*
-        extents.check()?;
         let mut ptrs = ArgPtrs::new();
         $(
             let mut $raw = $raw;
@@ -731,6 +727,11 @@ macro_rules! tuple_impls {
                 f: impl FnOnce(&mut [*mut c_void]) -> Result<()>,
             ) -> Result<()> {
                 let ($($a,)*) = self;
+                // The bare-pointer check, before any memory is ordered or anything queued.
+                #[allow(unused_mut)]
+                let mut extents = Extents::new();
+                $( extents.add(KernelArg::<$P, M>::extent(&$a)); )*
+                extents.check()?;
                 bind_nested!(on, f; []; $(($a, $raw, $P))*)
             }
         }
