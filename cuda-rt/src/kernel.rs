@@ -352,23 +352,23 @@ impl<T: DeviceCopy> KernelParam for Slice<T> {
 
 impl<T: DeviceCopy> sealed::Param for PtrMut<T> {}
 impl<T: DeviceCopy> KernelParam for PtrMut<T> {
-    type Raw = RawSlice<*mut T>;
+    type Raw = *mut T;
     fn c_sizes(out: &mut Vec<usize>) {
         out.push(size_of::<*mut T>());
     }
     fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
-        out.push(&mut raw.ptr);
+        out.push(raw);
     }
 }
 
 impl<T: DeviceCopy> sealed::Param for Ptr<T> {}
 impl<T: DeviceCopy> KernelParam for Ptr<T> {
-    type Raw = RawSlice<*const T>;
+    type Raw = *const T;
     fn c_sizes(out: &mut Vec<usize>) {
         out.push(size_of::<*const T>());
     }
     fn push(raw: &mut Self::Raw, out: &mut ArgPtrs) {
-        out.push(&mut raw.ptr);
+        out.push(raw);
     }
 }
 
@@ -497,7 +497,8 @@ impl<I: LenType, M: LaunchMode> KernelArg<Len<I>, M> for I {
 }
 
 /// A bare-pointer parameter takes what the slice parameter of the same access takes, bound the
-/// same way (only the pointer is passed; the length goes to the launch's check).
+/// same way; the kernel gets the pointer alone (the length went to the launch's check, through
+/// `extent`).
 macro_rules! bare_pointer_args {
     ($($Bare:ident as $Slice:ident for [$($gen:tt)*] $A:ty, $M:ty;)*) => {$(
         impl<$($gen)*> sealed::Arg<$Bare<T>, $M> for $A {}
@@ -508,7 +509,7 @@ macro_rules! bare_pointer_args {
                 on: <$M as LaunchMode>::On<'_>,
                 f: impl FnOnce(<$Bare<T> as KernelParam>::Raw) -> Result<R>,
             ) -> Result<R> {
-                KernelArg::<$Slice<T>, $M>::bind(self, on, f)
+                KernelArg::<$Slice<T>, $M>::bind(self, on, |slice| f(slice.ptr))
             }
 
             #[inline(always)]
