@@ -710,62 +710,79 @@ impl SortWorkspace {
         let stream = stream.into();
         Self::refuse(stream, WHAT)?;
         let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context(WHAT));
-        let pool = PinnedPool::shared();
-        let chunk = (STAGING_CHUNK_BYTES / size_of::<K>()).max(1);
         let mut device = DeviceBuffer::<K>::new_async(keys.len(), stream).map_err(runtime)?;
-        // In: each chunk's copy queued as soon as its page-locked buffer is filled, at most
-        // STAGING_CHUNKS in flight; a finished one's buffer goes back to the pool, where the
-        // next chunk takes it.
-        let mut in_flight: VecDeque<Pending<PinnedBuffer<K>>> =
-            VecDeque::with_capacity(STAGING_CHUNKS);
-        for (src, mut dst) in keys
-            .chunks(chunk)
-            .zip(device.chunks_mut(chunk).map_err(runtime)?)
-        {
-            if in_flight.len() == STAGING_CHUNKS {
-                if let Some(copied) = in_flight.pop_front() {
-                    drop(copied.synchronize().map_err(runtime)?);
-                }
-            }
-            let mut host = pool.take::<K>(src.len()).map_err(runtime)?;
-            host.copy_from_slice(src);
-            in_flight.push_back(dst.copy_from_pinned_async(stream, host).map_err(runtime)?);
-        }
+        let uploads = upload_chunks(keys, &mut device, stream).map_err(runtime)?;
         let attempt = self.queue_keys(stream, &mut device, order, true, WHAT);
-        // Out: the same ring, each chunk moved out as soon as it has arrived while the next
-        // ones are in flight.
-        let mut copied_out = Ok(());
-        if attempt.result.is_ok() {
-            copied_out = (|| {
-                let mut sources = device.chunks(chunk).map_err(runtime)?;
-                let mut queue_next = |in_flight: &mut VecDeque<Pending<PinnedBuffer<K>>>| {
-                    if let Some(src) = sources.next() {
-                        let host = pool.take::<K>(src.len()).map_err(runtime)?;
-                        in_flight
-                            .push_back(src.copy_to_pinned_async(stream, host).map_err(runtime)?);
-                    }
-                    Ok::<(), SortError>(())
-                };
-                let mut downloads = VecDeque::with_capacity(STAGING_CHUNKS);
-                for _ in 0..STAGING_CHUNKS {
-                    queue_next(&mut downloads)?;
-                }
-                // One download per chunk of `keys`, in the same order.
-                for dst in keys.chunks_mut(chunk) {
-                    if let Some(download) = downloads.pop_front() {
-                        dst.copy_from_slice(&download.synchronize().map_err(runtime)?);
-                    }
-                    queue_next(&mut downloads)?;
-                }
-                Ok(())
-            })();
-        }
+        let copied_out = match attempt.result {
+            Ok(_) => download_chunks(&device, keys, stream).map_err(runtime),
+            Err(_) => Ok(()),
+        };
         // Always learn the sort's outcome (this also waits for every copy still queued).
         let sorted = Self::wait_for(stream, attempt);
-        drop(in_flight);
+        drop(uploads);
         sorted?;
         copied_out
     }
+}
+
+/// Copies `src` into `device` on `stream` through page-locked chunks of the shared pool, at
+/// most [`STAGING_CHUNKS`] in flight: the CPU fills a chunk while the earlier ones are copied,
+/// and a finished chunk's buffer goes back to the pool, where the next chunk takes it. Returns
+/// the copies still in flight.
+fn upload_chunks<K: DeviceCopy>(
+    src: &[K],
+    device: &mut DeviceBuffer<K>,
+    stream: StreamRef<'_>,
+) -> cuda_rt::Result<VecDeque<Pending<PinnedBuffer<K>>>> {
+    let chunk = staging_chunk_len::<K>();
+    let mut in_flight: VecDeque<Pending<PinnedBuffer<K>>> = VecDeque::with_capacity(STAGING_CHUNKS);
+    for (src, mut dst) in src.chunks(chunk).zip(device.chunks_mut(chunk)?) {
+        if in_flight.len() == STAGING_CHUNKS {
+            if let Some(copied) = in_flight.pop_front() {
+                // Its buffer, back to the pool for this chunk.
+                drop(copied.synchronize()?);
+            }
+        }
+        let mut host = PinnedPool::shared().take::<K>(src.len())?;
+        host.copy_from_slice(src);
+        in_flight.push_back(dst.copy_from_pinned_async(stream, host)?);
+    }
+    Ok(in_flight)
+}
+
+/// Copies `device` into `dst` on `stream` the same way: at most [`STAGING_CHUNKS`] chunks in
+/// flight, each moved out as soon as it has arrived while the next ones are copied.
+fn download_chunks<K: DeviceCopy>(
+    device: &DeviceBuffer<K>,
+    dst: &mut [K],
+    stream: StreamRef<'_>,
+) -> cuda_rt::Result<()> {
+    let chunk = staging_chunk_len::<K>();
+    let mut sources = device.chunks(chunk)?;
+    let mut in_flight = VecDeque::with_capacity(STAGING_CHUNKS);
+    let mut queue_next = |in_flight: &mut VecDeque<Pending<PinnedBuffer<K>>>| {
+        if let Some(src) = sources.next() {
+            let host = PinnedPool::shared().take::<K>(src.len())?;
+            in_flight.push_back(src.copy_to_pinned_async(stream, host)?);
+        }
+        Ok::<(), cuda_rt::Error>(())
+    };
+    for _ in 0..STAGING_CHUNKS {
+        queue_next(&mut in_flight)?;
+    }
+    // One copy per chunk of `dst`, in the same order.
+    for dst in dst.chunks_mut(chunk) {
+        if let Some(copied) = in_flight.pop_front() {
+            dst.copy_from_slice(&copied.synchronize()?);
+        }
+        queue_next(&mut in_flight)?;
+    }
+    Ok(())
+}
+
+/// Elements of `K` in a page-locked chunk of [`SortWorkspace::sort_slice`]'s copies.
+fn staging_chunk_len<K>() -> usize {
+    (STAGING_CHUNK_BYTES / size_of::<K>()).max(1)
 }
 
 /// Bytes of a page-locked chunk of [`SortWorkspace::sort_slice`]'s copies.
