@@ -1,23 +1,13 @@
-//! Build script of the root package: compiles `kernels/*.cu` with the toolkit cuda-rt-sys found,
-//! through cuda-rt-build, as relocatable device code with dynamic parallelism (the merge sort's
-//! device-driven chain). The library is self-contained: it links beside any other crate's
-//! relocatable device code (cuda-rt-build's documentation says how).
-//!
-//! `kernels/mergesort.cu` is compiled a second time without relocatable device code and
-//! without its device-side launches, for the sorts whose stages the host queues (faster
-//! launches). Feature `cub-bench` also compiles the benchmarks' CUDA code, as ordinary
+//! Build script of the root package: compiles the tour's pipeline kernel (`kernels/pipeline.cu`)
+//! with the toolkit cuda-rt-sys found, through cuda-rt-build. The sort's kernels are cuda-rt-sort's
+//! (`sort/build.rs`). Feature `cub-bench` also compiles the benchmarks' CUDA code, as ordinary
 //! whole-program device code: `benches/cub_sort.cu` (the CUB sorts the merge-sort benchmark
 //! compares against) and `benches/pipeline_raw.cu` (CUB's sorts for the raw side of the
 //! batch-pipeline benchmark).
 //!
-//! Variables: those of cuda-rt-build (`CUDA_RT_ARCHS`, `CUDA_RT_LINEINFO`,
-//! `CUDA_RT_NVCC_FLAGS`), and `CUDA_RT_KERNELS_WARN_SPILLS=1` for ptxas's warnings about
-//! spilled registers. The kernels run on compute capability 7.5 (Turing) and newer: code
-//! compiled for 9.0 and newer moves tiles with Hopper's bulk copies, older code with
-//! asynchronous copies (8.x) or plain loads and stores (7.5), chosen at compile time.
+//! Variables: those of cuda-rt-build (`CUDA_RT_ARCHS`, `CUDA_RT_LINEINFO`, `CUDA_RT_NVCC_FLAGS`).
 
-use cuda_rt_build::{Arch, Build, LinkMode, Toolkit};
-use std::path::{Path, PathBuf};
+use cuda_rt_build::{Build, LinkMode, Toolkit};
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -25,7 +15,6 @@ fn main() {
         Ok(Some(toolkit)) => toolkit,
         Ok(None) => {
             // docs.rs: cuda-rt-sys found no toolkit on purpose; there is nothing to compile.
-            println!("cargo:rustc-cfg=cuda_rt_kernels_docs_only");
             println!("cargo:warning=cuda-rt-kernels: no toolkit (DOCS_RS); kernels not compiled");
             return;
         }
@@ -34,14 +23,9 @@ fn main() {
             std::process::exit(1);
         }
     };
-    // The two builds of the sort at once: each is one long nvcc run per architecture list.
-    std::thread::scope(|scope| {
-        scope.spawn(compile_sort_without_rdc);
-        kernel_build()
-            .files(kernel_sources(Path::new("kernels")))
-            .relocatable_device_code(true)
-            .compile("cuda_rt_kernels");
-    });
+    Build::new()
+        .file("kernels/pipeline.cu")
+        .compile("cuda_rt_pipeline");
     if cuda_rt_build::env("CARGO_FEATURE_CUB_BENCH").is_some() {
         Build::new()
             .file("benches/cub_sort.cu")
@@ -62,66 +46,4 @@ fn main() {
             toolkit.lib_dir.display()
         );
     }
-    // The toolkit's headers, for the test that regenerates the sort's Rust interface from
-    // kernels/cuda_rt_sort.h (which includes cuda_runtime_api.h).
-    println!(
-        "cargo:rustc-env=CUDA_RT_KERNELS_CUDA_INCLUDE={}",
-        toolkit.include_dir.display()
-    );
-}
-
-/// The settings of every build of `kernels/`: their headers, C++ constexpr functions in device
-/// code, and Turing or newer; ptxas's warnings about spilled registers only when
-/// `CUDA_RT_KERNELS_WARN_SPILLS=1` (for work on the kernels: a crate that depends on this one
-/// by path would see them on every build).
-fn kernel_build() -> Build {
-    let mut build = Build::new();
-    build
-        .include("kernels")
-        .flag("--expt-relaxed-constexpr")
-        .min_arch(Arch(75));
-    if cuda_rt_build::env("CUDA_RT_KERNELS_WARN_SPILLS").is_some_and(|v| v == "1") {
-        build.flag("-Xptxas=-warn-spills");
-    }
-    build
-}
-
-/// `kernels/mergesort.cu` a second time, without `-rdc` and with its device-side launches
-/// compiled out (`CUDA_RT_SORT_HOST_LAUNCHES_ONLY`: every stage is a host launch), into
-/// `libcuda_rt_sort_nordc.a`. Host-queued sorts go through this build: the host launches
-/// kernels compiled without relocatable device code faster (BENCHMARKS.md, "With or without
-/// relocatable device code"). The
-/// preprocessor renames its namespace and C entry points (suffix `_nordc`), so no symbol
-/// collides with the RDC build's.
-fn compile_sort_without_rdc() {
-    kernel_build()
-        .define("CUDA_RT_SORT_HOST_LAUNCHES_ONLY", None)
-        .define("cuda_rt_sort", Some("cuda_rt_sort_nordc"))
-        .define("cuda_rt_kernels_sort", Some("cuda_rt_kernels_sort_nordc"))
-        .define(
-            "cuda_rt_kernels_sort_layout",
-            Some("cuda_rt_kernels_sort_layout_nordc"),
-        )
-        .define(
-            "cuda_rt_kernels_sort_stage_times",
-            Some("cuda_rt_kernels_sort_stage_times_nordc"),
-        )
-        .file("kernels/mergesort.cu")
-        .compile("cuda_rt_sort_nordc");
-}
-
-/// The `.cu` files of `dir` (sorted, so builds are reproducible). The folder is registered for
-/// reruns, so that a new file is compiled.
-fn kernel_sources(dir: &Path) -> Vec<PathBuf> {
-    println!("cargo:rerun-if-changed={}", dir.display());
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| {
-            eprintln!("error: cuda-rt-kernels: cannot read {}: {e}", dir.display());
-            std::process::exit(1)
-        })
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-        .collect();
-    sources.sort();
-    sources
 }

@@ -3,7 +3,7 @@
 //! per block (sm_75: T4, RTX 20), of 99 KiB (sm_86, sm_89, sm_120: A10, L4, RTX 30 to 50) and,
 //! as the control, under the device's own limit; ascending and descending; at lengths around
 //! every size where the library changes its plan (the tile size, and the thresholds of
-//! `sort::ffi::choices`, defined in `kernels/cuda_rt_sort.h`: the tile width, the device-driven
+//! `sort::ffi::choices`, defined in `sort/kernels/cuda_rt_sort.h`: the tile width, the device-driven
 //! chain, the merge width), on unaligned sub-slices too; against
 //! the CPU's stable sort. Each plan is also checked to fit its limit, so that a limit the
 //! library ignored cannot pass for one it honoured.

@@ -7,11 +7,14 @@
 //! target folder.
 //!
 //! An entry is found by the compile's *key*: nvcc (path, size, modification time, the
-//! toolkit's version), nvcc's own environment variables, the working folder, every flag, the
-//! mode and the source's path and contents. It holds the output file, nvcc's messages, and the
-//! files nvcc read (its dependency output) with a hash of each. It is used only while every
-//! one of those files still has the contents it had (a header edited since, the toolkit's
-//! included, is a miss). A host compiler replaced in place is not seen:
+//! toolkit's version), nvcc's own environment variables, every flag, the mode and the source's
+//! path and contents. It holds the output file, nvcc's messages, and the files nvcc read (its
+//! dependency output, relative where nvcc was given relative paths) with a hash of each. It is
+//! used only while every one of those files, read from the working folder of the build script
+//! that asks, still has the contents it had (a header edited since, the toolkit's included, is
+//! a miss). The working folder is not part of the key: a crate's package unpacked elsewhere
+//! (`cargo publish --dry-run`, a copy of the repository) finds what a build of the same files
+//! stored, in a cache folder that `CUDA_RT_BUILD_CACHE` names. A host compiler replaced in place is not seen:
 //! `CUDA_RT_BUILD_CACHE=off` or `cargo clean` then.
 //!
 //! The cache never fails a build: a folder it cannot read or write is a miss.
@@ -72,7 +75,6 @@ impl Cache {
         for name in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN"] {
             std::env::var_os(name).hash(&mut hasher);
         }
-        std::env::current_dir().ok().hash(&mut hasher);
         flags.hash(&mut hasher);
         mode.hash(&mut hasher);
         source.hash(&mut hasher);

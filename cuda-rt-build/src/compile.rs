@@ -37,6 +37,7 @@ pub struct Build {
     min_arch: Option<Arch>,
     cccl: bool,
     no_link: bool,
+    crate_settings_only: bool,
 }
 
 impl Build {
@@ -79,9 +80,20 @@ impl Build {
         self
     }
 
-    /// Adds an nvcc flag (`CUDA_RT_NVCC_FLAGS` adds more, after these).
+    /// Adds an nvcc flag (`CUDA_RT_NVCC_FLAGS` and `CUDA_RT_NVCC_FLAGS_<CRATE>` add more, after
+    /// these).
     pub fn flag(&mut self, flag: &str) -> &mut Build {
         self.flags.push(flag.to_string());
+        self
+    }
+
+    /// Reads only the building crate's own settings (`CUDA_RT_NVCC_FLAGS_<CRATE>`,
+    /// `CUDA_RT_LINEINFO_<CRATE>`; see [`crate_env_name`](crate::crate_env_name)), not the
+    /// global `CUDA_RT_NVCC_FLAGS` and `CUDA_RT_LINEINFO`: for a library whose kernels a
+    /// program's settings for its own kernels should neither change nor rebuild.
+    /// `CUDA_RT_ARCHS` applies either way (the architectures are the program's).
+    pub fn crate_settings_only(&mut self, on: bool) -> &mut Build {
+        self.crate_settings_only = on;
         self
     }
 
@@ -260,15 +272,14 @@ impl Build {
         };
         let flags = self.nvcc_flags(&toolkit, &image::arch_flags(kind, &archs)?);
         let depfile = work_dir(name)?.join(format!("{name}.{}.d", kind.extension()));
-        let dependencies = compile_one(
-            &toolkit,
-            &flags,
-            kind.mode_flag(),
-            source,
-            &path,
-            &depfile,
-            Cache::from_env().as_ref(),
-        )?;
+        let cache = Cache::from_env();
+        let nvcc = Nvcc {
+            toolkit: &toolkit,
+            flags: &flags,
+            threads: jobs(),
+            cache: cache.as_ref(),
+        };
+        let dependencies = nvcc.compile(source, kind.mode_flag(), &path, &depfile)?;
         register_reruns(&toolkit, source, &dependencies);
         Ok(Some(path))
     }
@@ -310,11 +321,12 @@ impl Build {
                 None => format!("-D{name}"),
             });
         }
-        if crate::lineinfo() {
+        let global = !self.crate_settings_only;
+        if crate::lineinfo(global) {
             flags.push("-lineinfo".into());
         }
         flags.extend(self.flags.iter().cloned());
-        flags.extend(crate::extra_nvcc_flags());
+        flags.extend(crate::nvcc_flags_from_env(global));
         flags
     }
 
@@ -326,11 +338,7 @@ impl Build {
         flags: &[String],
         out_dir: &Path,
     ) -> Result<Vec<PathBuf>, Error> {
-        let jobs = std::env::var("NUM_JOBS")
-            .ok()
-            .and_then(|j| j.parse::<usize>().ok())
-            .unwrap_or(1)
-            .max(1);
+        let jobs = jobs();
         let cache = Cache::from_env();
         let cache = cache.as_ref();
         let jobs_list: Vec<(PathBuf, PathBuf)> = self
@@ -352,7 +360,13 @@ impl Build {
                     .map(|(source, object)| {
                         scope.spawn(move || {
                             let depfile = object.with_extension("d");
-                            compile_one(toolkit, flags, "-c", source, object, &depfile, cache)
+                            let nvcc = Nvcc {
+                                toolkit,
+                                flags,
+                                threads: jobs,
+                                cache,
+                            };
+                            nvcc.compile(source, "-c", object, &depfile)
                         })
                     })
                     .collect();
@@ -401,53 +415,81 @@ fn register_reruns(toolkit: &Toolkit, source: &Path, dependencies: &[PathBuf]) {
     }
 }
 
-/// `nvcc MODE source -o output` (`mode`: `-c`, `-ptx`, `-cubin`, `-fatbin`), with the
-/// dependency file `depfile`; returns the files it read. nvcc's warnings (ptxas spills, say)
-/// are shown as Cargo warnings. With a `cache`, the output of an earlier run of the same
-/// compile comes from there when nothing it was made from has changed (`cache.rs`), with its
-/// warnings shown again.
-fn compile_one(
-    toolkit: &Toolkit,
-    flags: &[String],
-    mode: &str,
-    source: &Path,
-    output: &Path,
-    depfile: &Path,
-    cache: Option<&Cache>,
-) -> Result<Vec<PathBuf>, Error> {
-    let cache = cache.map(|c| (Cache::key(toolkit, flags, mode, source), c));
-    if let Some(hit) = cache.as_ref().and_then(|(key, c)| c.fetch(key, output)) {
-        show_messages(&hit.messages);
-        return Ok(hit.dependencies);
+/// How many jobs Cargo allows this build script (`NUM_JOBS`, at least 1).
+fn jobs() -> usize {
+    std::env::var("NUM_JOBS")
+        .ok()
+        .and_then(|j| j.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// One toolkit's nvcc with the flags of one build: what [`Nvcc::compile`] runs.
+struct Nvcc<'a> {
+    toolkit: &'a Toolkit,
+    flags: &'a [String],
+    /// `--threads`: how many architectures of one compile nvcc may compile at once (the
+    /// output is the same for any number, so it is not part of the cache's key).
+    threads: usize,
+    cache: Option<&'a Cache>,
+}
+
+impl Nvcc<'_> {
+    /// `nvcc MODE source -o output` (`mode`: `-c`, `-ptx`, `-cubin`, `-fatbin`), with the
+    /// dependency file `depfile`; returns the files it read. nvcc's warnings (ptxas spills,
+    /// say) are shown as Cargo warnings. With a cache, the output of an earlier run of the
+    /// same compile comes from there when nothing it was made from has changed (`cache.rs`),
+    /// with its warnings shown again.
+    fn compile(
+        &self,
+        source: &Path,
+        mode: &str,
+        output: &Path,
+        depfile: &Path,
+    ) -> Result<Vec<PathBuf>, Error> {
+        let Nvcc {
+            toolkit,
+            flags,
+            threads,
+            cache,
+        } = *self;
+        let cache = cache.map(|c| (Cache::key(toolkit, flags, mode, source), c));
+        if let Some(hit) = cache.as_ref().and_then(|(key, c)| c.fetch(key, output)) {
+            show_messages(&hit.messages);
+            return Ok(hit.dependencies);
+        }
+        let mut command = Command::new(&toolkit.nvcc);
+        command.args(flags);
+        if threads > 1 {
+            command.arg(format!("--threads={threads}"));
+        }
+        command
+            .arg("-MD")
+            .arg("-MF")
+            .arg(depfile)
+            .arg(mode)
+            .arg(source)
+            .arg("-o")
+            .arg(output);
+        let finished = command
+            .output()
+            .map_err(|e| Error::new(format!("cannot run {}: {e}", toolkit.nvcc.display())))?;
+        let stderr = String::from_utf8_lossy(&finished.stderr);
+        if !finished.status.success() {
+            return Err(Error::new(format!(
+                "nvcc failed on {}:\n{command:?}\n{stderr}",
+                source.display()
+            )));
+        }
+        show_messages(&stderr);
+        let text = std::fs::read_to_string(depfile)
+            .map_err(|e| Error::new(format!("cannot read {}: {e}", depfile.display())))?;
+        let dependencies = parse_depfile(&text);
+        if let Some((key, cache)) = cache {
+            cache.store(&key, output, &dependencies, &stderr);
+        }
+        Ok(dependencies)
     }
-    let mut command = Command::new(&toolkit.nvcc);
-    command
-        .args(flags)
-        .arg("-MD")
-        .arg("-MF")
-        .arg(depfile)
-        .arg(mode)
-        .arg(source)
-        .arg("-o")
-        .arg(output);
-    let finished = command
-        .output()
-        .map_err(|e| Error::new(format!("cannot run {}: {e}", toolkit.nvcc.display())))?;
-    let stderr = String::from_utf8_lossy(&finished.stderr);
-    if !finished.status.success() {
-        return Err(Error::new(format!(
-            "nvcc failed on {}:\n{command:?}\n{stderr}",
-            source.display()
-        )));
-    }
-    show_messages(&stderr);
-    let text = std::fs::read_to_string(depfile)
-        .map_err(|e| Error::new(format!("cannot read {}: {e}", depfile.display())))?;
-    let dependencies = parse_depfile(&text);
-    if let Some((key, cache)) = cache {
-        cache.store(&key, output, &dependencies, &stderr);
-    }
-    Ok(dependencies)
 }
 
 /// nvcc's messages (ptxas's spills, say), each line as a Cargo warning.

@@ -190,7 +190,17 @@ impl std::error::Error for Error {}
 /// `CUDA_RT_NVCC_FLAGS_<CRATE>` (whitespace-separated; see [`crate_env_name`]), for a build
 /// script's own nvcc command; [`Build`] adds them itself.
 pub fn extra_nvcc_flags() -> Vec<String> {
-    let global = env("CUDA_RT_NVCC_FLAGS");
+    nvcc_flags_from_env(true)
+}
+
+/// The flags of `CUDA_RT_NVCC_FLAGS` (when `global`) and then of `CUDA_RT_NVCC_FLAGS_<CRATE>`.
+/// A variable left unread is not registered for reruns either.
+pub(crate) fn nvcc_flags_from_env(global: bool) -> Vec<String> {
+    let global = if global {
+        env("CUDA_RT_NVCC_FLAGS")
+    } else {
+        None
+    };
     let own = crate_env("CUDA_RT_NVCC_FLAGS");
     [global, own]
         .iter()
@@ -200,10 +210,16 @@ pub fn extra_nvcc_flags() -> Vec<String> {
 }
 
 /// Whether `-lineinfo` is asked for: the building crate's own `CUDA_RT_LINEINFO_<CRATE>` if it
-/// is set, else `CUDA_RT_LINEINFO` (`1`: yes).
-pub(crate) fn lineinfo() -> bool {
+/// is set, else (when `global`) `CUDA_RT_LINEINFO` (`1`: yes).
+pub(crate) fn lineinfo(global: bool) -> bool {
     crate_env("CUDA_RT_LINEINFO")
-        .or_else(|| env("CUDA_RT_LINEINFO"))
+        .or_else(|| {
+            if global {
+                env("CUDA_RT_LINEINFO")
+            } else {
+                None
+            }
+        })
         .is_some_and(|v| v == "1")
 }
 

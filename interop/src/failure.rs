@@ -18,7 +18,7 @@
 //! The message of [`cuda_rt_last_error_message`](crate::exports::cuda_rt_last_error_message)
 //! starts with the name of the C function that failed.
 
-use cuda_rt_kernels::sort::SortError;
+use cuda_rt_sort::SortError;
 use cuda_rt_sys as sys;
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};

@@ -3,8 +3,8 @@
 //! calling the sort is rejected here, with a message that names the argument.
 
 use crate::failure::{check, Failure};
-use cuda_rt_kernels::sort::raw::RawSortBuffers;
-use cuda_rt_kernels::sort::{KeyFormat, KeyKind, Order};
+use cuda_rt_sort::raw::RawSortBuffers;
+use cuda_rt_sort::{KeyFormat, KeyKind, Order};
 use cuda_rt_sys as sys;
 use std::ffi::c_void;
 

@@ -25,8 +25,8 @@
 use crate::failure::{ffi_call, Failure};
 use crate::request::{element_sizes, KeyType, SortOrder, SortRequest};
 use cuda_rt::{Event, EventFlags, StreamRef};
-use cuda_rt_kernels::sort::raw::{self as sort_raw, RawWorkspace};
-use cuda_rt_kernels::sort::{SortError, Strategy};
+use cuda_rt_sort::raw::{self as sort_raw, RawWorkspace};
+use cuda_rt_sort::{SortError, Strategy};
 use cuda_rt_sys::{cudaError_t, cudaStream_t};
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, TryLockError};

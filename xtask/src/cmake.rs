@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 
 /// The features that a build selecting every package turns on and a build of
 /// `-p cuda-rt-interop` alone does not: each package's `default` (which is a feature too).
-/// cuda-rt-kernels' build script reruns when its own features or cuda-rt-sys's differ.
+/// cuda-rt-sort's build script reruns when its own features or cuda-rt-sys's differ.
 /// With one package selected, `NAME/feature` names a dependency of it by its key (`cuda-rt`
 /// for the package cuda-runtime).
 pub const WORKSPACE_DEFAULTS: &str =
-    "cuda-rt-kernels/default,cuda-rt-sys/default,cuda-rt/default,cuda-rt-test-kernels/default";
+    "cuda-rt-sort/default,cuda-rt-sys/default,cuda-rt/default,cuda-rt-test-kernels/default";
 
 /// The CUDA runtime that libcuda_rt_interop.a brings (`CUDA_RT_INTEROP_RUNTIME`).
 #[derive(Clone, Copy)]

@@ -15,7 +15,14 @@ use std::ops::AddAssign;
 use std::path::{Path, PathBuf};
 
 /// The crates counted, by folder; the root package is `.`.
-const CRATES: [&str; 5] = ["cuda-rt-sys", "cuda-rt", "cuda-rt-testing", "interop", "."];
+const CRATES: [&str; 6] = [
+    "cuda-rt-sys",
+    "cuda-rt",
+    "cuda-rt-testing",
+    "sort",
+    "interop",
+    ".",
+];
 const AREAS: [&str; 5] = ["library", "build", "tests", "examples", "benches"];
 /// The generated bindings: one file, every ABI in it (items that differ under `#[cfg]`).
 const GENERATED: &str = "cuda-rt-sys/src/bindings.rs";
@@ -45,10 +52,10 @@ pub fn count_unsafe() -> Result {
     println!("|---|---|---:|---:|---:|---:|---:|");
     let mut total = Counts::default();
     for krate in CRATES {
-        let name = if krate == "." {
-            "cuda-rt-kernels (root)"
-        } else {
-            krate
+        let name = match krate {
+            "." => "cuda-rt-kernels (root)",
+            "sort" => "cuda-rt-sort",
+            _ => krate,
         };
         for area in AREAS {
             let mut counts = Counts::default();

@@ -30,13 +30,18 @@ fn default_archs() -> Vec<u32> {
         .collect()
 }
 
-/// The nvcc flags that every build of `kernels/` in build.rs gets, in cuda-rt-build's order:
-/// `-O3 -std=c++17` (which cuda-rt-build's `Build` puts first), then build.rs's `kernel_build`:
-/// `.include("kernels")` and `.flag("--expt-relaxed-constexpr")`. build.rs is the source, and
-/// this must agree with it: the tests read build.rs (and cuda-rt-build/src/compile.rs) and fail
-/// when it gains, loses or changes a flag, include or define. Left out on purpose: host-code
-/// flags (`-Xcompiler=-fPIC`), and `-Xptxas=-warn-spills`, which build.rs adds only under
-/// `CUDA_RT_KERNELS_WARN_SPILLS=1` and which only adds warnings.
+/// The sort's crate, whose build script (`sort/build.rs`) compiles its `kernels/`; nvcc runs there,
+/// as Cargo runs the build script there.
+const SORT_CRATE: &str = "sort";
+
+/// The nvcc flags that every build of `kernels/` in the sort's build.rs gets, in cuda-rt-build's
+/// order: `-O3 -std=c++17` (which cuda-rt-build's `Build` puts first), then build.rs's
+/// `kernel_build`: `.include("kernels")` and `.flag("--expt-relaxed-constexpr")`. build.rs is the
+/// source, and this must agree with it: the tests read build.rs (and
+/// cuda-rt-build/src/compile.rs) and fail when it gains, loses or changes a flag, include or
+/// define. Left out on purpose: host-code flags (`-Xcompiler=-fPIC`), and
+/// `-Xptxas=-warn-spills`, which build.rs adds only under `CUDA_RT_SORT_WARN_SPILLS=1` and which
+/// only adds warnings.
 const KERNEL_FLAGS: [&str; 4] = ["-O3", "-std=c++17", "-Ikernels", "--expt-relaxed-constexpr"];
 
 /// The one source that build.rs compiles a second time, without relocatable device code.
@@ -62,8 +67,8 @@ const SORT_WITHOUT_RDC_DEFINES: [(&str, Option<&str>); 5] = [
 /// chain: preprocessor, cicc, ptxas).
 const PARALLEL_COMPILES: usize = 2;
 
-/// `cargo xtask check-archs`: compiles the device code of the root package's kernels
-/// (`kernels/*.cu`) for every architecture of `CUDA_RT_ARCHS=all` (7.5, 8.0, 8.6, 8.9, 9.0,
+/// `cargo xtask check-archs`: compiles the device code of the sort's kernels
+/// (`sort/kernels/*.cu`) for every architecture of `CUDA_RT_ARCHS=all` (7.5, 8.0, 8.6, 8.9, 9.0,
 /// 10.0, 12.0) that the toolkit's nvcc supports, less 8.0 and 9.0, so that CI sees an
 /// architecture-specific compile error (an instruction that ptxas refuses for one architecture,
 /// a missing `__CUDA_ARCH__` guard) without a GPU of each kind. 8.0 and 9.0 are the default
@@ -166,12 +171,14 @@ fn arch_names(archs: &[u32]) -> String {
         .join(", ")
 }
 
-/// The `.cu` files of `kernels/`, sorted: what build.rs compiles with relocatable device code.
+/// The `.cu` files of the sort's `kernels/`, sorted, relative to [`SORT_CRATE`]: what its
+/// build.rs compiles with relocatable device code.
 fn kernel_sources() -> Result<Vec<PathBuf>> {
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(root().join("kernels"))?
+    let crate_dir = root().join(SORT_CRATE);
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(crate_dir.join("kernels"))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-        .filter_map(|p| p.strip_prefix(root()).ok().map(Path::to_path_buf))
+        .filter_map(|p| p.strip_prefix(&crate_dir).ok().map(Path::to_path_buf))
         .collect();
     sources.sort();
     Ok(sources)
@@ -183,7 +190,7 @@ fn kernel_sources() -> Result<Vec<PathBuf>> {
 struct Compile {
     /// The architecture, as nvcc names it without the dot (`86`).
     arch: u32,
-    /// The source, relative to the workspace root.
+    /// The source, relative to [`SORT_CRATE`].
     source: PathBuf,
     /// With relocatable device code (build.rs's library), or without it and with
     /// [`SORT_WITHOUT_RDC_DEFINES`] (its second build of the sort).
@@ -299,6 +306,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn run_compile(nvcc: &Path, compile: &Compile, out_dir: &Path) -> Result<Duration> {
     let start = Instant::now();
     let mut nvcc_command = command(nvcc);
+    nvcc_command.current_dir(root().join(SORT_CRATE));
     nvcc_command.args(compile.nvcc_args(&out_dir.join(compile.cubin_name())));
     let finished = nvcc_command
         .output()
@@ -507,7 +515,7 @@ mod tests {
 
     #[test]
     fn the_flags_and_defines_agree_with_build_rs() {
-        let build_rs = compact_source("build.rs");
+        let build_rs = compact_source("sort/build.rs");
         let from_build_rs = "update KERNEL_FLAGS and SORT_WITHOUT_RDC_DEFINES from build.rs";
         // cuda-rt-build's own flags, first in every Build's nvcc command.
         assert!(

@@ -34,10 +34,10 @@ Generated code:
                             cuda-rt-sys's committed bindings from the pinned wheels' headers
                             (cuda-rt-sys/scripts/update-bindings.sh)
   regen header              interop/include/cuda_rt.h from the C ABI's exports (cbindgen)
-  regen sort-abi            src/sort/abi.rs from kernels/cuda_rt_sort.h (bindgen)
+  regen sort-abi            sort/src/abi.rs from sort/kernels/cuda_rt_sort.h (bindgen)
 
 Checks (CI runs all but count-unsafe):
-  check-archs               the device code of kernels/*.cu (nvcc -cubin, as build.rs compiles it)
+  check-archs               the device code of sort/kernels/*.cu (nvcc -cubin, as build.rs compiles it)
                             for each architecture of CUDA_RT_ARCHS=all but 8.0 and 9.0, which
                             `cargo test` compiles in full
   check-cuda-versions       cuda-rt against the oldest and newest 12.x and the newest 13.x runtimes

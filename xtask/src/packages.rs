@@ -1,5 +1,6 @@
 //! `cargo xtask check-packages [--allow-dirty]`: the crates meant for crates.io (cuda-rt-sys,
-//! cuda-rt, cuda-rt-build, cuda-rt-nccl, cuda-rt-testing) checked as a user receives them, without a GPU:
+//! cuda-rt, cuda-rt-build, cuda-rt-sort, cuda-rt-nccl, cuda-rt-testing) checked as a user
+//! receives them, without a GPU:
 //!
 //! 1. `cargo publish --workspace --dry-run`: each is packaged, and each package builds from its
 //!    packaged files alone (cargo verifies them in dependency order, the unpublished ones
@@ -8,6 +9,11 @@
 //!    ours, nothing provisioned by the workspace), joined there by a throwaway workspace whose
 //!    `[patch.crates-io]` names the unpacked copies, and `cargo test` builds and runs every test
 //!    they carry (the skip-without-GPU tests skip loudly) with only `CUDA_PATH` set.
+//!
+//! Both builds compile the sort's kernels with nvcc. They share the workspace's compile cache
+//! (`CUDA_RT_BUILD_CACHE`: cuda-rt-build's cache, whose entries do not depend on where a
+//! package lies), so kernels that `cargo test` compiled from the same files with the same
+//! flags are not compiled again.
 //!
 //! Needs a CUDA toolkit: `CUDA_PATH`, or the one `cargo test` provisioned for this checkout.
 //! About a minute on 2 cores (CI: 55 s). `--allow-dirty`, for a checkout with uncommitted
@@ -19,10 +25,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const CRATES: [&str; 5] = [
+const CRATES: [&str; 6] = [
     "cuda-rt-sys",
     "cuda-runtime",
     "cuda-rt-build",
+    "cuda-rt-sort",
     "cuda-rt-nccl",
     "cuda-rt-testing",
 ];
@@ -52,7 +59,9 @@ pub fn check_packages(args: &[&str]) -> Result {
         fs::remove_dir_all(&built)?;
     }
     forget_unpacked_overlays()?;
+    let compile_cache = target_dir().join("cuda-rt-build-cache");
     run(cargo()
+        .env("CUDA_RT_BUILD_CACHE", &compile_cache)
         .args(["publish", "--workspace", "--dry-run", "--target-dir"])
         .arg(&target)
         .args(extra))?;
@@ -99,6 +108,7 @@ pub fn check_packages(args: &[&str]) -> Result {
         .current_dir(&work.0)
         .env_remove("CUDA_RT_SYS_PROVISION_DIR")
         .env("CUDA_PATH", &toolkit)
+        .env("CUDA_RT_BUILD_CACHE", &compile_cache)
         .env("CARGO_TARGET_DIR", work.0.join("target"))
         .args(["test", "--workspace"])
         .stdout(log.try_clone()?)

@@ -22,13 +22,13 @@ pub fn regen(args: &[&str]) -> Result {
                 .args(["header_is_generated_from_the_exports", "--", "--exact"]))?;
             run(command("git").args(["diff", "--stat", "--", "interop/include/cuda_rt.h"]))
         }
-        // src/sort/abi.rs from kernels/cuda_rt_sort.h with bindgen, through the test that
-        // otherwise checks it (tests/sort_abi.rs, which holds the one configuration). Needs
+        // sort/src/abi.rs from sort/kernels/cuda_rt_sort.h with bindgen, through the test that
+        // otherwise checks it (sort/tests/sort_abi.rs, which holds the one configuration). Needs
         // libclang (Debian: apt-get install libclang-dev).
         ["sort-abi"] => run(cargo()
             .env("CUDA_RT_UPDATE_SORT_ABI", "1")
             .env("CUDA_RT_SYS_REQUIRE_LIBCLANG", "1")
-            .args(["test", "-p", "cuda-rt-kernels", "--test", "sort_abi"])
+            .args(["test", "-p", "cuda-rt-sort", "--test", "sort_abi"])
             .args(["--", "--nocapture"])),
         _ => Err(Error::new(USAGE)),
     }

@@ -14,23 +14,23 @@
 //!
 //! # One build of the kernels per link mode
 //!
-//! The root package's build script compiles the sort (kernels/mergesort.cu, twice: with and
+//! cuda-rt-sort's build script compiles the sort (sort/kernels/mergesort.cu, twice: with and
 //! without relocatable device code); it reruns whenever cargo sees a build-script run that
 //! differs from every earlier one. A run differs when the package's features differ, or those
 //! of a `links` dependency (cuda-rt-sys), or the profile or a registered variable. So every
 //! invocation below asks for the same features of the crates they share:
-//! - the `static` set: every package's default features plus `cuda-rt-kernels/cub-bench`
-//!   (the CUB benchmarks' CUDA code, benches/cub_sort.cu and benches/pipeline_raw.cu, a few
-//!   seconds of nvcc more, in the one build everything else uses; so the batch-pipeline
-//!   benchmark adds no build of the sort). `--workspace` selects every package with its
+//! - the `static` set: every package's default features plus `cuda-rt-kernels/cub-bench` (the
+//!   CUB benchmarks' CUDA code, benches/cub_sort.cu and benches/pipeline_raw.cu, compiled by the
+//!   root package's build script, not the sort's). `--workspace` selects every package with its
 //!   default features; a build of `-p cuda-rt-interop` alone (the CMake example's) names the
 //!   same ones ([`cmake::WORKSPACE_DEFAULTS`]).
 //! - the `dynamic` set, for the interop tests in that mode and the C++ programs linked with the
-//!   shared runtime: cuda-rt-interop's `--no-default-features --features dynamic`, plus
-//!   `cub-bench`, plus `static` of cuda-rt-sys and cuda-rt, which the tests' dev-dependency
-//!   cuda-rt-testing turns on by default (cuda-rt-sys links the shared runtime when `dynamic`
-//!   is on, whatever `static` says), named in the CMake build so that it matches the tests'. The
-//!   link mode is a feature of the kernels' package, so this is the second and last build.
+//!   shared runtime: cuda-rt-interop's `--no-default-features --features dynamic`, plus `static`
+//!   of cuda-rt-sys and cuda-rt, which the tests' dev-dependency cuda-rt-testing turns on by
+//!   default (cuda-rt-sys links the shared runtime when `dynamic` is on, whatever `static`
+//!   says), named in the CMake build so that it matches the tests'. The link mode is a feature
+//!   of the sort's package, so this is the second and last build; its nvcc compiles come from
+//!   the compile cache of the first.
 //!
 //! Every invocation: `--release`, `CARGO_PROFILE_RELEASE_DEBUG=false`, the one target folder.
 
@@ -45,10 +45,10 @@ use std::time::Instant;
 /// Features of the `static` set for an invocation that selects every package (`--workspace`).
 const STATIC_WORKSPACE: &str = "cuda-rt-kernels/cub-bench";
 /// The `dynamic` set's addition to `--no-default-features --features dynamic` of cuda-rt-interop.
-const DYNAMIC_SINGLE: &str = "cuda-rt-kernels/cub-bench,cuda-rt-sys/static,cuda-rt/static";
+const DYNAMIC_SINGLE: &str = "cuda-rt-sys/static,cuda-rt/static";
 
 /// The root package's benchmarks that need `cuda-rt-kernels/cub-bench` (CUB's sorts, compiled by
-/// its build script in the one build of the kernels that everything else uses), staged as
+/// its build script), staged as
 /// `bench-NAME-cub`: the merge sort against CUB, and the batch pipeline against raw CUDA + CUB.
 const CUB_BENCHES: [&str; 2] = ["sort", "pipeline"];
 
@@ -118,8 +118,7 @@ pub fn stage_gpu() -> Result {
 
     step(start, "the CMake example, static runtime");
     let mut cpp = Vec::new();
-    let features = format!("{STATIC_WORKSPACE},{}", cmake::WORKSPACE_DEFAULTS);
-    stage_cmake_programs(Runtime::Static, &features, &bin, &mut cpp)?;
+    stage_cmake_programs(Runtime::Static, cmake::WORKSPACE_DEFAULTS, &bin, &mut cpp)?;
     // The C ABI's static library, as the CMake build (the last one of it) left it.
     copy(
         &target_dir().join("release/libcuda_rt_interop.a"),

@@ -1,4 +1,4 @@
-//! The Rust side of the sort's C interface (`src/sort/abi.rs`) equals a fresh bindgen generation
+//! The Rust side of the sort's C interface (`src/abi.rs`) equals a fresh bindgen generation
 //! from `kernels/cuda_rt_sort.h`, the header the kernels are compiled with: structs, flags,
 //! key modes and status-word constants are written once, in the header. Needs libclang at run
 //! time (Debian: libclang-dev); without it the test says it was skipped, unless `CI` or
@@ -9,7 +9,7 @@
 //!
 //! The header also defines where the library's choices by size switch
 //! (`CUDA_RT_SORT_*_KEYS`) and its block widths; a second test checks that the kernels'
-//! planning switches exactly there, as the Rust side reads them (`sort::ffi::choices`).
+//! planning switches exactly there, as the Rust side reads them (`ffi::choices`).
 
 use std::path::Path;
 
@@ -45,7 +45,7 @@ fn generate(header: &Path, include_dir: &Path) -> Result<String, bindgen::Bindge
 
 #[test]
 fn committed_sort_abi_equals_a_fresh_generation() {
-    let Some(include_dir) = option_env!("CUDA_RT_KERNELS_CUDA_INCLUDE") else {
+    let Some(include_dir) = option_env!("CUDA_RT_SORT_CUDA_INCLUDE") else {
         println!("skipped committed_sort_abi_equals_a_fresh_generation: built without a toolkit");
         return;
     };
@@ -69,17 +69,17 @@ fn committed_sort_abi_equals_a_fresh_generation() {
         Some(Ok(text)) => text,
         Some(Err(e)) => panic!("bindgen failed on {}: {e}", header.display()),
     };
-    let committed_path = root.join("src/sort/abi.rs");
+    let committed_path = root.join("src/abi.rs");
     if std::env::var("CUDA_RT_UPDATE_SORT_ABI").is_ok_and(|v| v == "1") {
-        std::fs::write(&committed_path, &fresh).expect("write src/sort/abi.rs");
+        std::fs::write(&committed_path, &fresh).expect("write src/abi.rs");
         println!("wrote {}", committed_path.display());
         return;
     }
-    let committed = std::fs::read_to_string(&committed_path).expect("read src/sort/abi.rs");
+    let committed = std::fs::read_to_string(&committed_path).expect("read src/abi.rs");
     cuda_rt_testing::generated::assert_committed_is_fresh(
         &fresh,
         &committed,
-        "src/sort/abi.rs (from kernels/cuda_rt_sort.h)",
+        "src/abi.rs (from kernels/cuda_rt_sort.h)",
         "`cargo xtask regen sort-abi`",
     );
 }
@@ -89,9 +89,9 @@ fn committed_sort_abi_equals_a_fresh_generation() {
 /// 227 KiB of shared memory per block (an H100's), where every block fits.
 #[test]
 fn plans_switch_at_the_thresholds_of_the_header() {
-    use cuda_rt_kernels::sort::ffi::{choices, flags};
-    use cuda_rt_kernels::sort::raw::layout_with_limit;
-    use cuda_rt_kernels::sort::{Cuts, Merge, SortKey, Strategy, TileWidth};
+    use cuda_rt_sort::ffi::{choices, flags};
+    use cuda_rt_sort::raw::layout_with_limit;
+    use cuda_rt_sort::{Cuts, Merge, SortKey, Strategy, TileWidth};
 
     const H100_BLOCK_SMEM: usize = 227 * 1024;
     let key = <u32 as SortKey>::FORMAT;

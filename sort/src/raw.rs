@@ -5,8 +5,8 @@
 //! would require (device memory of the right size, alive and untouched by other work until the
 //! sort's work has completed; a live stream).
 
-use super::ffi::{self, SortArgs, SortLayout};
-use super::{KeyFormat, Order, SortError, SortKey, Strategy};
+use crate::ffi::{self, SortArgs, SortLayout};
+use crate::{KeyFormat, Order, SortError, SortKey, Strategy};
 use cuda_rt::raw::{self as cuda, flags, RawStream};
 use std::ffi::c_void;
 use std::ptr;
@@ -312,7 +312,7 @@ impl RawWorkspace {
     }
 
     /// Enqueues the sort of `buffers` on `stream`, growing the workspace first if needed: every
-    /// stage a host launch (`cuda_rt_kernels_sort_nordc`), or, device-driven ([`Driver`](super::Driver)),
+    /// stage a host launch (`cuda_rt_kernels_sort_nordc`), or, device-driven ([`Driver`](crate::Driver)),
     /// one host launch (`cuda_rt_kernels_sort`) and the device launches the rest. Returns the layout
     /// used when the work is queued: call [`finish`](Self::finish) to learn whether it
     /// succeeded.

@@ -5,8 +5,8 @@
 //! nothing on the stream waits for it). Either it returns a failure, which cuda-rt defers to the
 //! thread that queued the sort (that thread's next `synchronize()` reports it), or, when a
 //! caller waits for the sort
-//! ([`SortWorkspace::sort_and_synchronize`](super::SortWorkspace::sort_and_synchronize), the
-//! future of [`SortWorkspace::sort_async`](super::SortWorkspace::sort_async)), it leaves the
+//! ([`SortWorkspace::sort_and_synchronize`](crate::SortWorkspace::sort_and_synchronize), the
+//! future of [`SortWorkspace::sort_async`](crate::SortWorkspace::sort_async)), it leaves the
 //! word to that caller, who returns the precise [`SortError`]; a caller that gives up waiting
 //! hands the word back to the deferred path. Every failure is reported exactly once.
 //!
@@ -19,7 +19,7 @@
 //! stream failed with a sticky error first) stays out of the pool for good. The pool holds as
 //! many slots as sorts were ever in flight at once.
 
-use super::{ffi, SortError};
+use crate::{ffi, SortError};
 use cuda_rt::raw::{self as cuda, flags};
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

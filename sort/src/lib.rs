@@ -59,7 +59,7 @@
 //!
 //! ```no_run
 //! use cuda_rt::{DeviceBuffer, Stream};
-//! use cuda_rt_kernels::sort::{Order, SortWorkspace};
+//! use cuda_rt_sort::{Order, SortWorkspace};
 //!
 //! let stream = Stream::new()?;
 //! let mut keys = DeviceBuffer::from_slice(&[3u32, 1, 2])?;
@@ -567,6 +567,11 @@ impl From<SortError> for cuda_rt::Error {
         }
     }
 }
+
+/// The README's example, compiled with the documentation tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
 
 #[cfg(test)]
 mod tests {

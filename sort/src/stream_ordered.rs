@@ -4,10 +4,10 @@
 //! Neither blocks the host, sorts on different streams share nothing, and in a graph capture
 //! both become memory nodes of the graph.
 
-use super::ffi::{self, SortArgs, SortLayout};
-use super::raw::RawSortBuffers;
-use super::raw::{check_shared_memory, layout_with_limit, shared_memory_limit_flags};
-use super::{Order, SortError, Strategy};
+use crate::ffi::{self, SortArgs, SortLayout};
+use crate::raw::RawSortBuffers;
+use crate::raw::{check_shared_memory, layout_with_limit, shared_memory_limit_flags};
+use crate::{Order, SortError, Strategy};
 use cuda_rt::raw::{self as cuda, flags, RawStream};
 use std::ffi::c_void;
 use std::ptr;

@@ -1,9 +1,9 @@
 //! The safe sort API on cuda-rt's types: [`SortWorkspace`] and the one-shot functions.
 
-use super::outcome::{deferred_check, replayed_check, StatusSlot, Waiter, NEVER_REPORTED};
-use super::raw::{refuse_in_host_callback, wait_after_error, RawSortBuffers};
-use super::stream_ordered::Planned;
-use super::{Driver, Order, SortError, SortKey, Strategy};
+use crate::outcome::{deferred_check, replayed_check, StatusSlot, Waiter, NEVER_REPORTED};
+use crate::raw::{refuse_in_host_callback, wait_after_error, RawSortBuffers};
+use crate::stream_ordered::Planned;
+use crate::{Driver, Order, SortError, SortKey, Strategy};
 use cuda_rt::raw::{self as cuda, flags};
 use cuda_rt::{
     Capture, CapturedMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, Pending,
@@ -79,7 +79,7 @@ pub(super) fn captured_pairs<K: SortKey + DeviceCopy, V: DeviceCopy>(
 /// # Examples
 /// ```no_run
 /// use cuda_rt::{DeviceBuffer, DeviceMemory, Stream};
-/// use cuda_rt_kernels::sort::{Order, SortWorkspace};
+/// use cuda_rt_sort::{Order, SortWorkspace};
 ///
 /// let stream = Stream::new()?;
 /// let mut keys = DeviceBuffer::from_slice(&[3.0f32, -0.0, f32::NAN, 0.0, -1.0])?;
@@ -163,8 +163,8 @@ impl SortWorkspace {
     /// An empty workspace whose sorts use `strategy`. [`Strategy::AUTO`] (what
     /// [`new`](Self::new) uses) chooses each part by size and is the one to keep unless a
     /// reason below applies; docs/sorting.md ("Choosing a strategy") says when another helps:
-    /// [`Driver::Host`](super::Driver::Host) to keep the device runtime's launch pool to
-    /// yourself, [`Driver::Device`](super::Driver::Device) for one host launch per sort, the
+    /// [`Driver::Host`](crate::Driver::Host) to keep the device runtime's launch pool to
+    /// yourself, [`Driver::Device`](crate::Driver::Device) for one host launch per sort, the
     /// other fields to measure the alternatives.
     pub const fn with_strategy(strategy: Strategy) -> Self {
         SortWorkspace {
@@ -199,7 +199,7 @@ impl SortWorkspace {
     /// # Examples
     /// ```no_run
     /// use cuda_rt::{DeviceBuffer, Stream};
-    /// use cuda_rt_kernels::sort::{Order, SortWorkspace};
+    /// use cuda_rt_sort::{Order, SortWorkspace};
     ///
     /// let stream = Stream::new()?;
     /// let mut keys = DeviceBuffer::from_slice(&(0..100_000u32).rev().collect::<Vec<_>>())?;
@@ -380,7 +380,7 @@ impl SortWorkspace {
     /// Queued on `stream`, after earlier work on `keys` on any stream (through
     /// [`DeviceMemoryMut::with_ptr_mut_on`], which also orders later users of the keys after
     /// everything below): `cudaMallocAsync` of the sort's scratch, the sort (host launches, or
-    /// one host launch whose grid launches the merge passes: [`Driver`](super::Driver)),
+    /// one host launch whose grid launches the merge passes: [`Driver`](crate::Driver)),
     /// `cudaMemcpyAsync` of its status word to a pinned slot, `cudaEventRecord` of the event
     /// after which cuda-rt checks that word ([`cuda_rt::check_after`]), and `cudaFreeAsync` of
     /// the scratch. `stream` is anything cuda-rt's copies
@@ -564,7 +564,7 @@ impl SortWorkspace {
     /// # Examples
     /// ```no_run
     /// use cuda_rt::{CaptureMode, DeviceBuffer, PinnedBuffer, Stream};
-    /// use cuda_rt_kernels::sort::{Order, SortWorkspace};
+    /// use cuda_rt_sort::{Order, SortWorkspace};
     ///
     /// let mut stream = Stream::new()?;
     /// let workspace = SortWorkspace::new();

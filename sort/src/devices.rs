@@ -12,8 +12,8 @@
 //! part is rewritten only after every device has read it. Nothing blocks the host. The devices
 //! get peer access to one another ([`Device::enable_peer_access`], which stays enabled).
 
-use super::ffi::{self, merge_runs, MergeArgs, SortRun};
-use super::{Order, SortError, SortKey, SortWorkspace};
+use crate::ffi::{self, merge_runs, MergeArgs, SortRun};
+use crate::{Order, SortError, SortKey, SortWorkspace};
 use cuda_rt::{
     Device, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, ErrorKind, Stream,
     StreamFlags, StreamRef,

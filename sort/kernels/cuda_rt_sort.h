@@ -1,6 +1,6 @@
 /* The C interface of the merge sort (kernels/mergesort.cu): the one source of both sides.
  *
- * The kernels include this header; the Rust side (src/sort/abi.rs) is generated from it by
+ * The kernels include this header; the Rust side (src/abi.rs) is generated from it by
  * bindgen (`cargo xtask regen sort-abi`; a test compares the committed file with a fresh
  * generation), so every struct, flag and status-word constant is written once, here. Both
  * sides assert the structs' sizes and offsets: the static assertions below, and bindgen's

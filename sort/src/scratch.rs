@@ -3,11 +3,11 @@
 //! borrows ([`SortScratch`]), and a kernel after each sort folds its status word into a word
 //! that keeps the first failure, which the host reads once the graph has run.
 
-use super::ffi;
-use super::raw::{refuse_in_host_callback, RawSortBuffers};
-use super::stream_ordered::Planned;
-use super::workspace::{captured_pairs, value_bytes};
-use super::{Order, SortError, SortKey, SortWorkspace};
+use crate::ffi;
+use crate::raw::{refuse_in_host_callback, RawSortBuffers};
+use crate::stream_ordered::Planned;
+use crate::workspace::{captured_pairs, value_bytes};
+use crate::{Order, SortError, SortKey, SortWorkspace};
 use cuda_rt::{Capture, CapturedMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut};
 
 /// Device memory for a sort captured into a graph without memory nodes or a host node, as CUDA
@@ -26,7 +26,7 @@ use cuda_rt::{Capture, CapturedMut, DeviceBuffer, DeviceCopy, DeviceMemory, Devi
 /// # Examples
 /// ```no_run
 /// use cuda_rt::{CaptureMode, DeviceBuffer, Stream};
-/// use cuda_rt_kernels::sort::{Order, SortWorkspace};
+/// use cuda_rt_sort::{Order, SortWorkspace};
 ///
 /// let mut stream = Stream::new()?;
 /// let workspace = SortWorkspace::new();

@@ -1,5 +1,5 @@
 // Merging two sorted runs whose parts may lie on several devices: the last step of the sort
-// across the GPUs of a host (src/sort/devices.rs). Each GPU sorts its part with the ordinary
+// across the GPUs of a host (src/devices.rs). Each GPU sorts its part with the ordinary
 // sort; then runs are merged pairwise, every device writing its own slice of the merged output
 // and reading the runs' parts where they are (peer access over NVLink or PCIe).
 //
