@@ -148,7 +148,8 @@ const char *cuda_rt_last_error_message(void);
 
 /*
  Queues `device_out[i] = start + i` (modulo 2^32) for `i < n` on `stream` and returns
- without waiting: a kernel launch (`<<<>>>` of cuda-rt's fill kernel) on the caller's stream.
+ without waiting: a kernel launch (`<<<>>>` of this library's fill kernel) on the caller's
+ stream.
  `n == 0` queues nothing (`device_out` may then be null).
 
  # Errors

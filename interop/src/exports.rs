@@ -13,7 +13,6 @@ use cuda_rt::{EventRef, Stream, StreamFlags, StreamRef};
 use cuda_rt_sort::raw::RawWorkspace;
 use cuda_rt_sort::Strategy;
 use cuda_rt_sys::{cudaError_t, cudaEvent_t, cudaStream_t};
-use cuda_rt_test_kernels::ffi::cuda_rt_kernels_iota_u32;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
 
@@ -35,7 +34,8 @@ pub extern "C" fn cuda_rt_last_error_message() -> *const c_char {
 }
 
 /// Queues `device_out[i] = start + i` (modulo 2^32) for `i < n` on `stream` and returns
-/// without waiting: a kernel launch (`<<<>>>` of cuda-rt's fill kernel) on the caller's stream.
+/// without waiting: a kernel launch (`<<<>>>` of this library's fill kernel) on the caller's
+/// stream.
 /// `n == 0` queues nothing (`device_out` may then be null).
 ///
 /// # Errors
@@ -65,9 +65,21 @@ pub unsafe extern "C" fn cuda_rt_iota_u32(
         let stream = unsafe { StreamRef::from_raw(stream) };
         // SAFETY: device_out holds n values valid until the stream passes the kernel, and the
         // stream is live (both the caller's contract).
-        let status = unsafe { cuda_rt_kernels_iota_u32(device_out, n, start, stream.as_raw()) };
-        check(status, "cuda_rt_kernels_iota_u32")
+        let status =
+            unsafe { cuda_rt_interop_launch_iota_u32(device_out, n, start, stream.as_raw()) };
+        check(status, "cuda_rt_interop_launch_iota_u32")
     })
+}
+
+extern "C" {
+    /// `kernels/iota.cu`: queues `out[i] = start + i` for `i < n` (`n > 0`) on `stream`;
+    /// returns the launch's status (`cudaGetLastError`).
+    fn cuda_rt_interop_launch_iota_u32(
+        out: *mut u32,
+        n: usize,
+        start: u32,
+        stream: cudaStream_t,
+    ) -> cudaError_t;
 }
 
 thread_local! {

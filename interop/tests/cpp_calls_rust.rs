@@ -207,15 +207,15 @@ fn standalone_cpp_program_links_the_static_library() {
 /// The runtime flags of the link: one CUDA runtime in the program, the library's.
 fn link_mode_args() -> Vec<String> {
     let system = ["-ldl", "-lpthread", "-lrt", "-lm"].map(String::from);
-    if env!("CUDA_RT_INTEROP_LINK_MODE") == "dynamic" {
+    if cuda_rt_interop_fixtures::LINK_MODE == "dynamic" {
         // libcuda_rt_interop.a references libcudart.so; the program links it too.
         let mut args = vec![
             "-cudart".into(),
             "none".into(),
-            format!("-L{}", env!("CUDA_RT_INTEROP_CUDART_LINK_DIR")),
+            format!("-L{}", cuda_rt_interop_fixtures::CUDART_LINK_DIR),
             "-lcudart".into(),
             "-Xlinker".into(),
-            format!("-rpath={}", env!("CUDA_RT_INTEROP_CUDART_LIB_DIR")),
+            format!("-rpath={}", cuda_rt_interop_fixtures::CUDART_LIB_DIR),
         ];
         args.extend(system);
         args

@@ -152,7 +152,7 @@ fn every_declared_function_is_exported_by_the_static_library() {
 
 /// The CUDA headers: the build's, or those of the toolkit of [`nvcc`].
 fn toolkit_include() -> Option<PathBuf> {
-    let build = PathBuf::from(env!("CUDA_RT_INTEROP_TOOLKIT_INCLUDE"));
+    let build = PathBuf::from(cuda_rt_interop_fixtures::TOOLKIT_INCLUDE);
     let local = nvcc().and_then(|nvcc| {
         Some(
             nvcc.canonicalize()

@@ -22,8 +22,7 @@ use std::path::{Path, PathBuf};
 /// cuda-rt-sort's build script reruns when its own features or cuda-rt-sys's differ.
 /// With one package selected, `NAME/feature` names a dependency of it by its key (`cuda-rt`
 /// for the package cuda-runtime).
-pub const WORKSPACE_DEFAULTS: &str =
-    "cuda-rt-sort/default,cuda-rt-sys/default,cuda-rt/default,cuda-rt-test-kernels/default";
+pub const WORKSPACE_DEFAULTS: &str = "cuda-rt-sort/default,cuda-rt-sys/default,cuda-rt/default";
 
 /// The CUDA runtime that libcuda_rt_interop.a brings (`CUDA_RT_INTEROP_RUNTIME`).
 #[derive(Clone, Copy)]

@@ -91,7 +91,7 @@ pub fn stage_gpu() -> Result {
     for artifact in executables(&messages) {
         manifest.stage(&artifact, &bin, "")?;
     }
-    let interop_out = build_script_out_dir(&messages, "cuda-rt-interop")?;
+    let interop_out = build_script_out_dir(&messages, "cuda-rt-interop-fixtures")?;
     for library in INTEROP_SHARED_LIBRARIES {
         copy(&interop_out.join(library), &bin.join(library))?;
     }

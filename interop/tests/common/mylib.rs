@@ -159,7 +159,7 @@ impl Variant {
 
 /// How cuda-rt-sys linked the runtime into this test binary: "static" or "dynamic".
 pub fn rust_link_mode() -> &'static str {
-    env!("CUDA_RT_INTEROP_LINK_MODE")
+    cuda_rt_interop_fixtures::LINK_MODE
 }
 
 impl Mylib {
@@ -274,7 +274,7 @@ pub fn shared_library_path(file: &str) -> PathBuf {
     {
         candidates.push(dir.join(file));
     }
-    candidates.push(PathBuf::from(env!("CUDA_RT_INTEROP_OUT_DIR")).join(file));
+    candidates.push(PathBuf::from(cuda_rt_interop_fixtures::OUT_DIR).join(file));
     candidates
         .iter()
         .find(|p| p.is_file())

@@ -47,7 +47,7 @@ pub fn tool(path: &Path) -> Option<PathBuf> {
 /// toolkit (a GPU machine), that machine's: `$CUDA_HOME/bin/nvcc`, `/usr/local/cuda/bin/nvcc`,
 /// or `nvcc` on the PATH.
 pub fn nvcc() -> Option<PathBuf> {
-    let mut candidates = vec![PathBuf::from(env!("CUDA_RT_INTEROP_NVCC"))];
+    let mut candidates = vec![PathBuf::from(cuda_rt_interop_fixtures::NVCC)];
     if let Some(home) = std::env::var_os("CUDA_HOME") {
         candidates.push(PathBuf::from(home).join("bin/nvcc"));
     }
