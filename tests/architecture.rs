@@ -155,15 +155,19 @@ fn expand(text: &str, base: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
     }
 }
 
-/// The top-level modules of the crate at `src` (files `NAME.rs` and folders `NAME/`), each with
-/// its files.
+/// The top-level modules of the crate at `src` (files `NAME.rs` and folders `NAME/` that hold
+/// Rust files), each with its files. A folder without any (left behind by a move, say) is no
+/// module.
 fn modules_of(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
     let mut modules: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for entry in fs::read_dir(src).unwrap().map(Result::unwrap) {
         let path = entry.path();
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         if path.is_dir() {
-            modules.entry(name).or_default().extend(rust_files(&path));
+            let files = rust_files(&path);
+            if !files.is_empty() {
+                modules.entry(name).or_default().extend(files);
+            }
         } else if path.extension().is_some_and(|e| e == "rs") && name != "lib" && name != "main" {
             modules.entry(name).or_default().push(path);
         }
