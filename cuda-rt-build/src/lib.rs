@@ -85,6 +85,12 @@
 //! | `CUDA_RT_BUILD_CACHE` | the folder of the compile cache, or `off` for none; default `cuda-rt-build-cache` in the target folder (see below) |
 //! | `CUDA_RT_LINEINFO_<CRATE>`, `CUDA_RT_NVCC_FLAGS_<CRATE>` | the same for one crate only: the package's name in capitals, `-` as `_` (`CUDA_RT_NVCC_FLAGS_MY_APP` for `my-app`). The crate's own `LINEINFO` wins over the global one; its flags come after the global ones. Changing one rebuilds that crate's device code only, not its dependencies' (the sort's, say): the way to profile or tune your own kernels |
 //!
+//! A library whose kernels should not follow a program's settings for its own reads only its
+//! crate's variables: [`Build::crate_settings_only`] (the global `CUDA_RT_NVCC_FLAGS` and
+//! `CUDA_RT_LINEINFO` are then neither read nor registered, so changing them does not rerun its
+//! build script). `CUDA_RT_ARCHS` applies to every crate. nvcc gets `--threads` with Cargo's job
+//! count, so that one compile's architectures build at once.
+//!
 //! # The compile cache
 //! Cargo runs a build script again, in a new `OUT_DIR`, whenever its unit changes: `cargo
 //! clippy` after `cargo test`, another feature set of the crate, a release build after a debug
