@@ -276,7 +276,6 @@ impl Build {
         let nvcc = Nvcc {
             toolkit: &toolkit,
             flags: &flags,
-            threads: jobs(),
             cache: cache.as_ref(),
         };
         let dependencies = nvcc.compile(source, kind.mode_flag(), &path, &depfile)?;
@@ -363,7 +362,6 @@ impl Build {
                             let nvcc = Nvcc {
                                 toolkit,
                                 flags,
-                                threads: jobs,
                                 cache,
                             };
                             nvcc.compile(source, "-c", object, &depfile)
@@ -428,9 +426,6 @@ fn jobs() -> usize {
 struct Nvcc<'a> {
     toolkit: &'a Toolkit,
     flags: &'a [String],
-    /// `--threads`: how many architectures of one compile nvcc may compile at once (the
-    /// output is the same for any number, so it is not part of the cache's key).
-    threads: usize,
     cache: Option<&'a Cache>,
 }
 
@@ -450,7 +445,6 @@ impl Nvcc<'_> {
         let Nvcc {
             toolkit,
             flags,
-            threads,
             cache,
         } = *self;
         let cache = cache.map(|c| (Cache::key(toolkit, flags, mode, source), c));
@@ -460,6 +454,9 @@ impl Nvcc<'_> {
         }
         let mut command = Command::new(&toolkit.nvcc);
         command.args(flags);
+        // `--threads`: the architectures of one compile at once, as many as Cargo's jobs (the
+        // output is the same for any number, so it is not part of the cache's key).
+        let threads = jobs();
         if threads > 1 {
             command.arg(format!("--threads={threads}"));
         }
