@@ -1,11 +1,15 @@
 //! Build script of cuda-rt-sort: compiles `kernels/*.cu` with the toolkit cuda-rt-sys found,
-//! through cuda-rt-build, as relocatable device code with dynamic parallelism (the merge sort's
-//! device-driven chain). The library is self-contained: it links beside any other crate's
-//! relocatable device code (cuda-rt-build's documentation says how).
+//! through cuda-rt-build.
 //!
-//! `kernels/mergesort.cu` is compiled a second time without relocatable device code and
-//! without its device-side launches, for the sorts whose stages the host queues (faster
-//! launches).
+//! Always: `kernels/*.cu` without relocatable device code, with the merge sort's device-side
+//! launches compiled out (every stage a host launch), into `libcuda_rt_sort_nordc.a`. With the
+//! feature `device-driven`, `kernels/mergesort.cu` a second time as relocatable device code with
+//! dynamic parallelism (the device-driven chain), into `libcuda_rt_sort.a`, which links beside
+//! any other crate's relocatable device code (cuda-rt-build's documentation says how).
+//! Key and value sizes: 4- and 8-byte keys with values of 0, 4 or 8 bytes always; the features
+//! `narrow-keys` (1- and 2-byte keys) and `wide-values` (16-byte values) add theirs
+//! (`kernels/sort_types.cuh`). Each is a set of kernels per architecture: the default build
+//! compiles about a seventh of what all three features do (docs/building.md has the times).
 //!
 //! Variables: `CUDA_RT_ARCHS` (the program's GPU architectures, shared by every crate that
 //! compiles CUDA code), and this crate's own `CUDA_RT_NVCC_FLAGS_CUDA_RT_SORT` and
@@ -33,14 +37,19 @@ fn main() {
             std::process::exit(1);
         }
     };
-    // The two builds of the sort at once: each is one long nvcc run per architecture list.
-    std::thread::scope(|scope| {
-        scope.spawn(compile_sort_without_rdc);
-        kernel_build()
-            .files(kernel_sources(Path::new("kernels")))
-            .relocatable_device_code(true)
-            .compile("cuda_rt_sort");
-    });
+    let sources = kernel_sources(Path::new("kernels"));
+    if feature("DEVICE_DRIVEN") {
+        // The two builds of the sort at once: each is one long nvcc run per architecture list.
+        std::thread::scope(|scope| {
+            scope.spawn(|| compile_without_rdc(&sources));
+            kernel_build()
+                .file("kernels/mergesort.cu")
+                .relocatable_device_code(true)
+                .compile("cuda_rt_sort");
+        });
+    } else {
+        compile_without_rdc(&sources);
+    }
     // The toolkit's headers, for the test that regenerates the sort's Rust interface from
     // kernels/cuda_rt_sort.h (which includes cuda_runtime_api.h).
     println!(
@@ -56,10 +65,15 @@ fn main() {
     }
 }
 
+/// Whether the package's feature `name` (upper case, `_` for `-`) is on.
+fn feature(name: &str) -> bool {
+    std::env::var_os(format!("CARGO_FEATURE_{name}")).is_some()
+}
+
 /// The settings of every build of `kernels/`: their headers, C++ constexpr functions in device
-/// code, and Turing or newer; ptxas's warnings about spilled registers only when
-/// `CUDA_RT_SORT_WARN_SPILLS=1` (for work on the kernels: a dependent would see them on every
-/// build).
+/// code, and Turing or newer; the key and value sizes of the features (`kernels/sort_types.cuh`);
+/// ptxas's warnings about spilled registers only when `CUDA_RT_SORT_WARN_SPILLS=1` (for work on
+/// the kernels: a dependent would see them on every build).
 fn kernel_build() -> Build {
     let mut build = Build::new();
     build
@@ -67,19 +81,25 @@ fn kernel_build() -> Build {
         .flag("--expt-relaxed-constexpr")
         .min_arch(Arch(75))
         .crate_settings_only(true);
+    if feature("NARROW_KEYS") {
+        build.define("CUDA_RT_SORT_NARROW_KEYS", None);
+    }
+    if feature("WIDE_VALUES") {
+        build.define("CUDA_RT_SORT_WIDE_VALUES", None);
+    }
     if cuda_rt_build::env("CUDA_RT_SORT_WARN_SPILLS").is_some_and(|v| v == "1") {
         build.flag("-Xptxas=-warn-spills");
     }
     build
 }
 
-/// `kernels/mergesort.cu` a second time, without `-rdc` and with its device-side launches
-/// compiled out (`CUDA_RT_SORT_HOST_LAUNCHES_ONLY`: every stage is a host launch), into
-/// `libcuda_rt_sort_nordc.a`. Host-queued sorts go through this build: the host launches
-/// kernels compiled without relocatable device code faster (BENCHMARKS.md, "With or without
-/// relocatable device code"). The preprocessor renames its namespace and C entry points
-/// (suffix `_nordc`), so no symbol collides with the RDC build's.
-fn compile_sort_without_rdc() {
+/// `sources` without `-rdc`, the merge sort's device-side launches compiled out
+/// (`CUDA_RT_SORT_HOST_LAUNCHES_ONLY`: every stage is a host launch), into
+/// `libcuda_rt_sort_nordc.a`. Every sort the host queues goes through this build: the host
+/// launches kernels compiled without relocatable device code faster (BENCHMARKS.md, "With or
+/// without relocatable device code"). The preprocessor renames the merge sort's namespace and C
+/// entry points (suffix `_nordc`), so no symbol collides with the relocatable build's.
+fn compile_without_rdc(sources: &[PathBuf]) {
     kernel_build()
         .define("CUDA_RT_SORT_HOST_LAUNCHES_ONLY", None)
         .define("cuda_rt_sort", Some("cuda_rt_sort_nordc"))
@@ -92,7 +112,7 @@ fn compile_sort_without_rdc() {
             "cuda_rt_kernels_sort_stage_times",
             Some("cuda_rt_kernels_sort_stage_times_nordc"),
         )
-        .file("kernels/mergesort.cu")
+        .files(sources)
         .compile("cuda_rt_sort_nordc");
 }
 

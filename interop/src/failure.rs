@@ -9,6 +9,7 @@
 //! | a device-side launch of the sort failed ([`SortError::DeviceLaunch`]) | that status |
 //! | the sort's chain stopped early for another reason | `cudaErrorUnknown` |
 //! | the sort refused its arguments ([`SortError::UnsupportedValue`], [`SortError::SizeOverflow`], [`SortError::SharedMemoryLimit`], ...) | `cudaErrorInvalidValue` |
+//! | the library was built without the sort's kernels for the request ([`SortError::NotBuilt`]) | `cudaErrorNotSupported` |
 //! | an argument was rejected (null, misaligned, unknown key type, host memory, ...) | `cudaErrorInvalidValue` |
 //! | a workspace used on another device than the one it was created on | `cudaErrorInvalidDevice` |
 //! | a workspace's sort has not finished yet (`cuda_rt_sort_status`) | `cudaErrorNotReady` |
@@ -76,6 +77,7 @@ impl Failure {
                 | SortError::SizeOverflow
                 | SortError::SharedMemoryLimit { .. },
             ) => sys::cudaErrorInvalidValue,
+            Failure::Sort(SortError::NotBuilt { .. }) => sys::cudaErrorNotSupported,
             Failure::Sort(_) => sys::cudaErrorUnknown,
             Failure::InvalidArgument(_) | Failure::Pointer { .. } => sys::cudaErrorInvalidValue,
             Failure::WrongDevice { .. } => sys::cudaErrorInvalidDevice,

@@ -284,7 +284,9 @@ extern "C" {
 
 /** Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)
  * needs: scratch sizes, passes, launches, tiles, shared memory. Host only; launches nothing.
- * cudaErrorInvalidValue for unsupported sizes or unknown flags. */
+ * cudaErrorInvalidValue for unsupported sizes or unknown flags; cudaErrorNotSupported for 1- or
+ * 2-byte keys or 16-byte values in a build without them (cuda-rt-sort's features `narrow-keys`,
+ * `wide-values`), as for every entry point below. */
 cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes,
                                         uint32_t value_bytes, uint32_t flags,
                                         CudaRtSortLayout* out);
@@ -300,14 +302,27 @@ cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes
 cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream);
 
 /** cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,
- * whatever the driver flags say; host launches of these kernels cost less. */
+ * whatever the driver flags say; host launches of these kernels cost less. The library always
+ * has this build; the one with relocatable device code (the three entry points above and below
+ * without the suffix) only with cuda-rt-sort's feature `device-driven`. */
 cudaError_t cuda_rt_kernels_sort_nordc(const CudaRtSortArgs* args, cudaStream_t stream);
+
+/** cuda_rt_kernels_sort_layout of the build without relocatable device code: a driver left to
+ * the library is the host. */
+cudaError_t cuda_rt_kernels_sort_layout_nordc(unsigned long long n, uint32_t key_bytes,
+                                              uint32_t value_bytes, uint32_t flags,
+                                              CudaRtSortLayout* out);
 
 /** Benchmarks only: the sort of cuda_rt_kernels_sort, host-driven whatever the flags say, with
  * an event before and after every stage; waits for the sort and writes each stage's time (ms)
  * to stage_ms[0..*stages). cudaErrorInvalidValue when capacity < *stages. */
 cudaError_t cuda_rt_kernels_sort_stage_times(const CudaRtSortArgs* args, cudaStream_t stream,
                                              float* stage_ms, uint32_t capacity, uint32_t* stages);
+
+/** cuda_rt_kernels_sort_stage_times of the build without relocatable device code. */
+cudaError_t cuda_rt_kernels_sort_stage_times_nordc(const CudaRtSortArgs* args, cudaStream_t stream,
+                                                   float* stage_ms, uint32_t capacity,
+                                                   uint32_t* stages);
 
 /** Enqueues on `stream` one single-thread kernel that copies the status word *status to
  * *first_failure when the word is not DONE and *first_failure still is: after several sorts

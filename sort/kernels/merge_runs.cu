@@ -21,6 +21,7 @@
 #include "cuda_rt_sort.h"
 #include "mergesort_keys.cuh"
 #include "mergesort_merge_path.cuh"
+#include "sort_types.cuh"
 
 namespace cuda_rt_sort {
 namespace {
@@ -31,12 +32,6 @@ constexpr int kRunsItems = kRunsTile / kRunsThreads;
 static_assert(kRunsItems * kRunsThreads == kRunsTile, "a tile is ITEMS outputs a thread");
 constexpr int kCutsThreads = 128;
 constexpr int kMaxParts = int(CUDA_RT_SORT_RUN_MAX_PARTS);
-
-// Values move as opaque words of their size.
-struct Value16 {
-    uint4 bits;
-};
-struct NoValue {};
 
 // A run as the kernels read it: element i of the run is element i - start[p] of part p, the
 // part whose [start[p], start[p + 1]) holds i.
@@ -218,27 +213,11 @@ cudaError_t merge_runs_typed(const CudaRtSortMergeArgs& args, cudaStream_t strea
         a, b, args.cuts, args.out_begin, args.out_len, tiles, args.key_mode);
     cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) return status;
-    constexpr bool kHasValues = !std::is_same<V, NoValue>::value;
-    merge_runs_tiles_kernel<K, V, kHasValues><<<dim3(unsigned(tiles)), kRunsThreads, 0, stream>>>(
-        a, b, args.cuts, static_cast<K*>(args.keys), static_cast<V*>(args.values), args.out_begin,
-        args.out_len, args.key_mode);
+    merge_runs_tiles_kernel<K, V, kHasValues<V>>
+        <<<dim3(unsigned(tiles)), kRunsThreads, 0, stream>>>(
+            a, b, args.cuts, static_cast<K*>(args.keys), static_cast<V*>(args.values),
+            args.out_begin, args.out_len, args.key_mode);
     return cudaGetLastError();
-}
-
-template <class K>
-cudaError_t merge_runs_keyed(const CudaRtSortMergeArgs& args, cudaStream_t stream) {
-    switch (args.value_bytes) {
-        case 0:
-            return merge_runs_typed<K, NoValue>(args, stream);
-        case 4:
-            return merge_runs_typed<K, uint32_t>(args, stream);
-        case 8:
-            return merge_runs_typed<K, uint64_t>(args, stream);
-        case 16:
-            return merge_runs_typed<K, Value16>(args, stream);
-        default:
-            return cudaErrorInvalidValue;
-    }
 }
 
 bool valid_run(const CudaRtSortRun& run, bool values) {
@@ -276,16 +255,7 @@ extern "C" cudaError_t cuda_rt_kernels_merge_runs(const CudaRtSortMergeArgs* arg
     }
     // One grid of tiles: at most 2^31 - 1 blocks.
     if ((args->out_len + kRunsTile - 1) / kRunsTile > 0x7fffffffull) return cudaErrorInvalidValue;
-    switch (args->key_bytes) {
-        case 1:
-            return merge_runs_keyed<uint8_t>(*args, stream);
-        case 2:
-            return merge_runs_keyed<uint16_t>(*args, stream);
-        case 4:
-            return merge_runs_keyed<uint32_t>(*args, stream);
-        case 8:
-            return merge_runs_keyed<uint64_t>(*args, stream);
-        default:
-            return cudaErrorInvalidValue;
-    }
+    return with_sort_types(args->key_bytes, args->value_bytes, [&](auto key, auto value) {
+        return merge_runs_typed<decltype(key), decltype(value)>(*args, stream);
+    });
 }

@@ -129,8 +129,12 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) 
     }
     const bool four_way = (flags & CUDA_RT_SORT_CUTS_MASK) == CUDA_RT_SORT_CUTS_FOUR_WAY;
     if ((flags & CUDA_RT_SORT_DRIVER_MASK) == 0) {
+#ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
+        flags |= CUDA_RT_SORT_DRIVER_HOST;  // this build has no device-side launches
+#else
         flags |= four_way || n < CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS ? CUDA_RT_SORT_DRIVER_HOST
                                                                      : CUDA_RT_SORT_DRIVER_DEVICE;
+#endif
     }
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) {
         const auto fits = [smem_limit](int threads) {
@@ -516,40 +520,6 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
 #endif
 }
 
-// Calls f(K{}, V{}) with the key type of key_bytes bytes and the value type of value_bytes
-// bytes (NoValue for 0); cudaErrorInvalidValue for other sizes.
-template <class K, class F>
-cudaError_t with_value_type(uint32_t value_bytes, F&& f) {
-    switch (value_bytes) {
-        case 0:
-            return f(K{}, NoValue{});
-        case 4:
-            return f(K{}, uint32_t{});
-        case 8:
-            return f(K{}, uint64_t{});
-        case 16:
-            return f(K{}, Value16{});
-        default:
-            return cudaErrorInvalidValue;
-    }
-}
-
-template <class F>
-cudaError_t with_types(uint32_t key_bytes, uint32_t value_bytes, F&& f) {
-    switch (key_bytes) {
-        case 1:
-            return with_value_type<uint8_t>(value_bytes, f);
-        case 2:
-            return with_value_type<uint16_t>(value_bytes, f);
-        case 4:
-            return with_value_type<uint32_t>(value_bytes, f);
-        case 8:
-            return with_value_type<uint64_t>(value_bytes, f);
-        default:
-            return cudaErrorInvalidValue;
-    }
-}
-
 bool valid_mode(uint32_t key_bytes, uint32_t mode) {
     if (mode & ~(kKeyKindMask | kKeyDescending)) return false;
     const uint32_t kind = mode & kKeyKindMask;
@@ -568,7 +538,7 @@ extern "C" cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_
     using namespace cuda_rt_sort;
     if (out == nullptr || (flags & ~uint32_t(CUDA_RT_SORT_FLAGS_KNOWN)) != 0)
         return cudaErrorInvalidValue;
-    return with_types(key_bytes, value_bytes, [&](auto key, auto value) {
+    return with_sort_types(key_bytes, value_bytes, [&](auto key, auto value) {
         fill_layout<decltype(key), decltype(value)>(n, flags, out);
         return cudaSuccess;
     });
@@ -585,7 +555,7 @@ cudaError_t sort_entry(const CudaRtSortArgs* args, cudaStream_t stream, const St
     if (args->n == 0) return cudaMemsetAsync(args->status, 0, sizeof(uint32_t), stream);
     if (args->keys == nullptr || (args->value_bytes != 0 && args->values == nullptr))
         return cudaErrorInvalidValue;
-    return with_types(args->key_bytes, args->value_bytes, [&](auto key, auto value) {
+    return with_sort_types(args->key_bytes, args->value_bytes, [&](auto key, auto value) {
         return run_sort<decltype(key), decltype(value)>(*args, stream, timer);
     });
 }

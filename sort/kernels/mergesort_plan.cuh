@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "cuda_rt_sort.h"
+#include "sort_types.cuh"
 
 namespace cuda_rt_sort {
 
@@ -40,18 +41,6 @@ __host__ __device__ constexpr uint32_t launch_failure(int stage, int error) {
     return kStatusLaunchFailed | stage_field(stage) |
            (uint32_t(error) & CUDA_RT_SORT_STATUS_ERROR_MASK);
 }
-
-// ---- Values -----------------------------------------------------------------------------------
-// Values are moved as opaque blocks of 4, 8 or 16 bytes; keys-only sorts use NoValue.
-struct NoValue {};
-struct alignas(16) Value16 {
-    uint64_t lo, hi;
-};
-
-template <class V>
-constexpr bool kHasValues = !std::is_same<V, NoValue>::value;
-template <class V>
-constexpr int kValueBytes = kHasValues<V> ? int(sizeof(V)) : 0;
 
 // ---- Tuning -----------------------------------------------------------------------------------
 // Items per thread, by the bytes that travel per element (key + value). Odd, so that the

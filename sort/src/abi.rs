@@ -268,7 +268,7 @@ impl Default for CudaRtSortMergeArgs {
     }
 }
 unsafe extern "C" {
-    #[doc = " Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)\n needs: scratch sizes, passes, launches, tiles, shared memory. Host only; launches nothing.\n cudaErrorInvalidValue for unsupported sizes or unknown flags."]
+    #[doc = " Fills *out with what a sort of n keys of key_bytes bytes (and values of value_bytes bytes)\n needs: scratch sizes, passes, launches, tiles, shared memory. Host only; launches nothing.\n cudaErrorInvalidValue for unsupported sizes or unknown flags; cudaErrorNotSupported for 1- or\n 2-byte keys or 16-byte values in a build without them (cuda-rt-sort's features `narrow-keys`,\n `wide-values`), as for every entry point below."]
     pub fn cuda_rt_kernels_sort_layout(
         n: ::core::ffi::c_ulonglong,
         key_bytes: u32,
@@ -282,15 +282,35 @@ unsafe extern "C" {
     pub fn cuda_rt_kernels_sort(args: *const CudaRtSortArgs, stream: cudaStream_t) -> cudaError_t;
 }
 unsafe extern "C" {
-    #[doc = " cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,\n whatever the driver flags say; host launches of these kernels cost less."]
+    #[doc = " cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,\n whatever the driver flags say; host launches of these kernels cost less. The library always\n has this build; the one with relocatable device code (the three entry points above and below\n without the suffix) only with cuda-rt-sort's feature `device-driven`."]
     pub fn cuda_rt_kernels_sort_nordc(
         args: *const CudaRtSortArgs,
         stream: cudaStream_t,
     ) -> cudaError_t;
 }
 unsafe extern "C" {
+    #[doc = " cuda_rt_kernels_sort_layout of the build without relocatable device code: a driver left to\n the library is the host."]
+    pub fn cuda_rt_kernels_sort_layout_nordc(
+        n: ::core::ffi::c_ulonglong,
+        key_bytes: u32,
+        value_bytes: u32,
+        flags: u32,
+        out: *mut CudaRtSortLayout,
+    ) -> cudaError_t;
+}
+unsafe extern "C" {
     #[doc = " Benchmarks only: the sort of cuda_rt_kernels_sort, host-driven whatever the flags say, with\n an event before and after every stage; waits for the sort and writes each stage's time (ms)\n to stage_ms[0..*stages). cudaErrorInvalidValue when capacity < *stages."]
     pub fn cuda_rt_kernels_sort_stage_times(
+        args: *const CudaRtSortArgs,
+        stream: cudaStream_t,
+        stage_ms: *mut f32,
+        capacity: u32,
+        stages: *mut u32,
+    ) -> cudaError_t;
+}
+unsafe extern "C" {
+    #[doc = " cuda_rt_kernels_sort_stage_times of the build without relocatable device code."]
+    pub fn cuda_rt_kernels_sort_stage_times_nordc(
         args: *const CudaRtSortArgs,
         stream: cudaStream_t,
         stage_ms: *mut f32,

@@ -20,9 +20,43 @@ mod abi {
 use cuda_rt_sys::{cudaError_t, cudaStream_t};
 
 pub use abi::{
-    cuda_rt_kernels_merge_runs, cuda_rt_kernels_sort, cuda_rt_kernels_sort_fold_status,
-    cuda_rt_kernels_sort_layout, cuda_rt_kernels_sort_nordc, cuda_rt_kernels_sort_stage_times,
+    cuda_rt_kernels_merge_runs, cuda_rt_kernels_sort_fold_status,
+    cuda_rt_kernels_sort_layout_nordc, cuda_rt_kernels_sort_nordc,
+    cuda_rt_kernels_sort_stage_times_nordc,
 };
+/// The build with relocatable device code, whose plans may be device-driven (feature
+/// `device-driven`).
+#[cfg(feature = "device-driven")]
+pub use abi::{
+    cuda_rt_kernels_sort, cuda_rt_kernels_sort_layout, cuda_rt_kernels_sort_stage_times,
+};
+
+/// The build the library queues its sorts through: with the feature `device-driven` the one
+/// with relocatable device code, whose plans may be device-driven (its host-queued plans then
+/// still run the build without, see [`entry_for`]); otherwise the build without relocatable
+/// device code, every plan host-queued.
+#[cfg(feature = "device-driven")]
+pub(crate) use abi::{
+    cuda_rt_kernels_sort_layout as plan_sort, cuda_rt_kernels_sort_stage_times as time_stages,
+};
+#[cfg(not(feature = "device-driven"))]
+pub(crate) use abi::{
+    cuda_rt_kernels_sort_layout_nordc as plan_sort,
+    cuda_rt_kernels_sort_stage_times_nordc as time_stages,
+};
+
+/// The C entry point, and its name, that queues a sort whose resolved flags (a layout's) are
+/// `flags`: the build without relocatable device code for a host-queued plan (cheaper
+/// launches), the one with it for a device-driven plan, which only a build with the feature
+/// `device-driven` plans.
+pub(crate) fn entry_for(flags: u32) -> (SortEntry, &'static str) {
+    #[cfg(feature = "device-driven")]
+    if flags & self::flags::DRIVER_MASK != self::flags::DRIVER_HOST {
+        return (cuda_rt_kernels_sort, "cuda_rt_kernels_sort");
+    }
+    let _ = flags;
+    (cuda_rt_kernels_sort_nordc, "cuda_rt_kernels_sort_nordc")
+}
 
 /// `CudaRtSortRun`: a sorted run in parts, possibly on several devices.
 pub type SortRun = abi::CudaRtSortRun;
@@ -45,7 +79,7 @@ pub type SortLayout = abi::CudaRtSortLayout;
 /// `CudaRtSortArgs`: one sort (fields as in `kernels/cuda_rt_sort.h`).
 pub type SortArgs = abi::CudaRtSortArgs;
 
-/// The signature of [`cuda_rt_kernels_sort`] and [`cuda_rt_kernels_sort_nordc`].
+/// The signature of `cuda_rt_kernels_sort` and [`cuda_rt_kernels_sort_nordc`].
 pub type SortEntry =
     unsafe extern "C" fn(args: *const SortArgs, stream: cudaStream_t) -> cudaError_t;
 

@@ -176,7 +176,8 @@ mod private {
     pub trait Sealed {}
 }
 
-/// A key type the GPU sort supports: `u8 u16 u32 u64 i8 i16 i32 i64 f32 f64`.
+/// A key type the GPU sort supports: `u32 u64 i32 i64 f32 f64`, and with the feature
+/// `narrow-keys` also `u8 u16 i8 i16`.
 ///
 /// Sealed: the kernels know exactly these formats.
 pub trait SortKey: Copy + Send + Sync + 'static + private::Sealed {
@@ -194,10 +195,12 @@ macro_rules! sort_key {
     )*};
 }
 sort_key!(
-    u8 => Unsigned, u16 => Unsigned, u32 => Unsigned, u64 => Unsigned,
-    i8 => Signed, i16 => Signed, i32 => Signed, i64 => Signed,
+    u32 => Unsigned, u64 => Unsigned,
+    i32 => Signed, i64 => Signed,
     f32 => Float, f64 => Float,
 );
+#[cfg(feature = "narrow-keys")]
+sort_key!(u8 => Unsigned, u16 => Unsigned, i8 => Signed, i16 => Signed);
 
 /// Which kernel launches the stages after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -379,6 +382,16 @@ pub enum SortError {
     /// forms refuse a capturing stream: capture with [`SortWorkspace::sort_captured`], whose
     /// check is a host node that runs on every replay. Nothing was queued.
     StreamCapturing,
+    /// This build of the library leaves out the kernels the sort needs: 1- or 2-byte keys,
+    /// 16-byte values or the device-driven chain ([`Driver::Device`]), each behind a feature of
+    /// cuda-rt-sort (`narrow-keys`, `wide-values`, `device-driven`) because each is a further
+    /// set of kernels to compile. Nothing was queued.
+    NotBuilt {
+        /// The feature that builds them.
+        feature: &'static str,
+        /// What the sort needed.
+        what: &'static str,
+    },
     /// A sort across devices was given no parts (or devices), or more than its merges take
     /// ([`merge_runs::MAX_PARTS`](ffi::merge_runs::MAX_PARTS)). Nothing was queued.
     TooManyParts {
@@ -491,6 +504,11 @@ impl fmt::Display for SortError {
                 "sort across devices: {parts} parts (devices) given, 1 to {max} taken; nothing \
                  was queued"
             ),
+            SortError::NotBuilt { feature, what } => write!(
+                f,
+                "sort: {what} need cuda-rt-sort's feature `{feature}`, which compiles their \
+                 kernels (this build leaves them out); nothing was queued"
+            ),
             SortError::SharedMemoryLimit { needed, limit } => write!(
                 f,
                 "sort: the sort's blocks need {needed} bytes of shared memory per block, more \
@@ -564,6 +582,14 @@ impl From<SortError> for cuda_rt::Error {
                 sys::cudaErrorInvalidValue,
                 "sort across devices: no parts, or too many",
             ),
+            SortError::NotBuilt { feature, .. } => cuda(
+                sys::cudaErrorNotSupported,
+                match feature {
+                    "narrow-keys" => "sort: 1- and 2-byte keys not built (feature narrow-keys)",
+                    "wide-values" => "sort: 16-byte values not built (feature wide-values)",
+                    _ => "sort: the device-driven chain not built (feature device-driven)",
+                },
+            ),
         }
     }
 }
@@ -629,8 +655,8 @@ mod tests {
     #[test]
     fn modes_and_flags() {
         assert_eq!(f32::FORMAT.mode(Order::Descending), 6);
-        assert_eq!(i16::FORMAT.mode(Order::Ascending), 1);
-        assert_eq!(u8::FORMAT.bytes, 1);
+        assert_eq!(i32::FORMAT.mode(Order::Ascending), 1);
+        assert_eq!(u64::FORMAT.bytes, 8);
         assert_eq!(Strategy::default().flags(), 0);
         let s = Strategy {
             driver: Driver::Host,
@@ -638,5 +664,54 @@ mod tests {
             tile: TileWidth::Wide,
         };
         assert_eq!(s.flags(), 0x2 | 0x4 | 0x20);
+    }
+
+    #[cfg(feature = "narrow-keys")]
+    #[test]
+    fn narrow_key_formats() {
+        assert_eq!(i16::FORMAT.mode(Order::Ascending), 1);
+        assert_eq!(u8::FORMAT.bytes, 1);
+    }
+
+    /// What a build leaves out is refused by name before any CUDA call (so without a GPU too).
+    #[test]
+    fn what_a_build_leaves_out_is_refused_by_feature() {
+        let not_built = |key: KeyFormat, value_bytes: usize, driver: Driver| {
+            let strategy = Strategy {
+                driver,
+                ..Strategy::AUTO
+            };
+            match raw::layout(1 << 20, key, value_bytes, strategy) {
+                Err(SortError::NotBuilt { feature, .. }) => Some(feature),
+                _ => None,
+            }
+        };
+        let narrow = KeyFormat {
+            bytes: 2,
+            kind: KeyKind::Signed,
+        };
+        let word = u32::FORMAT;
+        let expect = |on: bool, feature| if on { None } else { Some(feature) };
+        assert_eq!(
+            not_built(narrow, 0, Driver::Auto),
+            expect(cfg!(feature = "narrow-keys"), "narrow-keys")
+        );
+        assert_eq!(
+            not_built(word, 16, Driver::Auto),
+            expect(cfg!(feature = "wide-values"), "wide-values")
+        );
+        assert_eq!(
+            not_built(word, 4, Driver::Device),
+            expect(cfg!(feature = "device-driven"), "device-driven")
+        );
+        let error = SortError::NotBuilt {
+            feature: "wide-values",
+            what: "16-byte values",
+        };
+        assert!(error.to_string().contains("feature `wide-values`"));
+        assert_eq!(
+            cuda_rt::Error::from(error).code(),
+            Some(sys::cudaErrorNotSupported)
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! sort's work has completed; a live stream).
 
 use crate::ffi::{self, SortArgs, SortLayout};
-use crate::{KeyFormat, Order, SortError, SortKey, Strategy};
+use crate::{Driver, KeyFormat, Order, SortError, SortKey, Strategy};
 use cuda_rt::raw::{self as cuda, flags, RawStream};
 use std::ffi::c_void;
 use std::ptr;
@@ -16,10 +16,12 @@ use std::ptr;
 /// Planned for the current device's shared memory per block
 /// (`cudaDevAttrMaxSharedMemoryPerBlockOptin`); [`layout_with_limit`] plans for less.
 ///
-/// Host only (`cuda_rt_kernels_sort_layout`); launches nothing.
+/// Host only (`cuda_rt_kernels_sort_layout`, or `cuda_rt_kernels_sort_layout_nordc` without the
+/// feature `device-driven`); launches nothing.
 ///
 /// # Errors
-/// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16.
+/// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16;
+/// [`SortError::NotBuilt`] for sizes or a driver this build leaves out.
 pub fn layout(
     n: usize,
     key: KeyFormat,
@@ -36,10 +38,12 @@ pub fn layout(
 /// `smem_bytes` of the result is what its largest block needs, and `smem_limit` the limit it
 /// was planned for; [`check_shared_memory`] says whether the one fits the other.
 ///
-/// Host only (`cuda_rt_kernels_sort_layout`); launches nothing.
+/// Host only (`cuda_rt_kernels_sort_layout`, or `cuda_rt_kernels_sort_layout_nordc` without the
+/// feature `device-driven`); launches nothing.
 ///
 /// # Errors
-/// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16.
+/// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16;
+/// [`SortError::NotBuilt`] for sizes or a driver this build leaves out.
 pub fn layout_with_limit(
     n: usize,
     key: KeyFormat,
@@ -50,10 +54,11 @@ pub fn layout_with_limit(
     if ![0, 4, 8, 16].contains(&value_bytes) {
         return Err(SortError::UnsupportedValue { bytes: value_bytes });
     }
+    check_built(key.bytes, value_bytes, strategy)?;
     let mut out = SortLayout::default();
     // SAFETY: `out` is valid for a write; the call only computes sizes.
     let status = unsafe {
-        ffi::cuda_rt_kernels_sort_layout(
+        ffi::plan_sort(
             n as u64,
             key.bytes,
             value_bytes as u32,
@@ -63,6 +68,28 @@ pub fn layout_with_limit(
     };
     SortError::check(status, "cuda_rt_kernels_sort_layout")?;
     Ok(out)
+}
+
+/// Refuses a sort whose kernels this build of the library leaves out: 1- or 2-byte keys
+/// without the feature `narrow-keys`, 16-byte values without `wide-values`, [`Driver::Device`]
+/// without `device-driven`.
+///
+/// # Errors
+/// [`SortError::NotBuilt`] naming the feature.
+fn check_built(key_bytes: u32, value_bytes: usize, strategy: Strategy) -> Result<(), SortError> {
+    let missing = if key_bytes < 4 && !cfg!(feature = "narrow-keys") {
+        Some(("narrow-keys", "1- and 2-byte keys"))
+    } else if value_bytes == 16 && !cfg!(feature = "wide-values") {
+        Some(("wide-values", "16-byte values"))
+    } else if strategy.driver == Driver::Device && !cfg!(feature = "device-driven") {
+        Some(("device-driven", "the device-driven chain (Driver::Device)"))
+    } else {
+        None
+    };
+    match missing {
+        Some((feature, what)) => Err(SortError::NotBuilt { feature, what }),
+        None => Ok(()),
+    }
 }
 
 /// Whether the blocks of `layout` fit the shared memory per block it was planned for. They
@@ -358,15 +385,7 @@ impl RawWorkspace {
         unsafe { self.reserve(&layout) }?;
         let args = self.args(buffers, order, strategy);
         // Host-queued sorts run the build without relocatable device code (cheaper launches).
-        let host_driven = layout.flags & ffi::flags::DRIVER_MASK == ffi::flags::DRIVER_HOST;
-        let (entry, name): (ffi::SortEntry, _) = if host_driven {
-            (
-                ffi::cuda_rt_kernels_sort_nordc,
-                "cuda_rt_kernels_sort_nordc",
-            )
-        } else {
-            (ffi::cuda_rt_kernels_sort, "cuda_rt_kernels_sort")
-        };
+        let (entry, name) = ffi::entry_for(layout.flags);
         let entry = buffers.entry.unwrap_or(entry);
         self.in_flight = true;
         // SAFETY: the buffers are as the caller guarantees; the scratch, cuts and status
@@ -451,15 +470,8 @@ impl RawWorkspace {
         let mut stages = 0u32;
         self.in_flight = true;
         // SAFETY: as in enqueue; `times` holds 64 entries and `stages` one.
-        let status = unsafe {
-            ffi::cuda_rt_kernels_sort_stage_times(
-                &args,
-                stream,
-                times.as_mut_ptr(),
-                64,
-                &mut stages,
-            )
-        };
+        let status =
+            unsafe { ffi::time_stages(&args, stream, times.as_mut_ptr(), 64, &mut stages) };
         if let Err(e) = SortError::check(status, "cuda_rt_kernels_sort_stage_times") {
             // SAFETY: as in enqueue.
             unsafe { self.wait_after_error(stream) };

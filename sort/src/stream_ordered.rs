@@ -175,15 +175,7 @@ impl Planned {
             status: status.cast(),
             ..self.args
         };
-        let host_driven = self.layout.flags & ffi::flags::DRIVER_MASK == ffi::flags::DRIVER_HOST;
-        let (entry, name): (ffi::SortEntry, _) = if host_driven {
-            (
-                ffi::cuda_rt_kernels_sort_nordc,
-                "cuda_rt_kernels_sort_nordc",
-            )
-        } else {
-            (ffi::cuda_rt_kernels_sort, "cuda_rt_kernels_sort")
-        };
+        let (entry, name) = ffi::entry_for(self.layout.flags);
         // SAFETY: the caller's buffers are as the plan describes (the caller's contract); the
         // scratch parts, cuts and status word lie in the block, sized by the plan's layout and
         // valid for the work queued on `stream` (the caller's contract).
