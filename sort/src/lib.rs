@@ -1,6 +1,16 @@
-//! A stable GPU merge sort, for keys `u8 u16 u32 u64 i8 i16 i32 i64 f32 f64` and key–value
-//! pairs with values of 4, 8 or 16 bytes, ascending or descending. Its stages are queued from
-//! the host, or launched by the GPU itself (CUDA dynamic parallelism) where that is faster.
+//! A stable GPU merge sort, for keys `u32 u64 i32 i64 f32 f64` and key–value pairs with values
+//! of 4 or 8 bytes, ascending or descending. Its stages are queued from the host, or launched by
+//! the GPU itself (CUDA dynamic parallelism) where that is faster.
+//!
+//! # Features
+//! Each compiles a further set of kernels per architecture (the default build compiles about a
+//! seventh of what all three do); what a build leaves out is refused with
+//! [`SortError::NotBuilt`], naming the feature:
+//! - `narrow-keys`: `u8 u16 i8 i16` keys (without it they do not implement [`SortKey`]);
+//! - `wide-values`: 16-byte values;
+//! - `device-driven`: the device-driven chain ([`Driver::Device`], and [`Driver::Auto`]'s
+//!   choice of it for large two-way sorts): the merge sort a second time, as relocatable device
+//!   code with dynamic parallelism. Without it every sort is queued from the host.
 //!
 //! # How it works
 //! A grid sorts tiles in shared memory (one block per tile: up to 1024 threads × 34 keys for
@@ -12,7 +22,8 @@
 //! between the caller's buffer and a scratch buffer of the same size, ordered so that the last
 //! one writes the caller's buffer.
 //!
-//! Who launches the passes ([`Driver`]): by default the host queues every stage on the stream,
+//! Who launches the passes ([`Driver`]; the device only with the feature `device-driven`): by
+//! default the host queues every stage on the stream,
 //! from a build of the kernels without relocatable device code (cheaper host launches), for
 //! four-way sorts and for sorts below
 //! [`DEVICE_DRIVER_MIN_KEYS`](ffi::choices::DEVICE_DRIVER_MIN_KEYS) keys; on an H100 that is

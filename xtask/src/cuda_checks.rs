@@ -44,11 +44,18 @@ const SORT_CRATE: &str = "sort";
 /// only adds warnings.
 const KERNEL_FLAGS: [&str; 4] = ["-O3", "-std=c++17", "-Ikernels", "--expt-relaxed-constexpr"];
 
-/// The one source that build.rs compiles a second time, without relocatable device code.
+/// The one source that build.rs compiles as relocatable device code too (feature
+/// `device-driven`).
 const SORT_SOURCE: &str = "kernels/mergesort.cu";
 
-/// The preprocessor definitions of that second build (build.rs's `compile_sort_without_rdc`):
-/// the device-side launches compiled out, and the namespace and C entry points renamed.
+/// The definitions of build.rs's `kernel_build` for the features `narrow-keys` and
+/// `wide-values` (every key and value size): check-archs compiles every configuration with all
+/// of them.
+const FEATURE_DEFINES: [&str; 2] = ["CUDA_RT_SORT_NARROW_KEYS", "CUDA_RT_SORT_WIDE_VALUES"];
+
+/// The preprocessor definitions of the build without relocatable device code (build.rs's
+/// `compile_without_rdc`): the device-side launches compiled out, and the namespace and C entry
+/// points renamed.
 const SORT_WITHOUT_RDC_DEFINES: [(&str, Option<&str>); 5] = [
     ("CUDA_RT_SORT_HOST_LAUNCHES_ONLY", None),
     ("cuda_rt_sort", Some("cuda_rt_sort_nordc")),
@@ -77,10 +84,11 @@ const PARALLEL_COMPILES: usize = 2;
 /// device code only: no host compile, no device link, no library. Needs a CUDA toolkit
 /// (`CUDA_PATH`, else the one `cargo test` provisioned into `.cuda-toolkit/`), no GPU.
 ///
-/// For each architecture, the two configurations of build.rs, each source one
-/// `nvcc -cubin -arch=sm_XX` (preprocessor, cicc and ptxas for that architecture, as in the full
-/// build): every `kernels/*.cu` with `-rdc=true`, and `kernels/mergesort.cu` without it, with
-/// the defines of build.rs's second build ([`KERNEL_FLAGS`], [`SORT_WITHOUT_RDC_DEFINES`]).
+/// For each architecture, the two configurations of build.rs with every feature on, each source
+/// one `nvcc -cubin -arch=sm_XX` (preprocessor, cicc and ptxas for that architecture, as in the
+/// full build): every `kernels/*.cu` without relocatable device code, with the defines of that
+/// build ([`KERNEL_FLAGS`], [`FEATURE_DEFINES`], [`SORT_WITHOUT_RDC_DEFINES`]), and
+/// `kernels/mergesort.cu` with `-rdc=true` (feature `device-driven`).
 /// [`PARALLEL_COMPILES`] at a time; after the first failure no further compile starts (the one
 /// still running finishes), and the failure is reported with the command and nvcc's message. The cubins go to `target/check-archs/`. Prints how long each
 /// compile took, the nvcc time per architecture, and the total.
@@ -192,8 +200,8 @@ struct Compile {
     arch: u32,
     /// The source, relative to [`SORT_CRATE`].
     source: PathBuf,
-    /// With relocatable device code (build.rs's library), or without it and with
-    /// [`SORT_WITHOUT_RDC_DEFINES`] (its second build of the sort).
+    /// With relocatable device code (build.rs's library of the feature `device-driven`), or
+    /// without it and with [`SORT_WITHOUT_RDC_DEFINES`] (its library that is always built).
     relocatable: bool,
 }
 
@@ -212,6 +220,7 @@ impl Compile {
         let mut args: Vec<String> = KERNEL_FLAGS.map(String::from).to_vec();
         args.push("-cubin".into());
         args.push(format!("-arch=sm_{}", self.arch));
+        args.extend(FEATURE_DEFINES.map(|name| format!("-D{name}")));
         if self.relocatable {
             args.push("-rdc=true".into());
         } else {
@@ -240,8 +249,8 @@ impl Compile {
     }
 }
 
-/// Every compile of check-archs: for each of `archs`, each of `sources` with relocatable device
-/// code and [`SORT_SOURCE`] without, the longest first, so that the parallel nvcc processes
+/// Every compile of check-archs: for each of `archs`, [`SORT_SOURCE`] with relocatable device
+/// code and each of `sources` without, the longest first, so that the parallel nvcc processes
 /// finish close together: the sort with relocatable device code for every architecture (about
 /// 3 minutes each on 2 cores, with its device-side launches), then the sort without (about
 /// 1 minute), then the other sources (seconds).
@@ -258,7 +267,7 @@ fn compiles(sources: &[PathBuf], archs: &[u32]) -> Vec<Compile> {
     }
     compiles.extend(archs.iter().map(|&arch| compile(arch, sort, false)));
     for source in sources.iter().filter(|s| *s != sort) {
-        compiles.extend(archs.iter().map(|&arch| compile(arch, source, true)));
+        compiles.extend(archs.iter().map(|&arch| compile(arch, source, false)));
     }
     compiles
 }
@@ -516,7 +525,8 @@ mod tests {
     #[test]
     fn the_flags_and_defines_agree_with_build_rs() {
         let build_rs = compact_source("sort/build.rs");
-        let from_build_rs = "update KERNEL_FLAGS and SORT_WITHOUT_RDC_DEFINES from build.rs";
+        let from_build_rs =
+            "update KERNEL_FLAGS, FEATURE_DEFINES and SORT_WITHOUT_RDC_DEFINES from build.rs";
         // cuda-rt-build's own flags, first in every Build's nvcc command.
         assert!(
             compact_source("cuda-rt-build/src/compile.rs").contains("[\"-O3\",\"-std=c++17\"]"),
@@ -552,10 +562,14 @@ mod tests {
                 (unquote(name), value)
             })
             .collect();
-        assert_eq!(defines, SORT_WITHOUT_RDC_DEFINES, "{from_build_rs}");
+        let mut expected: Vec<(&str, Option<&str>)> =
+            FEATURE_DEFINES.iter().map(|name| (*name, None)).collect();
+        expected.extend(SORT_WITHOUT_RDC_DEFINES);
+        assert_eq!(defines, expected, "{from_build_rs}");
         // The two configurations, and the minimum that all_archs() needs no filtering for.
         for call in [
-            ".files(kernel_sources(Path::new(\"kernels\")))",
+            "kernel_sources(Path::new(\"kernels\"))",
+            ".files(sources)",
             ".relocatable_device_code(true)",
             &format!(".file(\"{SORT_SOURCE}\")"),
             ".min_arch(Arch(75))",
@@ -595,10 +609,10 @@ mod tests {
                 (86, SORT_SOURCE, "rdc"),
                 (75, SORT_SOURCE, "nordc"),
                 (86, SORT_SOURCE, "nordc"),
-                (75, "kernels/a.cu", "rdc"),
-                (86, "kernels/a.cu", "rdc"),
-                (75, "kernels/z.cu", "rdc"),
-                (86, "kernels/z.cu", "rdc"),
+                (75, "kernels/a.cu", "nordc"),
+                (86, "kernels/a.cu", "nordc"),
+                (75, "kernels/z.cu", "nordc"),
+                (86, "kernels/z.cu", "nordc"),
             ]
         );
 
@@ -614,6 +628,8 @@ mod tests {
                 "--expt-relaxed-constexpr",
                 "-cubin",
                 "-arch=sm_75",
+                "-DCUDA_RT_SORT_NARROW_KEYS",
+                "-DCUDA_RT_SORT_WIDE_VALUES",
                 "-rdc=true",
                 SORT_SOURCE,
                 "-o",
@@ -626,7 +642,7 @@ mod tests {
         assert!(nordc.contains(&"-Dcuda_rt_sort=cuda_rt_sort_nordc".to_string()));
         assert_eq!(
             nordc.iter().filter(|a| a.starts_with("-D")).count(),
-            SORT_WITHOUT_RDC_DEFINES.len()
+            FEATURE_DEFINES.len() + SORT_WITHOUT_RDC_DEFINES.len()
         );
     }
 }

@@ -14,8 +14,9 @@
 //!
 //! # One build of the kernels per link mode
 //!
-//! cuda-rt-sort's build script compiles the sort (sort/kernels/mergesort.cu, twice: with and
-//! without relocatable device code); it reruns whenever cargo sees a build-script run that
+//! cuda-rt-sort's build script compiles the sort (sort/kernels/, without relocatable device code,
+//! and with it too for the feature `device-driven`, which the root package turns on); it reruns
+//! whenever cargo sees a build-script run that
 //! differs from every earlier one. A run differs when the package's features differ, or those
 //! of a `links` dependency (cuda-rt-sys), or the profile or a registered variable. So every
 //! invocation below asks for the same features of the crates they share:
