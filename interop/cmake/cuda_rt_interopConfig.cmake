@@ -35,13 +35,14 @@
 #                                set, and with it the compiled kernels, of other builds in the same
 #                                target folder.
 #
-# Relocatable device code: the library's device code is device-linked already, with a private
-# copy of the device runtime, inside one object whose symbols are local. It must therefore stay
-# out of the consumer's device link (nvlink would link its relocatable code a second time,
-# together with a second device runtime, and the registration code of the two collides). The
-# imported target says so with CUDA_RESOLVE_DEVICE_SYMBOLS ON ("already device-linked"), which
-# makes CMake leave it out of the device link of any target that links it, also with
-# CUDA_SEPARABLE_COMPILATION ON; it takes part in the host link only.
+# Relocatable device code: by default the library has none (cuda-rt-sort without its feature
+# device-driven). Built with it (CUDA_RT_INTEROP_CARGO_FLAGS), the library's relocatable device
+# code is device-linked already, with a private copy of the device runtime, inside one object
+# whose symbols are local, and must stay out of the consumer's device link (nvlink would link it
+# a second time, together with a second device runtime, and the registration code of the two
+# collides). The imported target says so with CUDA_RESOLVE_DEVICE_SYMBOLS ON ("already
+# device-linked"), which makes CMake leave it out of the device link of any target that links
+# it, also with CUDA_SEPARABLE_COMPILATION ON; it takes part in the host link only.
 
 cmake_minimum_required(VERSION 3.18)
 
@@ -130,19 +131,57 @@ endif()
 if(_cuda_rt_archs)
   list(APPEND _cuda_rt_env "CUDA_RT_ARCHS=${_cuda_rt_archs}")
 endif()
-set(_cuda_rt_library
+set(_cuda_rt_cargo_library
   "${CUDA_RT_INTEROP_CARGO_TARGET_DIR}/${CUDA_RT_INTEROP_PROFILE}/libcuda_rt_interop.a")
 
-# cargo runs on every build and rebuilds only what changed; the library is its byproduct (so
-# that Ninja knows who makes it).
+# The symbols the consumer sees: the C functions of cuda_rt.h (the header cbindgen generates from
+# the library's exports, so the list follows it), and, with the static runtime inside the
+# library, the CUDA runtime's API (cuda*, __cuda*), which the consumer's own CUDA code calls.
+# Everything else (Rust's standard library, the sort's internal entry points, the runtime's
+# internals, compiler helpers) is made local, so that no symbol of the library can meet one of
+# the program's.
+file(STRINGS "${_cuda_rt_checkout}/interop/include/cuda_rt.h" _cuda_rt_declarations
+  REGEX "^[A-Za-z0-9_ ]*[ *](cuda_rt_[a-z0-9_]+)\\(")
+set(_cuda_rt_exports "")
+foreach(_line IN LISTS _cuda_rt_declarations)
+  if(_line MATCHES "(cuda_rt_[a-z0-9_]+)\\(")
+    string(APPEND _cuda_rt_exports "${CMAKE_MATCH_1}\n")
+  endif()
+endforeach()
+if(_cuda_rt_exports STREQUAL "")
+  message(FATAL_ERROR "cuda_rt_interop: no function found in interop/include/cuda_rt.h")
+endif()
+if(CUDA_RT_INTEROP_RUNTIME STREQUAL "static")
+  string(APPEND _cuda_rt_exports "cuda[A-Z]*\n__cuda*\n")
+endif()
+set(_cuda_rt_dir "${CMAKE_BINARY_DIR}/cuda_rt_interop")
+file(WRITE "${_cuda_rt_dir}/exports.txt" "${_cuda_rt_exports}")
+if(NOT CMAKE_OBJCOPY OR NOT CMAKE_AR OR NOT CMAKE_LINKER)
+  message(FATAL_ERROR "cuda_rt_interop: needs binutils' ld, objcopy and ar (CMAKE_LINKER, "
+    "CMAKE_OBJCOPY, CMAKE_AR) to keep the library's own symbols out of the program")
+endif()
+set(_cuda_rt_library "${_cuda_rt_dir}/libcuda_rt_interop.a")
+
+# cargo runs on every build and rebuilds only what changed; then cargo's archive becomes one
+# relocatable object (ld -r, every member), whose symbols outside exports.txt objcopy makes local,
+# in an archive of its own: the library this target links (its byproduct, so that Ninja knows
+# who makes it). objcopy also drops the LLVM bitcode that Rust's standard library carries for
+# Rust's own link-time optimization: a C++ link has no use for it, and binutils' LTO plugin of
+# another LLVM version aborts on reading it (when ar indexes the archive).
 add_custom_target(cuda_rt_interop_cargo
   COMMAND "${CMAKE_COMMAND}" -E env ${_cuda_rt_env}
           "${CUDA_RT_INTEROP_CARGO}" build -p cuda-rt-interop --lib ${_cuda_rt_profile_flag}
           ${_cuda_rt_features} ${CUDA_RT_INTEROP_CARGO_FLAGS}
+  COMMAND "${CMAKE_LINKER}" -r --whole-archive "${_cuda_rt_cargo_library}"
+          -o "${_cuda_rt_dir}/cuda_rt_interop.o"
+  COMMAND "${CMAKE_OBJCOPY}" --wildcard "--keep-global-symbols=${_cuda_rt_dir}/exports.txt"
+          --remove-section=.llvmbc --remove-section=.llvmcmd "${_cuda_rt_dir}/cuda_rt_interop.o"
+  COMMAND "${CMAKE_COMMAND}" -E rm -f "${_cuda_rt_library}"
+  COMMAND "${CMAKE_AR}" qc "${_cuda_rt_library}" "${_cuda_rt_dir}/cuda_rt_interop.o"
   WORKING_DIRECTORY "${_cuda_rt_checkout}"
-  BYPRODUCTS "${_cuda_rt_library}"
+  BYPRODUCTS "${_cuda_rt_library}" "${_cuda_rt_dir}/cuda_rt_interop.o"
   COMMENT "cargo: building libcuda_rt_interop.a (${CUDA_RT_INTEROP_PROFILE}, "
-          "${CUDA_RT_INTEROP_RUNTIME} CUDA runtime)"
+          "${CUDA_RT_INTEROP_RUNTIME} CUDA runtime), its own symbols made local"
   USES_TERMINAL
   VERBATIM)
 
@@ -194,6 +233,11 @@ unset(_cuda_rt_checkout)
 unset(_cuda_rt_env)
 unset(_cuda_rt_features)
 unset(_cuda_rt_library)
+unset(_cuda_rt_cargo_library)
+unset(_cuda_rt_declarations)
+unset(_cuda_rt_exports)
+unset(_cuda_rt_dir)
+unset(_line)
 unset(_cuda_rt_link)
 unset(_cuda_rt_link_options)
 unset(_cuda_rt_cudart_dir)
