@@ -424,6 +424,20 @@ macro_rules! stream_methods {
                 .map_err(|e| e.context("Stream::synchronize"))
         }
 
+        /// `cudaStreamIsCapturing`: whether the stream is capturing a graph (its capture is
+        /// active, or was invalidated and not yet ended). Work queued on a capturing stream is
+        /// recorded into the graph instead of running. Does not block.
+        ///
+        /// # Errors
+        /// `cudaErrorInvalidResourceHandle`; `cudaErrorStreamCaptureImplicit` for the legacy
+        /// default stream while a blocking stream of its device is capturing.
+        pub fn is_capturing(&self) -> Result<bool> {
+            // SAFETY: the handle is live while `self` is (owned, or borrowed for its lifetime).
+            unsafe { raw::stream_is_capturing(self.as_raw()) }
+                .map(|status| status != raw::flags::CAPTURE_STATUS_NONE)
+                .map_err(|e| e.context("Stream::is_capturing"))
+        }
+
         /// `cudaStreamGetFlags`.
         ///
         /// # Errors

@@ -494,6 +494,29 @@ fn capture_is_ended_on_error_and_panic() {
 }
 
 #[test]
+fn is_capturing_tells_a_capturing_stream_from_others() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let mut stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let other = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    assert!(!stream.is_capturing().unwrap());
+    let mut seen = None;
+    stream
+        .capture(CaptureMode::ThreadLocal, |c| {
+            // SAFETY: the capturing stream, live during the capture; only asked about it.
+            let capturing = unsafe { StreamRef::from_raw(c.as_raw_stream()) };
+            seen = Some((capturing.is_capturing()?, other.is_capturing()?));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(seen, Some((true, false)));
+    assert!(!stream.is_capturing().unwrap());
+    assert!(!StreamRef::per_thread().is_capturing().unwrap());
+}
+
+#[test]
 fn graphs_copy_between_pinned_host_memory_and_the_device() {
     let Some(_gpu) = cuda_rt_testing::gpu() else {
         return;

@@ -4,7 +4,7 @@ use crate::outcome::{deferred_check, replayed_check, StatusSlot, Waiter, NEVER_R
 use crate::raw::{refuse_in_host_callback, wait_after_error, RawSortBuffers};
 use crate::stream_ordered::Planned;
 use crate::{Driver, Order, SortError, SortKey, Strategy};
-use cuda_rt::raw::{self as cuda, flags};
+use cuda_rt::raw as cuda;
 use cuda_rt::{
     Capture, CapturedMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, Pending,
     PinnedBuffer, PinnedPool, StreamRef,
@@ -225,10 +225,10 @@ impl SortWorkspace {
     /// capturing a graph (`cudaStreamIsCapturing`).
     fn refuse(stream: StreamRef<'_>, what: &'static str) -> Result<(), SortError> {
         refuse_in_host_callback(what)?;
-        // SAFETY: the handle is live for its lifetime (a StreamRef's contract).
-        let capture = unsafe { cuda::stream_is_capturing(stream.as_raw()) }
-            .map_err(|e| SortError::from_call(e.context(what)))?;
-        if capture != flags::CAPTURE_STATUS_NONE {
+        if stream
+            .is_capturing()
+            .map_err(|e| SortError::from_call(e.context(what)))?
+        {
             return Err(SortError::StreamCapturing);
         }
         Ok(())
