@@ -517,8 +517,8 @@ impl fmt::Display for SortError {
             ),
             SortError::NotBuilt { feature, what } => write!(
                 f,
-                "sort: {what} need cuda-rt-sort's feature `{feature}`, which compiles their \
-                 kernels (this build leaves them out); nothing was queued"
+                "sort: this build of cuda-rt-sort leaves out {what} (turn on its feature \
+                 `{feature}`); nothing was queued"
             ),
             SortError::SharedMemoryLimit { needed, limit } => write!(
                 f,
