@@ -593,13 +593,9 @@ impl From<SortError> for cuda_rt::Error {
                 sys::cudaErrorInvalidValue,
                 "sort across devices: no parts, or too many",
             ),
-            SortError::NotBuilt { feature, .. } => cuda(
+            SortError::NotBuilt { .. } => cuda(
                 sys::cudaErrorNotSupported,
-                match feature {
-                    "narrow-keys" => "sort: 1- and 2-byte keys not built (feature narrow-keys)",
-                    "wide-values" => "sort: 16-byte values not built (feature wide-values)",
-                    _ => "sort: the device-driven chain not built (feature device-driven)",
-                },
+                "sort: kernels this build of cuda-rt-sort leaves out (a feature is off)",
             ),
         }
     }
