@@ -1,7 +1,8 @@
 //! The stream-ordered sort: `SortWorkspace::sort` queues and returns without waiting, one
 //! workspace serves several streams at once, a device-side failure is reported once (deferred,
-//! or returned by the waiting forms), a captured sort replays on new data, and a workspace
-//! dropped inside a host callback never waits.
+//! or returned by the waiting forms), a captured sort replays on new data, runs in a while
+//! loop's body and is launched by a kernel, and a workspace dropped inside a host callback never
+//! waits.
 
 mod sort_common;
 
@@ -602,6 +603,79 @@ fn a_while_loop_sorts_on_every_pass_with_its_own_scratch() {
     }
     assert_same_keys(&keys, &expected, "four-way pairs after two passes");
     assert!(vals == expected_values, "the values followed their keys");
+    assert!(drain_deferred().is_empty());
+}
+
+/// A sort that a kernel launches: the captured sort (kernel nodes only, its scratch its own)
+/// made into a graph for device launches; a graph of one kernel launches it from the GPU, as
+/// fire-and-forget, tail and sibling launches in turn. Each launch scrambles the keys and sorts
+/// them; the host checks the keys against the CPU and the scratch's status once at the end.
+#[test]
+fn a_kernel_launches_a_captured_sort_from_the_device() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    use cuda_rt_test_kernels::conditional::cuda_rt_cond_launch_graph;
+    use cuda_rt_test_kernels::typed::cuda_rt_typed_affine;
+    // Past the narrow-tile threshold, so that the sort has merge passes as well as tiles.
+    let n = 3_000_017;
+    let input: Vec<u32> = make(Dist::Uniform, n, 31);
+    let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+    let mut status = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
+    let workspace = SortWorkspace::new();
+    let mut scratch = workspace.scratch_for_keys::<u32>(n).unwrap();
+    let mut stream = Stream::with_flags(cuda_rt::StreamFlags::NON_BLOCKING).unwrap();
+    let launches = 3u32;
+    {
+        let mut sort = stream
+            .capture(CaptureMode::ThreadLocal, |c| {
+                let keys = c.bind_mut(&mut keys);
+                c.launch(
+                    cuda_rt_typed_affine()?,
+                    cuda_rt::LaunchConfig::for_items(n as u32, 256),
+                    (&keys, 2_654_435_761, 12_345),
+                )?;
+                workspace
+                    .sort_captured_in(c, &keys, &mut scratch, Order::Ascending)
+                    .map_err(cuda_rt::Error::from)
+            })
+            .unwrap()
+            .instantiate_for_device_launch()
+            .unwrap();
+        for mode in 0..launches {
+            let launcher = cuda_rt::Graph::build(|g| {
+                let (target, status) = (g.bind_device_graph(&mut sort), g.bind_mut(&mut status));
+                g.kernel(
+                    &[],
+                    cuda_rt_cond_launch_graph()?,
+                    cuda_rt::LaunchConfig::for_items(1, 1),
+                    (&status, target, mode),
+                )?;
+                Ok(())
+            })
+            .unwrap()
+            .instantiate()
+            .unwrap();
+            cuda_rt::scope(|s| s.launch_graph(&stream, &launcher)).unwrap();
+            drop(launcher);
+            assert_eq!(
+                status.to_vec().unwrap(),
+                [0],
+                "cudaGraphLaunch from the device, mode {mode}"
+            );
+        }
+    } // the sort's executable and its borrows end here
+    scratch.check().unwrap();
+    let mut expected = input;
+    for _ in 0..launches {
+        cpu_pass::<u32>(&mut expected, &mut []);
+    }
+    assert_same_keys(
+        &keys.to_vec().unwrap(),
+        &expected,
+        "keys sorted from the device",
+    );
     assert!(drain_deferred().is_empty());
 }
 

@@ -49,6 +49,11 @@ case!(
     "device_graph_launched_from_host_while_bound.rs"
 );
 case!(
+    device_graph_stage_lent_while_bound,
+    "E0499",
+    "device_graph_stage_lent_while_bound.rs"
+);
+case!(
     graph_borrowing_launched_outside_scope,
     "E0373",
     "graph_borrowing_launched_outside_scope.rs"

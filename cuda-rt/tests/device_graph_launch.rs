@@ -1,9 +1,9 @@
 //! Graphs launched by kernels (`cudaGraphInstantiateFlagDeviceLaunch`): fire-and-forget, tail
 //! and sibling launches from a kernel of another graph, their work finished when the launching
 //! graph's scope returns, a graph that relaunches itself, a second launch while the first runs
-//! refused by CUDA, host launches of the same executable once it is free again, updates, an
-//! instantiation that waits for no queued work, and graphs a device launch does not allow. Each
-//! test skips loudly without a GPU.
+//! refused by CUDA, host launches of the same executable once it is free again, updates, pinned
+//! stages refilled between device launches, an instantiation that waits for no queued work, and
+//! graphs a device launch does not allow. Each test skips loudly without a GPU.
 
 use cuda_rt::prelude::*;
 use cuda_rt::{CaptureMode, DeviceGraphExec, DeviceUpdateError, Graph, StreamRef};
@@ -390,6 +390,79 @@ fn an_updated_device_graph_runs_its_new_nodes_when_a_kernel_launches_it() {
     launch(&stream, &exec);
     drop(exec);
     assert_eq!(b.to_vec().unwrap(), vec![10; N]);
+}
+
+#[test]
+fn a_device_graphs_stages_are_refilled_between_launches_from_the_device() {
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    let stream = stream();
+    // Past a few pages, so that a copy node that read the stage before the host wrote it, or
+    // a lend before the copy back landed, shows.
+    const N: usize = 1 << 18;
+    let mut data = DeviceBuffer::<u32>::zeroed(N).unwrap();
+    let mut status = DeviceBuffer::from_slice(&[u32::MAX]).unwrap();
+    let (input, output) = (
+        PinnedBuffer::<u32>::new(N).unwrap(),
+        PinnedBuffer::<u32>::new(N).unwrap(),
+    );
+    // stage in → data; data = data * 3 + 1; data → stage out.
+    let mut stages = None;
+    let graph = Graph::build(|g| {
+        let data = g.bind_mut(&mut data);
+        let (input, output) = (g.adopt_pinned(input), g.adopt_pinned(output));
+        let load = g.copy_stage_to_device(&[], &input, &data)?;
+        let map = g.kernel(
+            &[load],
+            cuda_rt_typed_affine()?,
+            LaunchConfig::for_items(N as u32, 256),
+            (&data, 3, 1),
+        )?;
+        g.copy_device_to_stage(&[map], &data, &output)?;
+        stages = Some((input, output));
+        Ok(())
+    })
+    .unwrap();
+    let (input, output) = stages.unwrap();
+    let mut exec = graph.instantiate_for_device_launch().unwrap();
+    for round in 0..4u32 {
+        let fill: Vec<u32> = (0..N as u32)
+            .map(|i| i ^ round.wrapping_mul(0x9E37_79B9))
+            .collect();
+        exec.stage_mut(&input).unwrap().copy_from_slice(&fill);
+        // Fire-and-forget, tail, sibling, fire-and-forget.
+        launch_from_device(&stream, &mut exec, &mut status, round % 3);
+        assert_eq!(
+            status.to_vec().unwrap(),
+            [0],
+            "cudaGraphLaunch from the device, round {round}"
+        );
+        let expected: Vec<u32> = fill
+            .iter()
+            .map(|&x| x.wrapping_mul(3).wrapping_add(1))
+            .collect();
+        assert!(
+            exec.stage(&output).unwrap() == &expected[..],
+            "round {round}: the copy back of the device launch"
+        );
+    }
+    // A stage of another graph is refused, before anything waits.
+    let mut other_data = DeviceBuffer::<u32>::zeroed(4).unwrap();
+    let mut foreign = None;
+    let other = Graph::build(|g| {
+        let d = g.bind_mut(&mut other_data);
+        let s = g.adopt_pinned(PinnedBuffer::<u32>::new(4).unwrap());
+        g.copy_device_to_stage(&[], &d, &s)?;
+        foreign = Some(s);
+        Ok(())
+    })
+    .unwrap();
+    let e = exec.stage(&foreign.unwrap()).unwrap_err();
+    assert_eq!(e.kind(), cuda_rt::ErrorKind::WrongGraph, "{e}");
+    drop(other);
+    drop(exec);
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! launches them, passed to that kernel as a [`DeviceGraphHandle`](crate::DeviceGraphHandle).
 
 use super::build::GraphBuilder;
-use super::{Capture, Graph, GraphExec, UpdateError};
+use super::{Capture, Graph, GraphExec, Stage, UpdateError};
 use crate::error::{Error, Result};
+use crate::memory::DeviceCopy;
 use crate::raw::{self, RawGraphExec};
 use crate::stream::{Stream, StreamFlags};
 use std::marker::PhantomData;
@@ -66,6 +67,28 @@ impl<'a> DeviceGraphExec<'a> {
     /// The executable graph, for the host (the device-launch flag stays with it).
     pub fn into_exec(self) -> GraphExec<'a> {
         self.exec
+    }
+
+    /// [`GraphExec::stage`]: lends the buffer of `stage` to read once every launch of this
+    /// executable has finished, those made from the device included. Borrowing `self` mutably
+    /// proves that no launching graph holds it any more, and each launching graph's executable
+    /// waited for its launches (and so for the device launches they made) before it went; the
+    /// host launches are waited for here (`cudaStreamSynchronize` of their streams).
+    ///
+    /// # Errors
+    /// As for [`GraphExec::stage`].
+    pub fn stage<T: DeviceCopy>(&mut self, stage: &Stage<T>) -> Result<&[T]> {
+        self.exec.stage(stage)
+    }
+
+    /// [`GraphExec::stage_mut`]: lends the buffer of `stage` to write, what the copy nodes of
+    /// the next launch, from the host or from a kernel, will read; once every launch has
+    /// finished, as for [`stage`](Self::stage).
+    ///
+    /// # Errors
+    /// As for [`GraphExec::stage`].
+    pub fn stage_mut<T: DeviceCopy>(&mut self, stage: &Stage<T>) -> Result<&mut [T]> {
+        self.exec.stage_mut(stage)
     }
 }
 
