@@ -132,6 +132,40 @@ pub enum ErrorKind {
     },
 }
 
+impl ErrorKind {
+    /// The C name of a CUDA status (`cudaGetErrorName`: `"cudaErrorInvalidValue"`), or the
+    /// name of the crate-side kind (`"LeakedInCallback"`).
+    ///
+    /// # Examples
+    /// ```
+    /// use cuda_rt::{raw, ErrorKind};
+    /// assert_eq!(ErrorKind::Cuda(raw::status::INVALID_VALUE).name(), "cudaErrorInvalidValue");
+    /// assert_eq!(ErrorKind::WrongGraph.name(), "WrongGraph");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match *self {
+            ErrorKind::Cuda(status) => status::error_name(status),
+            ErrorKind::CallbackPanicked => "CallbackPanicked",
+            ErrorKind::LengthMismatch { .. } => "LengthMismatch",
+            ErrorKind::SizeOverflow => "SizeOverflow",
+            ErrorKind::WrongDevice { .. } => "WrongDevice",
+            ErrorKind::NegativeElapsedTime => "NegativeElapsedTime",
+            ErrorKind::OutOfRange => "OutOfRange",
+            ErrorKind::LeakedInCallback => "LeakedInCallback",
+            ErrorKind::Overlapping => "Overlapping",
+            ErrorKind::ReadOnlyWithMutableAccess => "ReadOnlyWithMutableAccess",
+            ErrorKind::InHostCallback => "InHostCallback",
+            ErrorKind::WrongGraph => "WrongGraph",
+            ErrorKind::KernelSignature { .. } => "KernelSignature",
+            ErrorKind::PointerTooShort { .. } => "PointerTooShort",
+            ErrorKind::RuntimeTooOld { .. } => "RuntimeTooOld",
+            ErrorKind::UnorderedCondition => "UnorderedCondition",
+            ErrorKind::InConditionalBody => "InConditionalBody",
+            ErrorKind::Library { name, .. } => name,
+        }
+    }
+}
+
 /// An error: what went wrong ([`ErrorKind`]), the CUDA call that reported it, and what this crate
 /// was doing at the time.
 ///
@@ -240,28 +274,10 @@ impl Error {
         self.context
     }
 
-    /// The C name of the status (`cudaGetErrorName`), or the name of the crate-side kind.
+    /// The C name of the status (`cudaGetErrorName`), or the name of the crate-side kind
+    /// ([`ErrorKind::name`]).
     pub fn name(&self) -> &'static str {
-        match self.kind {
-            ErrorKind::Cuda(status) => status::error_name(status),
-            ErrorKind::CallbackPanicked => "CallbackPanicked",
-            ErrorKind::LengthMismatch { .. } => "LengthMismatch",
-            ErrorKind::SizeOverflow => "SizeOverflow",
-            ErrorKind::WrongDevice { .. } => "WrongDevice",
-            ErrorKind::NegativeElapsedTime => "NegativeElapsedTime",
-            ErrorKind::OutOfRange => "OutOfRange",
-            ErrorKind::LeakedInCallback => "LeakedInCallback",
-            ErrorKind::Overlapping => "Overlapping",
-            ErrorKind::ReadOnlyWithMutableAccess => "ReadOnlyWithMutableAccess",
-            ErrorKind::InHostCallback => "InHostCallback",
-            ErrorKind::WrongGraph => "WrongGraph",
-            ErrorKind::KernelSignature { .. } => "KernelSignature",
-            ErrorKind::PointerTooShort { .. } => "PointerTooShort",
-            ErrorKind::RuntimeTooOld { .. } => "RuntimeTooOld",
-            ErrorKind::UnorderedCondition => "UnorderedCondition",
-            ErrorKind::InConditionalBody => "InConditionalBody",
-            ErrorKind::Library { name, .. } => name,
-        }
+        self.kind.name()
     }
 
     /// The description of the status (`cudaGetErrorString`), or of the crate-side kind.

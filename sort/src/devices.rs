@@ -18,6 +18,7 @@ use cuda_rt::{
     Device, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, ErrorKind, Stream,
     StreamFlags, StreamRef,
 };
+use cuda_rt_sys as sys;
 use std::ffi::c_void;
 
 /// One part of the data: keys, and values for pairs.
@@ -561,7 +562,7 @@ fn enable_peer_access(devices: &[Device]) -> Result<(), SortError> {
             }
             match a.enable_peer_access(b) {
                 Ok(()) => {}
-                Err(e) if e.code() == Some(cuda_rt::raw::status::PEER_ACCESS_ALREADY_ENABLED) => {}
+                Err(e) if e.code() == Some(sys::cudaErrorPeerAccessAlreadyEnabled) => {}
                 Err(e) => return Err(SortError::Runtime(e.context(WHAT))),
             }
         }

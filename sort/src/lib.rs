@@ -456,7 +456,7 @@ impl fmt::Display for SortError {
                 write!(
                     f,
                     "sort: {call}: {} (status {status})",
-                    cuda_rt::raw::error_name(status)
+                    cuda_rt::ErrorKind::Cuda(status).name()
                 )
             }
             SortError::DeviceLaunch { stage, status } => {
@@ -464,7 +464,7 @@ impl fmt::Display for SortError {
                     f,
                     "sort: the device-side launch of stage {stage} failed: {} (status {status}); \
                      the keys are not sorted",
-                    cuda_rt::raw::error_name(status)
+                    cuda_rt::ErrorKind::Cuda(status).name()
                 )?;
                 if status == sys::cudaErrorLaunchPendingCountExceeded
                     || status == sys::cudaErrorLaunchOutOfResources
