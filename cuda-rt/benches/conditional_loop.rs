@@ -21,8 +21,13 @@
 //!   occurred, and the word read: the round trip a host-decided loop makes. A third row
 //!   unrolls the while node's body: four count-downs one after the other in each pass (the
 //!   kernel does nothing once the count is zero), so the kernel still runs 1,000 times and
-//!   the body 250. All checked against the CPU. Trials alternate between the two (ABBA); medians with the 10th–90th
-//!   percentiles.
+//!   the body 250. A fourth row times the one-small-kernel while graph made, launched and waited
+//!   for with raw CUDA calls alone (`cudaGraphConditionalHandleCreate`, `cudaGraphAddNode`,
+//!   `cudaGraphAddKernelNode`, `cudaGraphInstantiate`, `cudaGraphLaunch`,
+//!   `cudaStreamSynchronize`), in trials taken in turn with that row's two: what CUDA's own
+//!   while node costs, beside the same graph built by cuda-rt. All checked against the CPU.
+//!   Trials alternate between the sides (ABBA; ABCCBA with the raw graph); medians with the
+//!   10th–90th percentiles.
 //! - **The launch**: one executable graph holding a while node whose condition starts at zero
 //!   (its body never runs), launched 100 times per trial by `Scope::launch_graph` and by
 //!   `cudaGraphLaunch` on its raw handle, trials interleaved; the host clock around the 100
@@ -41,6 +46,7 @@ use cuda_rt::{
 use cuda_rt_sys as sys;
 use cuda_rt_test_kernels::conditional::{cuda_rt_cond_count_down, cuda_rt_cond_launch_graph};
 use cuda_rt_test_kernels::typed::cuda_rt_typed_affine;
+use std::ffi::c_void;
 use std::time::Instant;
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -160,6 +166,187 @@ fn gpu_loop(stream: &Stream, iterations: u32, with_map: bool, unroll: u32) -> Be
         return Err("the while loop disagrees with the CPU".into());
     }
     Ok(ms)
+}
+
+/// Milliseconds of one loop decided on the GPU through raw CUDA calls alone: the graph of
+/// [`while_graph`] with one count-down and no map (`while (condition) { count state[0] down }`,
+/// the condition starting at 1), made, uploaded, launched, waited for and destroyed without
+/// cuda-rt's builder or launch.
+fn raw_gpu_loop(stream: &Stream, iterations: u32) -> BenchResult<f64> {
+    let mut state = DeviceBuffer::from_slice(&[iterations, 0])?;
+    // The kernel's address, its parameters checked against the declaration by the typed handle:
+    // (uint32_t* state, size_t n, cudaGraphConditionalHandle condition).
+    let kernel = cuda_rt_cond_count_down()?.as_raw();
+    let mut graph: sys::cudaGraph_t = std::ptr::null_mut();
+    check(
+        // SAFETY: writes one handle through a valid pointer; the graph is destroyed below.
+        unsafe { sys::cudaGraphCreate(&mut graph, 0) },
+        "cudaGraphCreate",
+    )?;
+    let mut exec: sys::cudaGraphExec_t = std::ptr::null_mut();
+    let ran = raw_while_loop(graph, &mut exec, kernel, &mut state, stream.as_raw());
+    // Whatever was made is destroyed, whether or not the loop ran; `raw_while_loop` returns
+    // after its wait or before its launch, so no work of the graph is left on the stream.
+    let exec_destroyed = if exec.is_null() {
+        Ok(())
+    } else {
+        check(
+            // SAFETY: an executable made by `raw_while_loop`, idle, not used after this.
+            unsafe { sys::cudaGraphExecDestroy(exec) },
+            "cudaGraphExecDestroy",
+        )
+    };
+    let graph_destroyed = check(
+        // SAFETY: the graph made above (its while node owns the body graph, destroyed with it),
+        // not used after this.
+        unsafe { sys::cudaGraphDestroy(graph) },
+        "cudaGraphDestroy",
+    );
+    let ms = ran?;
+    exec_destroyed?;
+    graph_destroyed?;
+    if state.to_vec()? != [0, iterations] {
+        return Err("the raw CUDA while loop disagrees with the CPU".into());
+    }
+    Ok(ms)
+}
+
+/// Fills `graph` (empty) with `while (condition) { kernel(state, condition) }`, the condition
+/// starting at 1, instantiates it into `exec` (left null if that fails) and uploads it to
+/// `stream`; returns the milliseconds of one launch and the wait for it
+/// (`cudaStreamSynchronize`).
+#[cfg(cudart_ge = "12.3")]
+fn raw_while_loop(
+    graph: sys::cudaGraph_t,
+    exec: &mut sys::cudaGraphExec_t,
+    kernel: *const c_void,
+    state: &mut DeviceBuffer<u32>,
+    stream: sys::cudaStream_t,
+) -> BenchResult<f64> {
+    let mut condition: sys::cudaGraphConditionalHandle = 0;
+    check(
+        // SAFETY: a live graph of this thread; writes one handle through a valid pointer.
+        unsafe {
+            sys::cudaGraphConditionalHandleCreate(
+                &mut condition,
+                graph,
+                1,
+                sys::cudaGraphCondAssignDefault,
+            )
+        },
+        "cudaGraphConditionalHandleCreate",
+    )?;
+    let mut params = sys::cudaGraphNodeParams {
+        type_: sys::cudaGraphNodeTypeConditional,
+        ..Default::default()
+    };
+    params.__bindgen_anon_1.conditional = sys::cudaConditionalNodeParams {
+        handle: condition,
+        type_: sys::cudaGraphCondTypeWhile,
+        size: 1,
+        ..Default::default()
+    };
+    let mut node: sys::cudaGraphNode_t = std::ptr::null_mut();
+    check(
+        // SAFETY: a live graph of this thread, no dependencies; `params` describes a while node
+        // of a condition of this graph, and the runtime writes the body's handle into it.
+        unsafe { add_root_node(&mut node, graph, &mut params) },
+        "cudaGraphAddNode",
+    )?;
+    // SAFETY: the runtime filled the `conditional` member, whose `phGraph_out` points to the
+    // node's one body graph, owned by the node.
+    let body = unsafe { *params.__bindgen_anon_1.conditional.phGraph_out };
+    let (mut ptr, mut len) = (state.as_mut_raw_ptr(), state.len());
+    let mut args: [*mut c_void; 3] = [
+        std::ptr::from_mut(&mut ptr).cast(),
+        std::ptr::from_mut(&mut len).cast(),
+        std::ptr::from_mut(&mut condition).cast(),
+    ];
+    let one = sys::dim3 { x: 1, y: 1, z: 1 };
+    let kernel_params = sys::cudaKernelNodeParams {
+        func: kernel.cast_mut(),
+        gridDim: one,
+        blockDim: one,
+        sharedMemBytes: 0,
+        kernelParams: args.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+    };
+    let mut count_down: sys::cudaGraphNode_t = std::ptr::null_mut();
+    check(
+        // SAFETY: `body` is live (owned by the node of the live graph); `kernel` is the
+        // count-down kernel, and `args` points to one value of each of its parameters, alive
+        // for the call (the node keeps copies); `state` is device memory of two words that
+        // outlives every launch (the caller waits for the launch and destroys the executable
+        // before the buffer goes).
+        unsafe {
+            sys::cudaGraphAddKernelNode(&mut count_down, body, std::ptr::null(), 0, &kernel_params)
+        },
+        "cudaGraphAddKernelNode",
+    )?;
+    check(
+        // SAFETY: a live graph of this thread; writes one handle through a valid pointer; the
+        // caller destroys the executable.
+        unsafe { sys::cudaGraphInstantiate(exec, graph, 0) },
+        "cudaGraphInstantiate",
+    )?;
+    check(
+        // SAFETY: a live executable and stream.
+        unsafe { sys::cudaGraphUpload(*exec, stream) },
+        "cudaGraphUpload",
+    )?;
+    check(
+        // SAFETY: a live stream.
+        unsafe { sys::cudaStreamSynchronize(stream) },
+        "cudaStreamSynchronize",
+    )?;
+    let start = Instant::now();
+    check(
+        // SAFETY: a live executable and stream; the memory its kernel uses (`state`) is borrowed
+        // until after the wait below, which returns once the launch is done.
+        unsafe { sys::cudaGraphLaunch(*exec, stream) },
+        "cudaGraphLaunch",
+    )?;
+    check(
+        // SAFETY: a live stream.
+        unsafe { sys::cudaStreamSynchronize(stream) },
+        "cudaStreamSynchronize",
+    )?;
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Conditional nodes came with CUDA 12.3: cuda-rt's while graph fails there too.
+#[cfg(not(cudart_ge = "12.3"))]
+fn raw_while_loop(
+    _graph: sys::cudaGraph_t,
+    _exec: &mut sys::cudaGraphExec_t,
+    _kernel: *const c_void,
+    _state: &mut DeviceBuffer<u32>,
+    _stream: sys::cudaStream_t,
+) -> BenchResult<f64> {
+    Err("a while node needs CUDA 12.3 or newer".into())
+}
+
+/// `cudaGraphAddNode` of a node without dependencies, in the signature of this runtime's
+/// bindings (13.x takes edge data; none here).
+///
+/// # Safety
+/// As `cudaGraphAddNode`.
+#[cfg(cudart_ge = "12.3")]
+unsafe fn add_root_node(
+    node: *mut sys::cudaGraphNode_t,
+    graph: sys::cudaGraph_t,
+    params: *mut sys::cudaGraphNodeParams,
+) -> sys::cudaError_t {
+    #[cfg(cudart_ge = "13.0")]
+    // SAFETY: the caller's contract; no dependencies and no edge data (null arrays, length 0).
+    return unsafe {
+        sys::cudaGraphAddNode(node, graph, std::ptr::null(), std::ptr::null(), 0, params)
+    };
+    #[cfg(not(cudart_ge = "13.0"))]
+    // SAFETY: the caller's contract; no dependencies (a null array of length 0).
+    unsafe {
+        sys::cudaGraphAddNode(node, graph, std::ptr::null(), 0, params)
+    }
 }
 
 /// Milliseconds of one loop decided by the host, one round trip per iteration: the kernel(s),
@@ -326,21 +513,35 @@ fn interleave(
     trials: usize,
     mut trial: impl FnMut(Side) -> BenchResult<f64>,
 ) -> BenchResult<(Vec<f64>, Vec<f64>)> {
-    for _ in 0..2 {
-        trial(Side::Raw)?;
-        trial(Side::Safe)?;
+    let sides = [Side::Raw, Side::Safe];
+    let mut samples = interleave_all(sides.len(), trials, |i| trial(sides[i]))?.into_iter();
+    match (samples.next(), samples.next()) {
+        (Some(raw), Some(safe)) => Ok((raw, safe)),
+        _ => Err("interleave_all returned fewer sides than asked".into()),
     }
-    let (mut raw, mut safe) = (Vec::new(), Vec::new());
-    for round in 0..trials {
-        if round % 2 == 0 {
-            raw.push(trial(Side::Raw)?);
-            safe.push(trial(Side::Safe)?);
-        } else {
-            safe.push(trial(Side::Safe)?);
-            raw.push(trial(Side::Raw)?);
+}
+
+/// Rounds of one trial of each of `sides` sides (`trial(i)`, `i < sides`), in order in even
+/// rounds and in reverse order in odd ones (ABBA, ABCCBA), after two warm-up rounds in order;
+/// returns the samples of each side.
+fn interleave_all(
+    sides: usize,
+    trials: usize,
+    mut trial: impl FnMut(usize) -> BenchResult<f64>,
+) -> BenchResult<Vec<Vec<f64>>> {
+    for _ in 0..2 {
+        for side in 0..sides {
+            trial(side)?;
         }
     }
-    Ok((raw, safe))
+    let mut samples = vec![Vec::new(); sides];
+    for round in 0..trials {
+        for k in 0..sides {
+            let side = if round % 2 == 0 { k } else { sides - 1 - k };
+            samples[side].push(trial(side)?);
+        }
+    }
+    Ok(samples)
 }
 
 fn gpu_name() -> BenchResult<String> {
@@ -353,15 +554,26 @@ fn run(settings: &Settings) -> BenchResult<()> {
     let stream = Stream::with_flags(StreamFlags::NON_BLOCKING)?;
     let n = settings.iterations;
 
-    // The loop, decided on the GPU and by the host: one small kernel per iteration, the same
-    // with the while node's body unrolled, then two kernels.
+    // The loop, decided on the GPU and by the host: one small kernel per iteration (and its
+    // while graph built with raw CUDA calls, in the same rounds), the same with the while node's
+    // body unrolled, then two kernels.
     let mut loops = Vec::new();
+    let mut raw_loop = None;
     for (with_map, unroll) in [(false, 1), (false, UNROLL), (true, 1)] {
-        let (host, gpu) = interleave(settings.loop_trials, |side| match side {
-            Side::Raw => host_loop(&stream, n, with_map),
-            Side::Safe => gpu_loop(&stream, n, with_map, unroll),
+        let with_raw = !with_map && unroll == 1;
+        let sides = if with_raw { 3 } else { 2 };
+        let samples = interleave_all(sides, settings.loop_trials, |side| match side {
+            0 => host_loop(&stream, n, with_map),
+            1 => gpu_loop(&stream, n, with_map, unroll),
+            _ => raw_gpu_loop(&stream, n),
         })?;
-        loops.push((with_map, unroll, spread(&host), spread(&gpu)));
+        let (host, gpu) = (&samples[0], &samples[1]);
+        if let Some(raw) = samples.get(2) {
+            // Per round: cuda-rt's loop less the raw one.
+            let ours_less_raw: Vec<f64> = gpu.iter().zip(raw).map(|(g, r)| g - r).collect();
+            raw_loop = Some((spread(raw), spread(&ours_less_raw)));
+        }
+        loops.push((with_map, unroll, spread(host), spread(gpu)));
     }
 
     // The launch of a graph with a conditional node.
@@ -419,8 +631,29 @@ fn run(settings: &Settings) -> BenchResult<()> {
             gpu.p90,
             host.median / gpu.median
         );
+        if let (false, 1, Some((raw, _))) = (*with_map, *unroll, &raw_loop) {
+            println!(
+                "| one small kernel, while graph built with raw CUDA calls | (the row above) | \
+                 {:.3} ({:.3}–{:.3}) | {:.1}× |",
+                raw.median,
+                raw.p10,
+                raw.p90,
+                host.median / raw.median
+            );
+        }
     }
     println!("(goal: ≥ 5× with one small kernel)");
+    if let Some((_, ours_less_raw)) = raw_loop {
+        let per_pass = |ms: f64| ms * 1e3 / f64::from(n);
+        println!(
+            "(one small kernel, cuda-rt's while graph less the raw CUDA one, paired: \
+             {:+.3} ms ({:+.3} to {:+.3}), {:+.3} µs per pass)",
+            ours_less_raw.median,
+            ours_less_raw.p10,
+            ours_less_raw.p90,
+            per_pass(ours_less_raw.median)
+        );
+    }
     println!();
     println!("| launch of a graph with a while node | ns per launch (p10–p90) |");
     println!("|---|---|");
