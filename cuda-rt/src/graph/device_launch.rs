@@ -37,8 +37,9 @@ use std::marker::PhantomData;
 ///   return, before they have finished (tested for each kind). So when the
 ///   launching graph's executable is gone (its drop waits for its launches), so are the device
 ///   launches, and the borrow ends.
-/// - CUDA allows kernel, memcpy (of device memory), memset and child-graph nodes in a graph
-///   launched from the device: a host node makes [`Graph::instantiate_for_device_launch`] fail
+/// - CUDA allows kernel, memcpy (of device memory and of page-locked host memory, so pinned
+///   stages too: [`stage_mut`](Self::stage_mut) refills them between launches), memset and
+///   child-graph nodes in a graph launched from the device: a host node makes [`Graph::instantiate_for_device_launch`] fail
 ///   (tested). Only a kernel of a graph may launch one, and CUDA's rules for conditional bodies
 ///   exclude kernels there that launch graphs (not tested here).
 ///
