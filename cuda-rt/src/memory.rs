@@ -10,7 +10,7 @@
 //! stream (timing off). The rules:
 //! - an operation on a range waits (`cudaStreamWaitEvent`) for the markers of the earlier uses
 //!   it must follow: a write for every use of an overlapping range, a read for the writes of
-//!   overlapping ranges; uses on the same owned [`Stream`](crate::Stream) need no wait, the
+//!   overlapping ranges; uses on the same owned [`Stream`] need no wait, the
 //!   stream orders them. So two streams never race on the same bytes, with an ordering CUDA
 //!   sees, and uses of disjoint ranges (disjoint [`DeviceViewMut`]s on different streams) are
 //!   not ordered against each other at all;
@@ -599,7 +599,7 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
 
     /// Queues work that writes the memory on `stream`, as [`with_ptr_on`](DeviceMemory::with_ptr_on)
     /// does for reads: ordered after every earlier use of these bytes. For a buffer borrowed
-    /// mutably as a whole, on the same owned [`Stream`](crate::Stream) as its previous use, this
+    /// mutably as a whole, on the same owned [`Stream`] as its previous use, this
     /// is a few compares: no lock, no CUDA call.
     ///
     /// # Errors
@@ -925,7 +925,7 @@ enum Allocation {
 ///
 /// Dropping it with work pending is safe and does not block the host: the drop queues
 /// `cudaFreeAsync` behind the last queued use (on that use's stream when every use was on one
-/// owned [`Stream`](crate::Stream), otherwise on the device's stream of this crate after waiting
+/// owned [`Stream`], otherwise on the device's stream of this crate after waiting
 /// on the device for every use), see the [module docs](self). Only a
 /// [`new_synchronous`](Self::new_synchronous) buffer's drop waits for its last use and calls
 /// `cudaFree`. A failure to free is reported to the next synchronize; if ordering the free
