@@ -14,9 +14,18 @@
 //! to the deferred errors of the thread that queued it, so that thread's next synchronize
 //! reports it, exactly as for a host function.
 //!
+//! [`StatusSlot`] is the way back of such a word: page-locked slots that are never freed, a copy
+//! into one queued on the stream or captured into a graph, and then a check that defers the
+//! word's failure, a [`StatusWaiter`] for a caller who waits for the stream, or a graph host
+//! node that checks the word at every launch.
+//!
 //! A check whose event cannot be queried any more (its stream failed with a sticky error, or
 //! its device was reset) is dropped without running: the failure of the stream is what the
 //! next synchronize reports, as it would be for a host function that never ran.
+
+mod slot;
+
+pub use slot::{CapturedStatus, CopiedStatus, Decode, StatusSlot, StatusWaiter};
 
 use crate::callback::refuse_capturing;
 use crate::context::{cause_tag, in_callback, lock, ThreadTag};

@@ -384,3 +384,113 @@ fn checks_run_once_their_point_has_passed_and_report_to_the_queuing_thread() {
     a.synchronize().unwrap();
     assert_eq!(rx.recv().unwrap(), Err(ErrorKind::InHostCallback));
 }
+
+/// A status word brought back through status slots: checked after the stream passes it (its
+/// failure deferred), taken by a waiter (returned, not deferred; deferred when the waiter gives
+/// up), checked at every launch of a captured graph; past one page of slots at once, each slot
+/// reused only once its word was read.
+#[test]
+fn status_slots_bring_a_status_word_back_once_by_each_way() {
+    use cuda_rt::check::StatusSlot;
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    let _serial = serial();
+    while cuda_rt::take_deferred_error().is_some() {}
+    fn decode(word: u32) -> cuda_rt::Result<()> {
+        match word {
+            0 => Ok(()),
+            _ => Err(cuda_rt::Error::new(
+                ErrorKind::OutOfRange,
+                "test: status word",
+            )),
+        }
+    }
+    let stream = Stream::new().unwrap();
+    // Word i: a failure (i + 1) where i % 3 == 0, else success. The copies wait behind a held
+    // stream, so that a check run before its copy would read a slot's old word.
+    const WORDS: usize = 1500;
+    let values: Vec<u32> = (0..WORDS as u32)
+        .map(|i| if i % 3 == 0 { i + 1 } else { 0 })
+        .collect();
+    let words = DeviceBuffer::from_slice(&values).unwrap();
+    let gate = Gate::close(&stream);
+    let base = words.as_raw_ptr();
+    for i in 0..WORDS {
+        // SAFETY: word i of `words`, written before (`from_slice` waits for its copy) and not
+        // written again; `words` outlives the copies (the stream is synchronized below, before
+        // it goes).
+        let copied = unsafe {
+            StatusSlot::new()
+                .unwrap()
+                .copy_from_device_async(&stream, base.wrapping_add(i))
+        }
+        .unwrap();
+        copied.check_after(decode).unwrap();
+    }
+    assert!(
+        cuda_rt::take_deferred_error().is_none(),
+        "checked before its point"
+    );
+    gate.open();
+    let mut failures = 0;
+    loop {
+        match stream.synchronize() {
+            Ok(()) => break,
+            Err(e) => {
+                assert_eq!(e.call(), "test: status word", "{e}");
+                failures += 1;
+            }
+        }
+    }
+    assert_eq!(failures, WORDS.div_ceil(3), "each failure deferred once");
+
+    // A waiter takes the word: returned, nothing deferred.
+    let waited = |i: usize| {
+        // SAFETY: as above; the waiter's synchronize waits for the copy.
+        let copied = unsafe {
+            StatusSlot::new()
+                .unwrap()
+                .copy_from_device_async(&stream, base.wrapping_add(i))
+        }
+        .unwrap();
+        copied.wait_or_check_after(decode).unwrap()
+    };
+    assert_eq!(waited(3).synchronize().unwrap(), 4);
+    assert_eq!(waited(4).synchronize().unwrap(), 0);
+    stream.synchronize().unwrap();
+    // A waiter dropped before its wait: the failure goes to the deferred path, once.
+    drop(waited(6));
+    let e = stream
+        .synchronize()
+        .expect_err("the abandoned word's failure");
+    assert!(e.is_deferred() && e.call() == "test: status word", "{e}");
+    stream.synchronize().unwrap();
+
+    // Captured: the copy and the check at every launch (a failure deferred at each).
+    let mut state = DeviceBuffer::from_slice(&[9u32]).unwrap();
+    let mut capturing = Stream::new().unwrap();
+    let graph = capturing
+        .capture(CaptureMode::ThreadLocal, |c| {
+            let state = c.bind_mut(&mut state);
+            // SAFETY: the word is `state`'s, bound into the capture for the graph's life.
+            let copied = unsafe {
+                StatusSlot::new()
+                    .unwrap()
+                    .capture_copy_from_device(c, state.as_mut_raw_ptr().cast_const())
+            }?;
+            copied.check_every_launch(decode)
+        })
+        .unwrap();
+    let exec = graph.instantiate().unwrap();
+    for _ in 0..3 {
+        cuda_rt::scope(|s| s.launch_graph(&stream, &exec)).expect_err("the launch's failure");
+    }
+    drop(exec);
+    assert!(
+        cuda_rt::take_deferred_error().is_none(),
+        "each reported once"
+    );
+    state.copy_from_host(&[0]).unwrap();
+    drop(words);
+}

@@ -339,7 +339,7 @@ impl RawWorkspace {
     }
 
     /// Enqueues the sort of `buffers` on `stream`, growing the workspace first if needed: every
-    /// stage a host launch (`cuda_rt_kernels_sort_nordc`), or, device-driven ([`Driver`](crate::Driver)),
+    /// stage a host launch (`cuda_rt_kernels_sort_nordc`), or, device-driven ([`Driver`]),
     /// one host launch (`cuda_rt_kernels_sort`) and the device launches the rest. Returns the layout
     /// used when the work is queued: call [`finish`](Self::finish) to learn whether it
     /// succeeded.

@@ -8,7 +8,7 @@ use crate::ffi::{self, SortArgs, SortLayout};
 use crate::raw::RawSortBuffers;
 use crate::raw::{check_shared_memory, layout_with_limit, shared_memory_limit_flags};
 use crate::{Order, SortError, Strategy};
-use cuda_rt::raw::{self as cuda, flags, RawStream};
+use cuda_rt::raw::{self as cuda, RawStream};
 use std::ffi::c_void;
 use std::ptr;
 
@@ -80,51 +80,39 @@ impl Planned {
 
     /// Queues on `stream`: the scratch block (`cudaMallocAsync`), the sort (the host launches
     /// of `cuda_rt_kernels_sort_nordc`, or the first of `cuda_rt_kernels_sort`, whose grid
-    /// launches the rest), the copy of the status word to `status_slot` (`cudaMemcpyAsync`),
-    /// and the block's free (`cudaFreeAsync`), which runs behind everything queued before it,
-    /// also when a later step failed. Returns without waiting.
+    /// launches the rest), then `copy_status` with the status word's device address (the copy
+    /// of the word to a status slot: [`StatusSlot`](cuda_rt::check::StatusSlot)), and the
+    /// block's free (`cudaFreeAsync`), which runs behind everything queued before it, also when
+    /// a later step failed. Returns what `copy_status` returns, without waiting.
     ///
     /// A failed `cudaFreeAsync` leaves the block allocated (a leak, never a free under a
     /// running kernel) and is deferred to cuda-rt's next synchronize.
     ///
     /// # Errors
-    /// [`SortError::Cuda`] when the allocation, a host launch or the copy cannot be queued. A
-    /// host-queued chain whose later launch fails has queued the stages before it: they still
-    /// run, on the caller's buffers (and the scratch is freed behind them). The copy into
-    /// `status_slot` is the last step that can fail: it is queued only when this returns `Ok`.
+    /// [`SortError::Cuda`] when the allocation or a host launch cannot be queued (then
+    /// `copy_status` is not called), and `copy_status`'s error. A host-queued chain whose later
+    /// launch fails has queued the stages before it: they still run, on the caller's buffers
+    /// (and the scratch is freed behind them).
     ///
     /// # Safety
     /// - the buffers the plan was made for are as [`RawSortBuffers`] describes, valid and used
     ///   by nothing unordered with `stream` until the work queued here has completed;
-    /// - `stream` is a live stream of the current device;
-    /// - `status_slot` is page-locked host memory valid for one `u32` write until the copy
-    ///   queued here has completed.
-    pub(crate) unsafe fn queue(
+    /// - `stream` is a live stream of the current device, or one that captures a graph;
+    /// - `copy_status` queues on `stream` whatever reads the word (the block is freed right
+    ///   behind it).
+    pub(crate) unsafe fn queue<C>(
         &self,
         stream: RawStream,
-        status_slot: *mut u32,
-    ) -> Result<(), SortError> {
+        copy_status: impl FnOnce(*const u32) -> Result<C, SortError>,
+    ) -> Result<C, SortError> {
         // SAFETY: `stream` is live (the caller's contract); the block is freed once, below.
         let block = unsafe { cuda::malloc_async(self.block_bytes, stream) }
             .map_err(SortError::from_call)?;
         // SAFETY: the block was allocated above with the plan's size, before the launches on
         // the same stream; the caller's contract covers the buffers.
         let (launched, status) = unsafe { self.launch_in(block, stream) };
-        let copied = launched.and_then(|()| {
-            // SAFETY: the slot is valid page-locked memory until the copy completes (the
-            // caller's contract); the status word lives in the block until the free queued
-            // after the copy.
-            unsafe {
-                cuda::memcpy_async(
-                    status_slot.cast(),
-                    status,
-                    size_of::<u32>(),
-                    flags::MEMCPY_DEVICE_TO_HOST,
-                    stream,
-                )
-            }
-            .map_err(SortError::from_call)
-        });
+        // The status word lives in the block until the free queued after the copy.
+        let copied = launched.and_then(|()| copy_status(status.cast_const().cast()));
         // SAFETY: the block came from cudaMallocAsync above and is freed once; every use of it
         // (the stages, including device-side launches, which complete before their stream
         // moves on, and the copy) was queued on `stream` before this point.

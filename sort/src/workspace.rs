@@ -1,10 +1,10 @@
 //! The safe sort API on cuda-rt's types: [`SortWorkspace`] and the one-shot functions.
 
-use crate::outcome::{deferred_check, replayed_check, StatusSlot, Waiter, NEVER_REPORTED};
+use crate::outcome::decode;
 use crate::raw::{refuse_in_host_callback, wait_after_error, RawSortBuffers};
 use crate::stream_ordered::Planned;
 use crate::{Driver, Order, SortError, SortKey, Strategy};
-use cuda_rt::raw as cuda;
+use cuda_rt::check::{StatusSlot, StatusWaiter};
 use cuda_rt::{
     Capture, CapturedMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, Pending,
     PinnedBuffer, PinnedPool, StreamRef,
@@ -136,17 +136,17 @@ impl Default for SortWorkspace {
 }
 
 /// What an attempt to queue a sort left behind.
-struct Attempt {
+struct Attempt<'s> {
     /// Whether any work may have been queued (false for refusals before the first CUDA call
     /// that queues).
     queued: bool,
     /// The waiter of the sort's outcome (`None` when nothing needs one: keys only queued for
     /// the deferred path, or an empty sort), or why queuing failed.
-    result: Result<Option<Waiter>, SortError>,
+    result: Result<Option<StatusWaiter<'s>>, SortError>,
 }
 
-impl Attempt {
-    fn refused(error: SortError) -> Attempt {
+impl Attempt<'_> {
+    fn refused(error: SortError) -> Self {
         Attempt {
             queued: false,
             result: Err(error),
@@ -235,9 +235,10 @@ impl SortWorkspace {
     }
 
     /// Queues the sort of `buffers` on `stream` with its stream-ordered scratch
-    /// ([`Planned::queue`]) and its outcome's way back ([`cuda_rt::check_after`]): for `wait`,
-    /// a check that leaves the status word to the returned [`Waiter`]; otherwise one that
-    /// returns a failure for cuda-rt to defer. Returns
+    /// ([`Planned::queue`]) and its outcome's way back (a [`StatusSlot`] that the status word
+    /// is copied into, then checked with [`cuda_rt::check_after`]): for `wait`, a check that
+    /// leaves the status word to the returned [`StatusWaiter`]; otherwise one that returns a
+    /// failure for cuda-rt to defer. Returns
     /// `Ok(None)` without queuing anything for an empty sort.
     ///
     /// # Errors
@@ -247,13 +248,13 @@ impl SortWorkspace {
     ///
     /// # Safety
     /// As [`Planned::queue`] for `buffers` and `stream`.
-    unsafe fn queue_on(
+    unsafe fn queue_on<'s>(
         &self,
         buffers: &RawSortBuffers,
         order: Order,
-        stream: StreamRef<'_>,
+        stream: StreamRef<'s>,
         wait: bool,
-    ) -> Result<Option<Waiter>, SortError> {
+    ) -> Result<Option<StatusWaiter<'s>>, SortError> {
         let planned = Planned::new(
             buffers,
             order,
@@ -264,33 +265,34 @@ impl SortWorkspace {
         if planned.is_empty() {
             return Ok(None);
         }
-        let slot = StatusSlot::acquire()?;
-        // SAFETY: forwarded from the caller; the slot is pinned and never freed.
-        if let Err(e) = unsafe { planned.queue(stream.as_raw(), slot.as_mut_ptr()) } {
-            // SAFETY: no copy into the slot was queued (`queue` queues it last, only on success).
-            unsafe { slot.release() };
-            return Err(e);
-        }
-        let queued = if wait {
-            let (waiter, check) = Waiter::new(slot);
-            cuda_rt::check_after(stream, check).map(|()| Some(waiter))
-        } else {
-            cuda_rt::check_after(stream, deferred_check(slot)).map(|()| None)
+        let slot = StatusSlot::new().map_err(SortError::from_call)?;
+        // A slot whose copy was never queued goes back to the pool when this is dropped.
+        let copy_status = |status| {
+            // SAFETY: `planned.queue` passes the sort's status word, written by the stages
+            // queued on `stream` before this copy, in a block freed only behind it.
+            unsafe { slot.copy_from_device_async(stream, status) }.map_err(SortError::from_call)
         };
-        // A check that could not be queued is dropped with its slot, which leaks.
+        // SAFETY: forwarded from the caller; `copy_status` queues on `stream`.
+        let copied = unsafe { planned.queue(stream.as_raw(), copy_status) }?;
+        let queued = if wait {
+            copied.wait_or_check_after(decode).map(Some)
+        } else {
+            copied.check_after(decode).map(|()| None)
+        };
+        // A check that could not be queued leaks its slot; the outcome is then unknown.
         queued.map_err(|e| SortError::Runtime(e.context("sort: queuing the outcome check")))
     }
 
     /// Queues the sort of `keys` inside their `with_ptr_mut_on`, so that later users of the
     /// keys are ordered after the sort and its outcome check.
-    fn queue_keys<K: SortKey + DeviceCopy>(
+    fn queue_keys<'s, K: SortKey + DeviceCopy>(
         &self,
-        stream: StreamRef<'_>,
+        stream: StreamRef<'s>,
         keys: &mut impl DeviceMemoryMut<K>,
         order: Order,
         wait: bool,
         what: &'static str,
-    ) -> Attempt {
+    ) -> Attempt<'s> {
         if let Err(e) = Self::refuse(stream, what) {
             return Attempt::refused(e);
         }
@@ -310,15 +312,15 @@ impl SortWorkspace {
     }
 
     /// [`queue_keys`](Self::queue_keys) for keys and values.
-    fn queue_pairs<K: SortKey + DeviceCopy, V: DeviceCopy>(
+    fn queue_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
         &self,
-        stream: StreamRef<'_>,
+        stream: StreamRef<'s>,
         keys: &mut impl DeviceMemoryMut<K>,
         values: &mut impl DeviceMemoryMut<V>,
         order: Order,
         wait: bool,
         what: &'static str,
-    ) -> Attempt {
+    ) -> Attempt<'s> {
         let bytes = const { value_bytes::<V>() };
         debug_assert_eq!(bytes, size_of::<V>());
         if let Err(e) = Self::refuse(stream, what) {
@@ -349,11 +351,12 @@ impl SortWorkspace {
         }
     }
 
-    /// The end of the waiting forms: waits for `stream` (`cudaStreamSynchronize`), then
-    /// returns the sort's own outcome, read from its status slot (so it is
-    /// not also deferred). After an error that may follow queued work, the stream is waited
-    /// for all the same, so that no work of the sort is left queued when this returns.
-    fn wait_for(stream: StreamRef<'_>, attempt: Attempt) -> Result<(), SortError> {
+    /// The end of the waiting forms: waits for `stream` (`cudaStreamSynchronize`, through
+    /// [`StatusWaiter::synchronize`]), then returns the sort's own outcome, read from its
+    /// status slot (so it is not also deferred). After an error that may follow queued work,
+    /// the stream is waited for all the same, so that no work of the sort is left queued when
+    /// this returns.
+    fn wait_for(stream: StreamRef<'_>, attempt: Attempt<'_>) -> Result<(), SortError> {
         let waiter = match attempt.result {
             Ok(Some(waiter)) => waiter,
             Ok(None) => return Ok(()),
@@ -365,13 +368,9 @@ impl SortWorkspace {
                 return Err(e);
             }
         };
-        // SAFETY: the handle is live for its lifetime. A failed wait drops the waiter, which
-        // leaves the outcome to the deferred path.
-        unsafe { cuda::stream_synchronize(stream.as_raw()) }.map_err(SortError::from_call)?;
-        // SAFETY: the stream was waited for, successfully, after the sort.
-        unsafe { waiter.take_after(true) }.unwrap_or(Err(SortError::Incomplete {
-            status_word: NEVER_REPORTED,
-        }))
+        // A failed wait leaves the outcome to the deferred path.
+        let word = waiter.synchronize().map_err(SortError::from_call)?;
+        SortError::from_status_word(word)
     }
 
     /// Queues the stable sort of `keys`, in place, on `stream`, in `order` (floats in IEEE
@@ -423,7 +422,8 @@ impl SortWorkspace {
     /// # Errors
     /// As for [`sort`](Self::sort), with the device-side failures returned
     /// ([`SortError::DeviceLaunch`], [`SortError::Incomplete`]); [`SortError::Cuda`] when the
-    /// wait fails (errors of earlier work on the stream included).
+    /// wait fails (errors of earlier work on the stream included; the sort's own outcome then
+    /// goes to the deferred path).
     pub fn sort_and_synchronize<'s, K: SortKey + DeviceCopy>(
         &self,
         stream: impl Into<StreamRef<'s>>,
@@ -466,16 +466,9 @@ impl SortWorkspace {
         let Some(waiter) = attempt.result? else {
             return Ok(());
         };
-        let drained = stream.completion().await.map_err(SortError::Runtime);
-        // SAFETY: `drained` says whether the stream drained, successfully, after the sort.
-        match unsafe { waiter.take_after(drained.is_ok()) } {
-            // The sort's own outcome first.
-            Some(outcome) => outcome.and(drained),
-            // Its check did not run: the stream failed before it (the drain says how).
-            None => drained.and(Err(SortError::Incomplete {
-                status_word: NEVER_REPORTED,
-            })),
-        }
+        // A failed drain leaves the outcome to the deferred path.
+        let word = waiter.completion().await.map_err(SortError::Runtime)?;
+        SortError::from_status_word(word)
     }
 
     /// Queues the stable sort of `keys` by key on `stream`, applying the same permutation to
@@ -663,19 +656,18 @@ impl SortWorkspace {
         if planned.is_empty() {
             return Ok(());
         }
-        let slot = StatusSlot::acquire()?;
+        let slot = StatusSlot::new().map_err(SortError::from_call)?;
+        let copy_status = |status| {
+            // SAFETY: `planned.queue` passes the sort's status word, in the block of the graph's
+            // allocation node, written by the stages captured before the copy and freed by the
+            // free node captured behind it.
+            unsafe { slot.capture_copy_from_device(capture, status) }.map_err(SortError::from_call)
+        };
         // SAFETY: the buffers are valid for every launch (the caller's contract); the stream
-        // is capturing, so this adds nodes and runs nothing; the slot is pinned and never
-        // freed, and the graph (through the host node below) owns it for as long as a launch
-        // can copy into it.
-        if let Err(e) = unsafe { planned.queue(capture.as_raw_stream(), slot.as_mut_ptr()) } {
-            // SAFETY: no copy node into the slot was added (`queue` adds it last, only on
-            // success).
-            unsafe { slot.release() };
-            return Err(e);
-        }
-        capture
-            .host_fn(replayed_check(slot))
+        // is capturing, so this adds nodes and runs nothing; `copy_status` captures on it.
+        let copied = unsafe { planned.queue(capture.as_raw_stream(), copy_status) }?;
+        copied
+            .check_every_launch(decode)
             .map_err(|e| SortError::Runtime(e.context(WHAT)))
     }
 
