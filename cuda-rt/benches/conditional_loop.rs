@@ -22,9 +22,9 @@
 //!   unrolls the while node's body: four count-downs one after the other in each pass (the
 //!   kernel does nothing once the count is zero), so the kernel still runs 1,000 times and
 //!   the body 250. A fourth row times the one-small-kernel while graph made, launched and waited
-//!   for with raw CUDA calls alone (`cudaGraphConditionalHandleCreate`, `cudaGraphAddNode`,
-//!   `cudaGraphAddKernelNode`, `cudaGraphInstantiate`, `cudaGraphLaunch`,
-//!   `cudaStreamSynchronize`), in trials taken in turn with that row's two: what CUDA's own
+//!   for with raw CUDA calls alone (`cudaGraphConditionalHandleCreate` and `cudaGraphAddNode`
+//!   through `cuda_rt::raw`, one call each; `cudaGraphAddKernelNode`, `cudaGraphInstantiate`,
+//!   `cudaGraphLaunch`, `cudaStreamSynchronize`), in trials taken in turn with that row's two: what CUDA's own
 //!   while node costs, beside the same graph built by cuda-rt. All checked against the CPU.
 //!   Trials alternate between the sides (ABBA; ABCCBA with the raw graph); medians with the
 //!   10th–90th percentiles.
@@ -223,39 +223,21 @@ fn raw_while_loop(
     state: &mut DeviceBuffer<u32>,
     stream: sys::cudaStream_t,
 ) -> BenchResult<f64> {
-    let mut condition: sys::cudaGraphConditionalHandle = 0;
-    check(
-        // SAFETY: a live graph of this thread; writes one handle through a valid pointer.
-        unsafe {
-            sys::cudaGraphConditionalHandleCreate(
-                &mut condition,
-                graph,
-                1,
-                sys::cudaGraphCondAssignDefault,
-            )
-        },
-        "cudaGraphConditionalHandleCreate",
-    )?;
-    let mut params = sys::cudaGraphNodeParams {
-        type_: sys::cudaGraphNodeTypeConditional,
-        ..Default::default()
-    };
-    params.__bindgen_anon_1.conditional = sys::cudaConditionalNodeParams {
-        handle: condition,
-        type_: sys::cudaGraphCondTypeWhile,
-        size: 1,
-        ..Default::default()
-    };
-    let mut node: sys::cudaGraphNode_t = std::ptr::null_mut();
-    check(
-        // SAFETY: a live graph of this thread, no dependencies; `params` describes a while node
-        // of a condition of this graph, and the runtime writes the body's handle into it.
-        unsafe { add_root_node(&mut node, graph, &mut params) },
-        "cudaGraphAddNode",
-    )?;
-    // SAFETY: the runtime filled the `conditional` member, whose `phGraph_out` points to the
-    // node's one body graph, owned by the node.
-    let body = unsafe { *params.__bindgen_anon_1.conditional.phGraph_out };
+    // SAFETY: a live graph of this thread.
+    let mut condition = unsafe {
+        cuda_rt::raw::graph_conditional_handle_create(graph, 1, sys::cudaGraphCondAssignDefault)
+    }?;
+    // SAFETY: a live graph of this thread, no dependencies; the handle is of this graph.
+    let (_node, bodies) = unsafe {
+        cuda_rt::raw::graph_add_conditional_node(
+            graph,
+            &[],
+            condition,
+            cuda_rt::raw::conditional_kind::WHILE,
+            1,
+        )
+    }?;
+    let body = bodies[0];
     let (mut ptr, mut len) = (state.as_mut_raw_ptr(), state.len());
     let mut args: [*mut c_void; 3] = [
         std::ptr::from_mut(&mut ptr).cast(),
@@ -324,29 +306,6 @@ fn raw_while_loop(
     _stream: sys::cudaStream_t,
 ) -> BenchResult<f64> {
     Err("a while node needs CUDA 12.3 or newer".into())
-}
-
-/// `cudaGraphAddNode` of a node without dependencies, in the signature of this runtime's
-/// bindings (13.x takes edge data; none here).
-///
-/// # Safety
-/// As `cudaGraphAddNode`.
-#[cfg(cudart_ge = "12.3")]
-unsafe fn add_root_node(
-    node: *mut sys::cudaGraphNode_t,
-    graph: sys::cudaGraph_t,
-    params: *mut sys::cudaGraphNodeParams,
-) -> sys::cudaError_t {
-    #[cfg(cudart_ge = "13.0")]
-    // SAFETY: the caller's contract; no dependencies and no edge data (null arrays, length 0).
-    return unsafe {
-        sys::cudaGraphAddNode(node, graph, std::ptr::null(), std::ptr::null(), 0, params)
-    };
-    #[cfg(not(cudart_ge = "13.0"))]
-    // SAFETY: the caller's contract; no dependencies (a null array of length 0).
-    unsafe {
-        sys::cudaGraphAddNode(node, graph, std::ptr::null(), 0, params)
-    }
 }
 
 /// Milliseconds of one loop decided by the host, one round trip per iteration: the kernel(s),
