@@ -22,7 +22,7 @@ use crate::context::in_callback;
 use crate::error::{defer_error, Error, ErrorKind, Result};
 use crate::graph::Capture;
 use crate::raw;
-use crate::stream::StreamRef;
+use crate::stream::{relaxed_while_capturing, StreamRef};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -80,14 +80,13 @@ pub struct StatusSlot {
 
 impl StatusSlot {
     /// A free slot from the pool, growing it by a page when it is empty (`cudaHostRegister`,
-    /// portable, of host memory that is never freed; the calling thread's capture mode is
-    /// relaxed for the call, `cudaThreadExchangeStreamCaptureMode`, so that a graph captured
-    /// meanwhile by any thread is not invalidated).
+    /// portable, of host memory that is never freed; while a capture of this crate restricts
+    /// the thread, its capture mode is relaxed for the call, as for this crate's other calls
+    /// made during captures).
     ///
     /// # Errors
     /// [`ErrorKind::InHostCallback`] inside a host callback when the pool is empty; errors of
-    /// `cudaHostRegister` and `cudaThreadExchangeStreamCaptureMode` (the page is then freed,
-    /// or, registered, kept in the pool).
+    /// `cudaHostRegister` (the page is then freed).
     pub fn new() -> Result<StatusSlot> {
         const WHAT: &str = "StatusSlot::new";
         if let Some(word) = free_slots().pop() {
@@ -98,10 +97,9 @@ impl StatusSlot {
         }
         let slab: Box<Slab> = Box::new(Slab([const { AtomicU32::new(0) }; SLAB_WORDS]));
         let address = std::ptr::from_ref(&*slab).cast_mut().cast();
-        // SAFETY: no preconditions beyond CUDA's; the mode is restored below.
-        let previous =
-            unsafe { raw::thread_exchange_stream_capture_mode(raw::flags::CAPTURE_MODE_RELAXED) };
-        let registered = previous.and_then(|_| {
+        // A capture of this crate that restricts the thread would be invalidated by the
+        // registration, which touches nothing captured.
+        let registered = relaxed_while_capturing(|| {
             // SAFETY: the slab is valid for its size and, once registered, leaked below: never
             // freed nor unregistered, so it stays valid as long as the registration.
             unsafe {
@@ -112,24 +110,11 @@ impl StatusSlot {
                 )
             }
         });
-        let restored = previous.and_then(|mode| {
-            // SAFETY: restores the mode this thread had.
-            unsafe { raw::thread_exchange_stream_capture_mode(mode) }.map(drop)
-        });
-        if let Err(e) = registered {
-            // Not registered: the Box frees the page.
-            return Err(e.context(WHAT));
-        }
+        // Not registered: the Box frees the page.
+        registered.map_err(|e| e.context(WHAT))?;
         let words: &'static [AtomicU32; SLAB_WORDS] = &Box::leak(slab).0;
         free_slots().extend(&words[1..]);
-        match restored {
-            Ok(()) => Ok(StatusSlot { word: &words[0] }),
-            Err(e) => {
-                // Registered, but the mode could not be restored: the slab stays in the pool.
-                release(&words[0]);
-                Err(e.context(WHAT))
-            }
-        }
+        Ok(StatusSlot { word: &words[0] })
     }
 
     /// Queues on `stream` a copy of the `u32` at `src` into the slot (`cudaMemcpyAsync`,
