@@ -76,11 +76,13 @@ const PARALLEL_COMPILES: usize = 2;
 
 /// `cargo xtask check-archs`: compiles the device code of the sort's kernels
 /// (`sort/kernels/*.cu`) for every architecture of `CUDA_RT_ARCHS=all` (7.5, 8.0, 8.6, 8.9, 9.0,
-/// 10.0, 12.0) that the toolkit's nvcc supports, less 8.0 and 9.0, so that CI sees an
-/// architecture-specific compile error (an instruction that ptxas refuses for one architecture,
-/// a missing `__CUDA_ARCH__` guard) without a GPU of each kind. 8.0 and 9.0 are the default
-/// architectures: `cargo test` compiles the kernels for them in full (host code, device link)
-/// with the same nvcc. The others (7.5, 8.6, 8.9, 10.0, 12.0 with CUDA 13.0) get
+/// 10.0, 12.0) that the toolkit's nvcc supports and whose compile differs from the default
+/// build's, so that CI sees an architecture-specific compile error (an instruction that ptxas
+/// refuses for one architecture, a missing `__CUDA_ARCH__` guard) without a GPU of each kind.
+/// 8.0 and 9.0 are the default architectures: `cargo test` compiles the kernels for them in full
+/// (host code, device link) with the same nvcc; 8.6 and 8.9 take 8.0's code path (the kernels'
+/// `__CUDA_ARCH__` thresholds, read from their sources) in the same instruction set family, so
+/// they are left out too. The others (7.5, 10.0, 12.0 with CUDA 13.0) get
 /// device code only: no host compile, no device link, no library. Needs a CUDA toolkit
 /// (`CUDA_PATH`, else the one `cargo test` provisioned into `.cuda-toolkit/`), no GPU.
 ///
@@ -100,7 +102,7 @@ pub fn check_archs() -> Result {
     let start = Instant::now();
     let nvcc = cuda_path()?.join("bin/nvcc");
     let supported = parse_arch_list(&output(command(&nvcc).arg("--list-gpu-arch"))?);
-    let (archs, unsupported) = archs_to_check(&supported);
+    let (archs, unsupported) = archs_to_check(&supported, &code_path_thresholds()?);
     if !unsupported.is_empty() {
         eprintln!(
             "check-archs: skipped {} (this nvcc cannot compile for them)",
@@ -147,14 +149,58 @@ pub fn check_archs() -> Result {
     Ok(())
 }
 
-/// The architectures of [`all_archs`] that `supported` holds and the default build does not
-/// compile as machine code, and those of [`all_archs`] that `supported` lacks.
-fn archs_to_check(supported: &[u32]) -> (Vec<u32>, Vec<u32>) {
+/// The architectures of [`all_archs`] that `supported` holds and that add a compile the default
+/// build does not make, and those of [`all_archs`] that `supported` lacks. Left out: the
+/// default architectures, and those that share one with a default architecture's major version
+/// and its code path (the same `__CUDA_ARCH__` thresholds of `thresholds` met, the same
+/// instruction set family for ptxas): 8.6 and 8.9 compile exactly what 8.0 does.
+fn archs_to_check(supported: &[u32], thresholds: &[u32]) -> (Vec<u32>, Vec<u32>) {
     let default = default_archs();
+    let path = |arch: u32| {
+        (
+            arch / 10,
+            thresholds.iter().filter(|&&t| arch * 10 >= t).count(),
+        )
+    };
     all_archs()
         .into_iter()
-        .filter(|a| !default.contains(a))
+        .filter(|&a| !default.iter().any(|&d| path(d) == path(a)))
         .partition(|a| supported.contains(a))
+}
+
+/// The `__CUDA_ARCH__ >= N` thresholds of the sort's kernels (every `.cu` and `.cuh` of its
+/// `kernels/`), sorted: where its device code takes another path.
+fn code_path_thresholds() -> Result<Vec<u32>> {
+    let dir = root().join(SORT_CRATE).join("kernels");
+    let mut text = String::new();
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "cu" || e == "cuh") {
+            text.push_str(&std::fs::read_to_string(&path)?);
+            text.push('\n');
+        }
+    }
+    Ok(parse_thresholds(&text))
+}
+
+/// The `N` of every `__CUDA_ARCH__ >= N` in `text`, sorted, without repeats.
+fn parse_thresholds(text: &str) -> Vec<u32> {
+    let mut thresholds: Vec<u32> = text
+        .split("__CUDA_ARCH__")
+        .skip(1)
+        .filter_map(|rest| rest.trim_start().strip_prefix(">="))
+        .filter_map(|rest| {
+            let digits: String = rest
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
+        })
+        .collect();
+    thresholds.sort_unstable();
+    thresholds.dedup();
+    thresholds
 }
 
 /// The architectures of `nvcc --list-gpu-arch` output (`compute_75` lines; suffixed variants
@@ -580,15 +626,29 @@ mod tests {
     }
 
     #[test]
-    fn the_checked_architectures_are_those_nvcc_has_less_the_default_ones() {
+    fn the_checked_architectures_are_those_nvcc_has_less_the_default_ones_and_their_paths() {
+        let thresholds = [800, 900];
         assert_eq!(
-            archs_to_check(&parse_arch_list(NVCC_13_0)),
+            archs_to_check(&parse_arch_list(NVCC_13_0), &thresholds),
+            (vec![75, 100, 120], vec![])
+        );
+        assert_eq!(
+            archs_to_check(&[75, 80, 86, 87, 89, 90], &thresholds),
+            (vec![75], vec![100, 120])
+        );
+        // A threshold between 8.0 and 8.6 gives 8.6 and 8.9 a path of their own.
+        assert_eq!(
+            archs_to_check(&parse_arch_list(NVCC_13_0), &[800, 860, 900]),
             (vec![75, 86, 89, 100, 120], vec![])
         );
         assert_eq!(
-            archs_to_check(&[75, 80, 86, 87, 89, 90]),
-            (vec![75, 86, 89], vec![100, 120])
+            parse_thresholds(
+                "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n#if __CUDA_ARCH__>=800\n\
+                 #if __CUDA_ARCH__ < 700 // __CUDA_ARCH__ >= 900"
+            ),
+            [800, 900]
         );
+        assert_eq!(code_path_thresholds().unwrap(), [800, 900]);
         assert_eq!(arch_names(&[75, 120]), "7.5, 12.0");
     }
 
