@@ -119,12 +119,25 @@ pub fn check_archs() -> Result {
     let out_dir = target_dir().join("check-archs");
     std::fs::create_dir_all(&out_dir)?;
     let compiles = compiles(&kernel_sources()?, &archs);
+    let default = default_archs();
+    let same_path: Vec<u32> = all_archs()
+        .into_iter()
+        .filter(|a| !default.contains(a) && !archs.contains(a) && !unsupported.contains(a))
+        .collect();
     eprintln!(
         "check-archs: device code for {} ({} compiles, {PARALLEL_COMPILES} at a time; {} are \
-         compiled in full by `cargo test`), nvcc {}",
+         compiled in full by `cargo test`{}), nvcc {}",
         arch_names(&archs),
         compiles.len(),
-        arch_names(&default_archs()),
+        arch_names(&default),
+        if same_path.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", and {} take the code path of one of them",
+                arch_names(&same_path)
+            )
+        },
         KERNEL_FLAGS.join(" ")
     );
     let times = run_compiles(&nvcc, &compiles, &out_dir)?;
