@@ -120,8 +120,10 @@ pub enum ErrorKind {
     /// when the graph is instantiated) was asked of the body's builder or capture; nothing was
     /// added.
     InConditionalBody,
-    /// A library that queues its work on this crate's streams and memory (NCCL, through
-    /// cuda-rt-nccl) returned this status. The library names it and describes it.
+    /// A library that queues its work on this crate's streams and memory returned this status:
+    /// NCCL through cuda-rt-nccl, or a library's own kernels through a status word that its
+    /// decode function turns into an error ([`StatusSlot`](crate::check::StatusSlot)). The
+    /// library names it and describes it.
     Library {
         /// The library's status code (never its success code).
         status: i32,

@@ -68,7 +68,15 @@ pub type Decode = fn(u32) -> Result<()>;
 /// let copied = unsafe { StatusSlot::new()?.copy_from_device_async(&stream, status.as_raw_ptr()) }?;
 /// copied.check_after(|word| match word {
 ///     0 => Ok(()),
-///     _ => Err(Error::new(ErrorKind::OutOfRange, "my_kernel: status word")),
+///     // Our own failure codes, named and described as a library's statuses.
+///     code => Err(Error::new(
+///         ErrorKind::Library {
+///             status: code as i32,
+///             name: "MY_KERNEL_BAD_INPUT",
+///             message: "my_kernel found a key out of range",
+///         },
+///         "my_kernel",
+///     )),
 /// })?;
 /// stream.synchronize()?; // returns the check's error, if any
 /// # Ok::<(), cuda_rt::Error>(())
