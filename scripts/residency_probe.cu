@@ -1,8 +1,8 @@
-// Residency probe (issue 4's measurement; not part of any build): how many blocks of a kernel
-// are resident per SM when the grid is launched from the host, from the device as a tail
-// launch, and from the device fire-and-forget, by dynamic shared memory, launch bounds and the
-// carveout attribute. Each block's thread 0 counts itself into a per-SM counter and keeps the
-// peak; the blocks spin 200 us so that they overlap.
+// Residency probe (a measurement behind the device-driven chain's design; not part of any
+// build): how many blocks of a kernel are resident per SM when the grid is launched from the
+// host, from the device as a tail launch, and from the device fire-and-forget, by dynamic
+// shared memory, launch bounds and the carveout attribute. Each block's thread 0 counts itself
+// into a per-SM counter and keeps the peak; the blocks spin 200 us so that they overlap.
 //
 // On the GPU machine (nvcc there):
 //   nvcc -arch=sm_90 -rdc=true -O3 scripts/residency_probe.cu -o /tmp/probe -lcudadevrt &&
