@@ -369,6 +369,13 @@ impl fmt::Display for Error {
         }
         write!(f, "{}: {}: {}", self.call, self.name(), self.message())?;
         match self.kind {
+            // The runtime's answer also when no driver is installed at all; Display calls no
+            // CUDA, so it says how to tell the two apart.
+            ErrorKind::Cuda(status @ codes::INSUFFICIENT_DRIVER) => write!(
+                f,
+                " (status {status}; also CUDA's answer when no CUDA driver is installed, \
+                 which cuda_rt::driver_version() then reports as 0.0)"
+            ),
             ErrorKind::Cuda(status) => write!(f, " (status {status})"),
             ErrorKind::Library { status, .. } => write!(f, " (status {status})"),
             ErrorKind::LengthMismatch { expected, actual } => {
@@ -616,6 +623,14 @@ mod tests {
         );
         assert!(text.contains("invalid"), "{text}");
         assert!(Error::cuda(sys::cudaErrorNotReady, "q").is_not_ready());
+        // With no driver installed CUDA says "insufficient driver": the text says so.
+        let no_driver = Error::cuda(sys::cudaErrorInsufficientDriver, "cudaGetDevice").to_string();
+        assert!(
+            no_driver.contains("cudaErrorInsufficientDriver")
+                && no_driver.contains("no CUDA driver is installed")
+                && no_driver.contains("driver_version()"),
+            "{no_driver}"
+        );
         assert_eq!(Error::from_status(sys::cudaSuccess, "x"), None);
         let mismatch = Error::new(
             ErrorKind::LengthMismatch {
