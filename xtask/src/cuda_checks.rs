@@ -102,7 +102,8 @@ pub fn check_archs() -> Result {
     let start = Instant::now();
     let nvcc = cuda_path()?.join("bin/nvcc");
     let supported = parse_arch_list(&output(command(&nvcc).arg("--list-gpu-arch"))?);
-    let (archs, unsupported) = archs_to_check(&supported, &code_path_thresholds()?);
+    let thresholds = code_path_thresholds()?;
+    let (archs, unsupported) = archs_to_check(&supported, &thresholds);
     if !unsupported.is_empty() {
         eprintln!(
             "check-archs: skipped {} (this nvcc cannot compile for them)",
@@ -122,7 +123,7 @@ pub fn check_archs() -> Result {
     let default = default_archs();
     let same_path: Vec<u32> = all_archs()
         .into_iter()
-        .filter(|a| !default.contains(a) && !archs.contains(a) && !unsupported.contains(a))
+        .filter(|&a| !default.contains(&a) && compiled_by_default(a, &thresholds))
         .collect();
     eprintln!(
         "check-archs: device code for {} ({} compiles, {PARALLEL_COMPILES} at a time; {} are \
@@ -163,22 +164,27 @@ pub fn check_archs() -> Result {
 }
 
 /// The architectures of [`all_archs`] that `supported` holds and that add a compile the default
-/// build does not make, and those of [`all_archs`] that `supported` lacks. Left out: the
-/// default architectures, and those that share one with a default architecture's major version
-/// and its code path (the same `__CUDA_ARCH__` thresholds of `thresholds` met, the same
-/// instruction set family for ptxas): 8.6 and 8.9 compile exactly what 8.0 does.
+/// build does not make, and those of [`all_archs`] that `supported` lacks. Left out: what
+/// [`compiled_by_default`] says the default build covers.
 fn archs_to_check(supported: &[u32], thresholds: &[u32]) -> (Vec<u32>, Vec<u32>) {
-    let default = default_archs();
+    all_archs()
+        .into_iter()
+        .filter(|&a| !compiled_by_default(a, thresholds))
+        .partition(|a| supported.contains(a))
+}
+
+/// Whether the default build compiles what `arch` would: it is a default architecture, or
+/// shares a default architecture's major version and its code path (the same `__CUDA_ARCH__`
+/// thresholds of `thresholds` met, the same instruction set family for ptxas): 8.6 and 8.9
+/// compile exactly what 8.0 does.
+fn compiled_by_default(arch: u32, thresholds: &[u32]) -> bool {
     let path = |arch: u32| {
         (
             arch / 10,
             thresholds.iter().filter(|&&t| arch * 10 >= t).count(),
         )
     };
-    all_archs()
-        .into_iter()
-        .filter(|&a| !default.iter().any(|&d| path(d) == path(a)))
-        .partition(|a| supported.contains(a))
+    default_archs().into_iter().any(|d| path(d) == path(arch))
 }
 
 /// The `__CUDA_ARCH__ >= N` thresholds of the sort's kernels (every `.cu` and `.cuh` of its
