@@ -24,8 +24,8 @@
 //!   the body 250. A fourth row times the one-small-kernel while graph made, launched and waited
 //!   for with raw CUDA calls alone (`cudaGraphConditionalHandleCreate` and `cudaGraphAddNode`
 //!   through `cuda_rt::raw`, one call each; `cudaGraphAddKernelNode`, `cudaGraphInstantiate`,
-//!   `cudaGraphLaunch`, `cudaStreamSynchronize`), in trials taken in turn with that row's two: what CUDA's own
-//!   while node costs, beside the same graph built by cuda-rt. All checked against the CPU.
+//!   `cudaGraphLaunch`, `cudaStreamSynchronize`), in trials taken in turn with that row's two:
+//!   what CUDA's own while node costs, beside the same graph built by cuda-rt. All checked against the CPU.
 //!   Trials alternate between the sides (ABBA; ABCCBA with the raw graph); medians with the
 //!   10th–90th percentiles.
 //! - **The launch**: one executable graph holding a while node whose condition starts at zero
