@@ -677,6 +677,259 @@ fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Crowded device-driven sorts, round after round
+
+const CROWDED_ROUNDS_TEST: &str = "crowded_device_driven_sorts_round_after_round_never_hang";
+/// Rounds of the crowded scenario (16 sorts at once); more with `CUDA_RT_CROWDED_ROUNDS`.
+const CROWDED_ROUNDS: usize = 40;
+/// A round whose sorts have not all finished after this long has hung.
+const ROUND_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The scenario of `crowded_sorts` (16 device-driven sorts of 2^20 keys on 16 streams, their
+/// queues of tail launches overflowing the smallest pending-launch pool) repeated round after
+/// round in one child process, each round checked. A round that has not finished within
+/// [`ROUND_DEADLINE`] is reported with every unfinished sort's status word (read through another
+/// stream) and ends the child. With `CUDA_RT_CROWDED_POOL=default` the pool keeps its default
+/// size (a control).
+#[test]
+fn crowded_device_driven_sorts_round_after_round_never_hang() {
+    if child_scenario().as_deref() == Some("crowded_rounds") {
+        return child_crowded_rounds();
+    }
+    let Some(_gpu) = cuda_rt_testing::gpu() else {
+        return;
+    };
+    if std::env::var("CUDA_RT_SORT_TEST_DRIVER").is_ok_and(|v| v == "host") {
+        println!("skipped {CROWDED_ROUNDS_TEST}: CUDA_RT_SORT_TEST_DRIVER=host");
+        return;
+    }
+    let _serial = serial();
+    let child = run_child(CROWDED_ROUNDS_TEST, "crowded_rounds");
+    let lines = child.lines();
+    assert!(
+        child.success && !lines.iter().any(|l| l.starts_with("stuck")),
+        "{}",
+        child.dump()
+    );
+    let summary = lines
+        .iter()
+        .find(|l| l.starts_with("rounds "))
+        .unwrap_or_else(|| panic!("no summary:\n{}", child.dump()));
+    println!("crowded rounds: {summary}");
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("UNSORTED") || l.contains("unexpected")),
+        "{}",
+        child.dump()
+    );
+    assert_still_works("crowded device-driven sorts in a child");
+}
+
+/// The child of [`crowded_device_driven_sorts_round_after_round_never_hang`]: calls the sort's C
+/// interface directly with buffers of its own, so that it can read an unfinished sort's status
+/// word.
+fn child_crowded_rounds() {
+    use cuda_rt_kernels::sort::ffi::{cuda_rt_kernels_sort, SortArgs};
+    use cuda_rt_kernels::sort::raw::layout;
+    use cuda_rt_kernels::sort::{Cuts, Driver, Merge, SortError, SortKey, Strategy};
+    use cuda_rt_sys as sys;
+    let rounds = std::env::var("CUDA_RT_CROWDED_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CROWDED_ROUNDS);
+    let device = Device::current().unwrap();
+    let limit = cuda_rt::Limit::DevRuntimePendingLaunchCount;
+    if !std::env::var("CUDA_RT_CROWDED_POOL").is_ok_and(|v| v == "default") {
+        let _ = [0usize, 1, 2]
+            .into_iter()
+            .find(|&v| device.set_limit(limit, v).is_ok());
+        let _ = cuda_rt::last_error();
+    }
+    println!(
+        "CHILD pending-launch pool: {}",
+        device.limit(limit).unwrap()
+    );
+    let strategy = Strategy {
+        driver: Driver::Device,
+        merge: Merge::TwoWay(Cuts::Kernel),
+        ..Strategy::default()
+    };
+    let n = 1usize << 20;
+    let plan = layout(n, u32::FORMAT, 0, strategy).unwrap();
+    let check = |status: sys::cudaError_t, what: &str| {
+        assert_eq!(
+            status,
+            sys::cudaSuccess,
+            "{what}: {}",
+            cuda_rt_testing::error_name(status)
+        );
+    };
+    struct Slot {
+        stream: sys::cudaStream_t,
+        pristine: DeviceBuffer<u32>,
+        keys: DeviceBuffer<u32>,
+        scratch: DeviceBuffer<u8>,
+        cuts: DeviceBuffer<u64>,
+        status: DeviceBuffer<u32>,
+        sorted: Vec<u32>,
+    }
+    let mut slots: Vec<Slot> = (0..16u64)
+        .map(|i| {
+            let input = random_keys(n, 1000 + i);
+            let mut stream = std::ptr::null_mut();
+            // SAFETY: `stream` is valid for a write; destroyed at the end.
+            check(
+                unsafe { sys::cudaStreamCreateWithFlags(&mut stream, sys::cudaStreamNonBlocking) },
+                "cudaStreamCreateWithFlags",
+            );
+            let mut sorted = input.clone();
+            sorted.sort_unstable();
+            Slot {
+                stream,
+                pristine: DeviceBuffer::from_slice(&input).unwrap(),
+                keys: DeviceBuffer::zeroed(n).unwrap(),
+                scratch: DeviceBuffer::zeroed(plan.keys_scratch_bytes as usize).unwrap(),
+                cuts: DeviceBuffer::zeroed((plan.cuts_bytes as usize).div_ceil(8)).unwrap(),
+                status: DeviceBuffer::zeroed(1).unwrap(),
+                sorted,
+            }
+        })
+        .collect();
+    // The uploads above are queued on cuda-rt's streams; everything below is raw.
+    device.synchronize().unwrap();
+    let mut observer = std::ptr::null_mut();
+    // SAFETY: valid for a write; never destroyed (the process ends after the rounds).
+    check(
+        unsafe { sys::cudaStreamCreateWithFlags(&mut observer, sys::cudaStreamNonBlocking) },
+        "cudaStreamCreateWithFlags",
+    );
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    let started = Instant::now();
+    for round in 0..rounds {
+        for slot in &mut slots {
+            let keys = slot.keys.as_mut_raw_ptr();
+            // SAFETY: every pointer is a live device buffer of the sizes the layout asks for,
+            // used only by work on this slot's stream; the previous round's work on it has
+            // finished (waited for below).
+            unsafe {
+                check(
+                    sys::cudaMemsetAsync(slot.status.as_mut_raw_ptr().cast(), 0xff, 4, slot.stream),
+                    "cudaMemsetAsync",
+                );
+                check(
+                    sys::cudaMemcpyAsync(
+                        keys.cast(),
+                        slot.pristine.as_raw_ptr().cast(),
+                        n * 4,
+                        sys::cudaMemcpyDeviceToDevice,
+                        slot.stream,
+                    ),
+                    "cudaMemcpyAsync",
+                );
+                let args = SortArgs {
+                    keys_in: keys.cast_const().cast(),
+                    values_in: std::ptr::null(),
+                    keys: keys.cast(),
+                    keys_scratch: slot.scratch.as_mut_raw_ptr().cast(),
+                    values: std::ptr::null_mut(),
+                    values_scratch: std::ptr::null_mut(),
+                    cuts: slot.cuts.as_mut_raw_ptr(),
+                    status: slot.status.as_mut_raw_ptr(),
+                    n: n as u64,
+                    key_bytes: 4,
+                    value_bytes: 0,
+                    key_mode: 0,
+                    flags: plan.flags,
+                };
+                check(
+                    cuda_rt_kernels_sort(&args, slot.stream),
+                    "cuda_rt_kernels_sort",
+                );
+            }
+        }
+        let round_started = Instant::now();
+        loop {
+            // SAFETY: live streams.
+            let busy: Vec<usize> = (0..slots.len())
+                .filter(
+                    |&i| unsafe { sys::cudaStreamQuery(slots[i].stream) } == sys::cudaErrorNotReady,
+                )
+                .collect();
+            if busy.is_empty() {
+                break;
+            }
+            if round_started.elapsed() > ROUND_DEADLINE {
+                for &i in &busy {
+                    let mut word = 0u32;
+                    // SAFETY: a 4-byte device buffer read into a local on a stream that no
+                    // sort uses (it waits for nothing of theirs).
+                    let read = unsafe {
+                        sys::cudaMemcpyAsync(
+                            (&raw mut word).cast(),
+                            slots[i].status.as_raw_ptr().cast(),
+                            4,
+                            sys::cudaMemcpyDeviceToHost,
+                            observer,
+                        )
+                    };
+                    // SAFETY: a live stream.
+                    let waited = unsafe { sys::cudaStreamSynchronize(observer) };
+                    println!(
+                        "CHILD stuck round={round} sort={i} status={word:#x} (read {read}, {waited}) \
+                         after {:?}, {} rounds done in {:.1} s",
+                        round_started.elapsed(),
+                        round,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+                // SAFETY: ends the process at once: a stuck context may hang an orderly exit.
+                unsafe { libc::_exit(3) };
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for (i, slot) in slots.iter().enumerate() {
+            let word = slot.status.to_vec().unwrap()[0];
+            let outcome = SortError::from_status_word(word);
+            let key = match outcome {
+                Ok(()) if slot.keys.to_vec().unwrap() == slot.sorted => "sorted".to_string(),
+                Ok(()) => format!("round {round} sort {i}: success reported, keys UNSORTED"),
+                Err(SortError::DeviceLaunch { status, .. })
+                    if status == sys::cudaErrorLaunchPendingCountExceeded
+                        || status == sys::cudaErrorLaunchOutOfResources =>
+                {
+                    "refused: the pool was full".to_string()
+                }
+                Err(e) => format!("round {round} sort {i}: unexpected {e:?}"),
+            };
+            *outcomes.entry(key).or_default() += 1;
+        }
+    }
+    println!(
+        "CHILD rounds {rounds} in {:.1} s, outcomes {outcomes:?}",
+        started.elapsed().as_secs_f64()
+    );
+    for (outcome, count) in &outcomes {
+        if outcome.contains("UNSORTED") || outcome.contains("unexpected") {
+            println!("CHILD {outcome} (x{count})");
+        }
+    }
+    for slot in &slots {
+        // SAFETY: a live stream, idle (every round was waited for), destroyed once.
+        check(
+            unsafe { sys::cudaStreamDestroy(slot.stream) },
+            "cudaStreamDestroy",
+        );
+    }
+    device
+        .set_limit(limit, 2048)
+        .unwrap_or_else(|e| println!("CHILD restore: {e}"));
+    println!("CHILD clean exit");
+}
+
+// ---------------------------------------------------------------------------------------------
 // A host-driven sort without scratch
 
 const SCRATCHLESS_TEST: &str = "a_host_driven_sort_without_scratch_is_refused";

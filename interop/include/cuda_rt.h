@@ -344,6 +344,42 @@ cudaError_t cuda_rt_sort_async(struct cuda_rt_sort_workspace *workspace,
                                cudaStream_t stream);
 
 /*
+ `cuda_rt_sort_async` for a sort whose length the GPU reads from device memory when the sort
+ runs: `*len`, a `uint32_t` (`len_bytes` 4) or `uint64_t` (`len_bytes` 8) that earlier work on
+ `stream` wrote (the count a compaction kernel found, say), which the host never reads.
+ `capacity` is the number of keys (and values) at `keys` (`values`): the first `*len` are
+ sorted, the rest left as they are. The Rust API's `SortWorkspace::sort_device_len`.
+
+ Queued on `stream` as for `cuda_rt_sort_async`; the sort's first kernel (one thread) reads
+ the length, plans the merge passes for it and launches them from the device, so the library
+ must be built with cuda-rt-sort's feature `device-driven` (CMake:
+ `CUDA_RT_INTEROP_CARGO_FLAGS=--features=cuda-rt-sort/device-driven`). Also for
+ `capacity == 0` the sort is queued (the GPU checks that the length is 0).
+
+ # Errors
+ As for `cuda_rt_sort_async`; `cudaErrorInvalidValue` for a null `len`, a `len_bytes` other
+ than 4 or 8, a `len` not aligned to it or not device memory of the current device;
+ `cudaErrorNotSupported` in a library built without the feature `device-driven`. The
+ outcome (`cuda_rt_sort_status`, `cuda_rt_sort_wait`) is `cudaErrorInvalidValue` when the
+ length read is above `capacity` (nothing is then written).
+
+ # Safety
+ As for `cuda_rt_sort_async` with `n = capacity`; `len` points to device memory of the
+ current device holding the length, written by work ordered before this call on `stream`,
+ and not written by work unordered with the sort until it has finished.
+ */
+cudaError_t cuda_rt_sort_device_len_async(struct cuda_rt_sort_workspace *workspace,
+                                          void *keys,
+                                          void *values,
+                                          size_t capacity,
+                                          const void *len,
+                                          size_t len_bytes,
+                                          cuda_rt_key_type key_type,
+                                          size_t value_bytes,
+                                          cuda_rt_order order,
+                                          cudaStream_t stream);
+
+/*
  The outcome of the workspace's last sort, without blocking: `cudaErrorNotReady` while it
  runs (asks the workspace's event, `cudaEventQuery`), then `cudaSuccess` or the sort's
  failure. Asking again returns the same outcome until the next sort is queued. `cudaSuccess`

@@ -9,6 +9,7 @@
 //! | a device-side launch of the sort failed ([`SortError::DeviceLaunch`]) | that status |
 //! | the sort's chain stopped early for another reason | `cudaErrorUnknown` |
 //! | the sort refused its arguments ([`SortError::UnsupportedValue`], [`SortError::SizeOverflow`], [`SortError::SharedMemoryLimit`], ...) | `cudaErrorInvalidValue` |
+//! | a length in device memory was above the sort's capacity ([`SortError::LengthOverCapacity`]) | `cudaErrorInvalidValue` |
 //! | the library was built without the sort's kernels for the request ([`SortError::NotBuilt`]) | `cudaErrorNotSupported` |
 //! | an argument was rejected (null, misaligned, unknown key type, host memory, ...) | `cudaErrorInvalidValue` |
 //! | a workspace used on another device than the one it was created on | `cudaErrorInvalidDevice` |
@@ -74,6 +75,7 @@ impl Failure {
             Failure::Sort(
                 SortError::UnsupportedValue { .. }
                 | SortError::LengthMismatch { .. }
+                | SortError::LengthOverCapacity
                 | SortError::SizeOverflow
                 | SortError::SharedMemoryLimit { .. },
             ) => sys::cudaErrorInvalidValue,

@@ -3,7 +3,7 @@
 //! calling the sort is rejected here, with a message that names the argument.
 
 use crate::failure::{check, Failure};
-use cuda_rt_sort::raw::RawSortBuffers;
+use cuda_rt_sort::raw::{DeviceLen, RawSortBuffers};
 use cuda_rt_sort::{KeyFormat, KeyKind, Order};
 use cuda_rt_sys as sys;
 use std::ffi::c_void;
@@ -175,6 +175,65 @@ impl SortRequest {
             ..RawSortBuffers::keys(self.keys.cast::<u8>(), self.n)
         };
         Ok(Some((buffers, order)))
+    }
+}
+
+impl SortRequest {
+    /// [`check`](Self::check) for a sort whose length the GPU reads from `len` (`len_bytes` 4:
+    /// a `uint32_t`, 8: a `uint64_t`), `n` being the capacity: the buffers with that length,
+    /// also for a capacity of 0 (the GPU then checks that the length is 0).
+    ///
+    /// Checks, besides those of [`check`](Self::check): `len` is not null, `len_bytes` is 4 or
+    /// 8, `len` is aligned to it and is device or managed memory of the current device.
+    ///
+    /// # Errors
+    /// As [`check`](Self::check).
+    pub fn check_device_len(
+        &self,
+        len: *const c_void,
+        len_bytes: usize,
+        current_device: impl Fn() -> Result<i32, Failure>,
+    ) -> Result<(RawSortBuffers, Order), Failure> {
+        if len.is_null() {
+            return Err(Failure::InvalidArgument("len is null"));
+        }
+        let bytes = match len_bytes {
+            4 => 4,
+            8 => 8,
+            _ => {
+                return Err(Failure::InvalidArgument(
+                    "len_bytes is not 4 (uint32_t) or 8 (uint64_t)",
+                ))
+            }
+        };
+        if len as usize % len_bytes != 0 {
+            return Err(Failure::InvalidArgument("len is not aligned to len_bytes"));
+        }
+        let (buffers, order) = match self.check(&current_device)? {
+            Some(checked) => checked,
+            None => {
+                // A capacity of 0: no buffer to look at, but the length still is.
+                let key = element_sizes(self.key_type, self.value_bytes)?;
+                let order = order(self.order).ok_or(Failure::InvalidArgument(
+                    "order is not CUDA_RT_ORDER_ASCENDING or CUDA_RT_ORDER_DESCENDING",
+                ))?;
+                let empty = RawSortBuffers {
+                    key,
+                    value_bytes: self.value_bytes,
+                    ..RawSortBuffers::keys(std::ptr::null_mut::<u8>(), 0)
+                };
+                (empty, order)
+            }
+        };
+        device_memory(len.cast_mut(), current_device()?, "len")?;
+        let device_len = DeviceLen { ptr: len, bytes };
+        Ok((
+            RawSortBuffers {
+                device_len: Some(device_len),
+                ..buffers
+            },
+            order,
+        ))
     }
 }
 

@@ -25,8 +25,8 @@
 use crate::failure::{ffi_call, Failure};
 use crate::request::{element_sizes, KeyType, SortOrder, SortRequest};
 use cuda_rt::{Event, EventFlags, StreamRef};
-use cuda_rt_sort::raw::{self as sort_raw, RawWorkspace};
-use cuda_rt_sort::{SortError, Strategy};
+use cuda_rt_sort::raw::{self as sort_raw, RawSortBuffers, RawWorkspace};
+use cuda_rt_sort::{Order, SortError, Strategy};
 use cuda_rt_sys::{cudaError_t, cudaStream_t};
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, TryLockError};
@@ -351,8 +351,6 @@ pub unsafe extern "C" fn cuda_rt_sort_async(
     stream: cudaStream_t,
 ) -> cudaError_t {
     ffi_call("cuda_rt_sort_async", || {
-        // SAFETY: null or a live handle (the caller's contract).
-        let mut inner = unsafe { SortWorkspace::lock(workspace) }?;
         let request = SortRequest {
             keys,
             values,
@@ -361,50 +359,126 @@ pub unsafe extern "C" fn cuda_rt_sort_async(
             value_bytes,
             order,
         };
-        let device = inner.device;
-        let checked = request.check(|| {
-            inner.check_device()?;
-            Ok(device)
-        })?;
-        let Some((buffers, order)) = checked else {
-            return Ok(());
-        };
-        inner.settle()?;
-        // SAFETY: the caller keeps the stream live during this call; borrowed, never destroyed.
-        let stream = unsafe { StreamRef::from_raw(stream) };
-        let inner = &mut *inner;
-        // SAFETY: the buffers are device memory of the current device as the caller promises,
-        // used by nothing unordered with the sort; the stream is live; no queued work uses the
-        // workspace (settle collected its last sort). A failed enqueue leaves nothing queued.
-        unsafe {
-            inner
-                .raw
-                .with_ptr_on(&buffers, order, Strategy::default(), stream.as_raw())
-        }?;
-        // SAFETY: the sort was just enqueued on this live stream. A failed copy has waited for
-        // the stream, so the sort has finished (its outcome is that failure).
-        unsafe { inner.raw.enqueue_outcome_copy(stream.as_raw()) }?;
-        if let Err(recording) = inner.done.record(stream) {
-            // Nothing will tell when the copy lands: wait for it here, so that the workspace
-            // is idle again and nothing of the sort is left queued.
-            inner.state = State::Running;
-            // SAFETY: the stream is live.
-            return match unsafe { cuda_rt::raw::stream_synchronize(stream.as_raw()) } {
-                Ok(()) => {
-                    // SAFETY: the copy was queued on the stream, which has drained since.
-                    let outcome = unsafe { inner.raw.read_outcome() };
-                    inner.state = State::Idle(outcome);
-                    Err(recording.into())
-                }
-                Err(waiting) => {
-                    inner.state = State::Broken(SortError::Runtime(waiting));
-                    Err(recording.into())
-                }
-            };
-        }
-        inner.state = State::Running;
-        Ok(())
+        // SAFETY: forwarded from the caller.
+        unsafe { queue_checked(workspace, stream, |inner| request.check(current(inner))) }
     })
+}
+
+/// `cuda_rt_sort_async` for a sort whose length the GPU reads from device memory when the sort
+/// runs: `*len`, a `uint32_t` (`len_bytes` 4) or `uint64_t` (`len_bytes` 8) that earlier work on
+/// `stream` wrote (the count a compaction kernel found, say), which the host never reads.
+/// `capacity` is the number of keys (and values) at `keys` (`values`): the first `*len` are
+/// sorted, the rest left as they are. The Rust API's `SortWorkspace::sort_device_len`.
+///
+/// Queued on `stream` as for `cuda_rt_sort_async`; the sort's first kernel (one thread) reads
+/// the length, plans the merge passes for it and launches them from the device, so the library
+/// must be built with cuda-rt-sort's feature `device-driven` (CMake:
+/// `CUDA_RT_INTEROP_CARGO_FLAGS=--features=cuda-rt-sort/device-driven`). Also for
+/// `capacity == 0` the sort is queued (the GPU checks that the length is 0).
+///
+/// # Errors
+/// As for `cuda_rt_sort_async`; `cudaErrorInvalidValue` for a null `len`, a `len_bytes` other
+/// than 4 or 8, a `len` not aligned to it or not device memory of the current device;
+/// `cudaErrorNotSupported` in a library built without the feature `device-driven`. The
+/// outcome (`cuda_rt_sort_status`, `cuda_rt_sort_wait`) is `cudaErrorInvalidValue` when the
+/// length read is above `capacity` (nothing is then written).
+///
+/// # Safety
+/// As for `cuda_rt_sort_async` with `n = capacity`; `len` points to device memory of the
+/// current device holding the length, written by work ordered before this call on `stream`,
+/// and not written by work unordered with the sort until it has finished.
+#[no_mangle]
+pub unsafe extern "C" fn cuda_rt_sort_device_len_async(
+    workspace: *mut SortWorkspace,
+    keys: *mut c_void,
+    values: *mut c_void,
+    capacity: usize,
+    len: *const c_void,
+    len_bytes: usize,
+    key_type: KeyType,
+    value_bytes: usize,
+    order: SortOrder,
+    stream: cudaStream_t,
+) -> cudaError_t {
+    ffi_call("cuda_rt_sort_device_len_async", || {
+        let request = SortRequest {
+            keys,
+            values,
+            n: capacity,
+            key_type,
+            value_bytes,
+            order,
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            queue_checked(workspace, stream, |inner| {
+                request
+                    .check_device_len(len, len_bytes, current(inner))
+                    .map(Some)
+            })
+        }
+    })
+}
+
+/// The current-device check of a workspace's request: the device, once it is the workspace's.
+fn current(inner: &Inner) -> impl Fn() -> Result<i32, Failure> + '_ {
+    move || {
+        inner.check_device()?;
+        Ok(inner.device)
+    }
+}
+
+/// The body of the sorts of a workspace: locks it, checks the request (`check`, which returns
+/// no buffers for a sort with nothing to queue), collects the previous sort's outcome, and
+/// queues the sort, the copy of its outcome and the record of the workspace's event.
+///
+/// # Safety
+/// As for `cuda_rt_sort_async`, for the buffers `check` returns.
+unsafe fn queue_checked(
+    workspace: *mut SortWorkspace,
+    stream: cudaStream_t,
+    check: impl FnOnce(&Inner) -> Result<Option<(RawSortBuffers, Order)>, Failure>,
+) -> Result<(), Failure> {
+    // SAFETY: null or a live handle (the caller's contract).
+    let mut inner = unsafe { SortWorkspace::lock(workspace) }?;
+    let Some((buffers, order)) = check(&inner)? else {
+        return Ok(());
+    };
+    inner.settle()?;
+    // SAFETY: the caller keeps the stream live during this call; borrowed, never destroyed.
+    let stream = unsafe { StreamRef::from_raw(stream) };
+    let inner = &mut *inner;
+    // SAFETY: the buffers are device memory of the current device as the caller promises,
+    // used by nothing unordered with the sort; the stream is live; no queued work uses the
+    // workspace (settle collected its last sort). A failed enqueue leaves nothing queued.
+    unsafe {
+        inner
+            .raw
+            .with_ptr_on(&buffers, order, Strategy::default(), stream.as_raw())
+    }?;
+    // SAFETY: the sort was just enqueued on this live stream. A failed copy has waited for
+    // the stream, so the sort has finished (its outcome is that failure).
+    unsafe { inner.raw.enqueue_outcome_copy(stream.as_raw()) }?;
+    if let Err(recording) = inner.done.record(stream) {
+        // Nothing will tell when the copy lands: wait for it here, so that the workspace
+        // is idle again and nothing of the sort is left queued.
+        inner.state = State::Running;
+        // SAFETY: the stream is live.
+        return match unsafe { cuda_rt::raw::stream_synchronize(stream.as_raw()) } {
+            Ok(()) => {
+                // SAFETY: the copy was queued on the stream, which has drained since.
+                let outcome = unsafe { inner.raw.read_outcome() };
+                inner.state = State::Idle(outcome);
+                Err(recording.into())
+            }
+            Err(waiting) => {
+                inner.state = State::Broken(SortError::Runtime(waiting));
+                Err(recording.into())
+            }
+        };
+    }
+    inner.state = State::Running;
+    Ok(())
 }
 
 /// The outcome of the workspace's last sort, without blocking: `cudaErrorNotReady` while it

@@ -127,7 +127,9 @@
  *   ERROR_MASK);
  * - a queue of tail launches that the device runtime's pending-launch pool cut short at stage
  *   s writes RESUME | s << STAGE_SHIFT: stage s - 1 launches the rest and writes RUNNING again
- *   (a sort that ends with this word broke, like any word but DONE). */
+ *   (a sort that ends with this word broke, like any word but DONE);
+ * - a sort whose length is in device memory writes, before anything else, LENGTH_OVER_CAPACITY
+ *   for a length above its capacity, DONE for 0, RUNNING otherwise. */
 
 /** The sort completed. */
 #define CUDA_RT_SORT_STATUS_DONE 0u
@@ -137,6 +139,9 @@
 #define CUDA_RT_SORT_STATUS_SCRATCH_MISSING 2u
 /** Low bits of a queue cut short by a full pending-launch pool (stage in the stage field). */
 #define CUDA_RT_SORT_STATUS_RESUME 3u
+/** A sort whose length is in device memory (cuda_rt_kernels_sort_device_len) read a length
+ * above its capacity; nothing was written. */
+#define CUDA_RT_SORT_STATUS_LENGTH_OVER_CAPACITY 4u
 /** Bit of a failed device-side launch (stage and status in their fields). */
 #define CUDA_RT_SORT_STATUS_LAUNCH_FAILED 0x80000000u
 /** Position of the stage field. */
@@ -301,9 +306,29 @@ cudaError_t cuda_rt_kernels_sort_layout(unsigned long long n, uint32_t key_bytes
  * its limit (see CudaRtSortLayout.smem_limit). */
 cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream);
 
+/** Enqueues the sort *args on `stream` with its number of keys read by the GPU, when the sort
+ * runs, from device memory: `*len`, a uint32_t (len_bytes 4) or uint64_t (len_bytes 8) that
+ * earlier work on `stream` wrote (the count a compaction kernel found, for instance). The host
+ * never reads it. args->n is the capacity: the keys, values and scratch hold args->n elements,
+ * the scratch laid out by cuda_rt_kernels_sort_layout(args->n, ...) with the same flags; the
+ * sort sorts the first *len of them, stably, and leaves the rest untouched.
+ *
+ * Queued: one single-thread kernel that reads the length, plans the sort for it (passes, grid
+ * sizes; the blocks are those planned for the capacity) and launches the tile sort into its
+ * tail-launch stream, whose first thread queues the merge passes as in a device-driven sort.
+ * A length above args->n writes CUDA_RT_SORT_STATUS_LENGTH_OVER_CAPACITY and sorts nothing; 0
+ * writes DONE. Also for args->n == 0 the kernel is queued (it checks the length).
+ *
+ * The driver is the device whatever the flags' driver field says (only the device knows the
+ * length). cudaErrorInvalidValue, with nothing queued, for a null `len`, a len_bytes other than
+ * 4 or 8 and a `len` not aligned to it. Only in the build with relocatable device code
+ * (cuda-rt-sort's feature `device-driven`): there is no _nordc form. */
+cudaError_t cuda_rt_kernels_sort_device_len(const CudaRtSortArgs* args, const void* len,
+                                            uint32_t len_bytes, cudaStream_t stream);
+
 /** cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,
  * whatever the driver flags say; host launches of these kernels cost less. The library always
- * has this build; the one with relocatable device code (the three entry points above and below
+ * has this build; the one with relocatable device code (the entry points above and below
  * without the suffix) only with cuda-rt-sort's feature `device-driven`. */
 cudaError_t cuda_rt_kernels_sort_nordc(const CudaRtSortArgs* args, cudaStream_t stream);
 

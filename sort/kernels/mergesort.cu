@@ -200,7 +200,8 @@ struct PassPlan {
     uint32_t passes, two_way, kernels;
 };
 
-inline PassPlan plan_passes(unsigned long long n, unsigned long long tile, uint32_t flags) {
+__host__ __device__ inline PassPlan plan_passes(unsigned long long n, unsigned long long tile,
+                                                uint32_t flags) {
     uint32_t doublings = 0;
     for (unsigned long long run = tile; run < n; run *= 2) ++doublings;
     const uint32_t cuts = flags & CUDA_RT_SORT_CUTS_MASK;
@@ -218,10 +219,33 @@ inline PassPlan plan_passes(unsigned long long n, unsigned long long tile, uint3
 // four-way plan's pair cuts (one per merge tile), quad cuts (three) and grid keys (two keys,
 // grid_keys) follow them.
 template <class K, class V>
-unsigned long long sample_bytes(unsigned long long n) {
+__host__ __device__ unsigned long long sample_bytes(unsigned long long n) {
     return ceil_div<unsigned long long>(
                ceil_div<unsigned long long>(n, Policy<K, V>::MERGE_TILE) * 4 * sizeof(K), 8) *
            8;
+}
+
+// Sets the fields of `plan` that follow from its number of keys, n: the merge passes, how many
+// of them merge two runs, and where a four-way plan's cuts lie in the cuts buffer (after the
+// tile samples of n keys). Every other field (buffers, blocks, grids) is n's or a larger n's:
+// a sort whose length is in device memory plans its blocks for its capacity on the host, then
+// this for its length on the device (device_len_kernel).
+template <class K, class V>
+__host__ __device__ void plan_length(SortPlan& plan, unsigned long long n) {
+    const uint32_t cuts = plan.four_way ? CUDA_RT_SORT_CUTS_FOUR_WAY
+                          : plan.fused  ? CUDA_RT_SORT_CUTS_FUSED
+                                        : CUDA_RT_SORT_CUTS_KERNEL;
+    const PassPlan passes = plan_passes(n, (unsigned long long)plan.sort_tile, cuts);
+    plan.n = n;
+    plan.passes = int(passes.passes);
+    plan.two_way = int(passes.two_way);
+    plan.pair_cuts = nullptr;
+    plan.quad_cuts = nullptr;
+    if (plan.four_way && plan.cuts != nullptr) {
+        const unsigned long long tiles = ceil_div<unsigned long long>(n, Policy<K, V>::MERGE_TILE);
+        plan.pair_cuts = plan.cuts + sample_bytes<K, V>(n) / sizeof(unsigned long long);
+        plan.quad_cuts = plan.pair_cuts + tiles;
+    }
 }
 
 template <class K, class V>
@@ -425,10 +449,56 @@ bool has_small_blocks(const SortPlan& plan) {
            (plan.passes > 0 && plan.merge_groups == P::MERGE_GROUPS_SINGLE);
 }
 
-// Runs `plan` with the kernels of set BLOCKS: prepares them, then queues the chain (its first
-// stage, when device-driven), or runs it stage by stage with events (timer).
+// Where the length of a sort lives in device memory (cuda_rt_kernels_sort_device_len): a
+// uint32_t (bytes 4) or a uint64_t (bytes 8).
+struct DeviceLen {
+    const void* ptr;
+    uint32_t bytes;
+};
+
+#ifndef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
+// The first kernel of a sort whose length is in device memory, one thread: reads the length,
+// plans the sort for it (the plan arrives made for the capacity, plan.n) and launches the tile
+// sort into its tail-launch stream, whose first thread queues the later stages (chain_next).
+// The status word's invariant holds: RUNNING once the chain is to start, and only its last
+// stage writes DONE (or this kernel, for a length of 0).
 template <class K, class V, ChainBlocks BLOCKS>
-cudaError_t run_plan(SortPlan plan, cudaStream_t stream, const StageTimer* timer) {
+__global__ void device_len_kernel(SortPlan plan, DeviceLen len) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const unsigned long long n = len.bytes == 4
+                                     ? (unsigned long long)*static_cast<const uint32_t*>(len.ptr)
+                                     : *static_cast<const unsigned long long*>(len.ptr);
+    if (n > plan.n) {
+        *plan.status = kStatusLengthOverCapacity;
+        return;
+    }
+    if (n == 0) {
+        *plan.status = kStatusDone;
+        return;
+    }
+    plan_length<K, V>(plan, n);
+    *plan.status = kStatusRunning;
+    const cudaError_t error = launch_stage_from_device<K, V, BLOCKS>(plan, 0);
+    if (error != cudaSuccess) *plan.status = launch_failure(0, int(error));
+}
+
+// Queues device_len_kernel for `plan` (made for the capacity) on `stream`.
+template <class K, class V, ChainBlocks BLOCKS>
+cudaError_t launch_device_len(const SortPlan& plan, DeviceLen len, cudaStream_t stream) {
+    SortPlan plan_arg = plan;
+    DeviceLen len_arg = len;
+    void* args[] = {&plan_arg, &len_arg};
+    return cudaLaunchKernel(reinterpret_cast<const void*>(&device_len_kernel<K, V, BLOCKS>),
+                            dim3(1), dim3(1), args, 0, stream);
+}
+#endif
+
+// Runs `plan` with the kernels of set BLOCKS: prepares them, then queues the chain (its first
+// stage, when device-driven; the kernel that reads the length first, for a length in device
+// memory), or runs it stage by stage with events (timer).
+template <class K, class V, ChainBlocks BLOCKS>
+cudaError_t run_plan(SortPlan plan, cudaStream_t stream, const StageTimer* timer,
+                     const DeviceLen* len) {
     cudaError_t error = prepare_kernels<K, V, BLOCKS>(plan);
     if (error != cudaSuccess) return error;
     if constexpr (BLOCKS == ChainBlocks::kAny) {
@@ -444,6 +514,11 @@ cudaError_t run_plan(SortPlan plan, cudaStream_t stream, const StageTimer* timer
         plan.device_driven = 0;
         return run_timed<K, V, BLOCKS>(plan, stream, *timer);
     }
+#ifndef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
+    if (len != nullptr) return launch_device_len<K, V, BLOCKS>(plan, *len, stream);
+#else
+    if (len != nullptr) return cudaErrorNotSupported;  // needs device-side launches
+#endif
     if (plan.device_driven) return launch_stage_from_host<K, V, BLOCKS>(plan, 0, stream);
     // Host-driven: the same kernels, queued on the stream one after another. Without scratch
     // only the tile sort is queued: it reports kStatusScratchMissing and writes nothing, and
@@ -456,9 +531,11 @@ cudaError_t run_plan(SortPlan plan, cudaStream_t stream, const StageTimer* timer
     return cudaSuccess;
 }
 
+// Plans and queues the sort `args` (timed stage by stage with `timer`; with its length read
+// from device memory with `len`, args.n being the capacity).
 template <class K, class V>
-cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
-                     const StageTimer* timer = nullptr) {
+cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream, const StageTimer* timer,
+                     const DeviceLen* len) {
     CudaRtSortLayout layout;
     fill_layout<K, V>(args.n, args.flags, &layout);
     // A block that needs more shared memory than the plan's limit (a caller's choice, or a
@@ -477,24 +554,14 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     plan.values[1] = kHasValues<V> ? args.values_scratch : nullptr;
     plan.cuts = args.cuts;
     plan.status = args.status;
-    plan.n = args.n;
     plan.key_mode = args.key_mode;
-    plan.passes = int(layout.passes);
     plan.sort_tile = int(layout.sort_tile);
     plan.sort_threads = sort_threads_of<K, V>(flags);
     const uint32_t cuts = flags & CUDA_RT_SORT_CUTS_MASK;
     plan.four_way = cuts == CUDA_RT_SORT_CUTS_FOUR_WAY;
     // A four-way plan's two-way pass (if any) is fused.
     plan.fused = cuts == CUDA_RT_SORT_CUTS_FUSED || plan.four_way;
-    plan.two_way = int(plan_passes(args.n, layout.sort_tile, flags).two_way);
-    plan.pair_cuts = nullptr;
-    plan.quad_cuts = nullptr;
-    if (plan.four_way && args.cuts != nullptr) {
-        const unsigned long long tiles =
-            ceil_div<unsigned long long>(args.n, Policy<K, V>::MERGE_TILE);
-        plan.pair_cuts = args.cuts + sample_bytes<K, V>(args.n) / sizeof(unsigned long long);
-        plan.quad_cuts = plan.pair_cuts + tiles;
-    }
+    plan_length<K, V>(plan, args.n);
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
     plan.queued = (flags & CUDA_RT_SORT_LAUNCH_MASK) == CUDA_RT_SORT_LAUNCH_QUEUED;
 #ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
@@ -513,10 +580,11 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream,
     }
 #ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
     // Without device-side launches the kernels of both sets are the same code: one set serves.
-    return run_plan<K, V, ChainBlocks::kAny>(plan, stream, timer);
+    return run_plan<K, V, ChainBlocks::kAny>(plan, stream, timer, len);
 #else
-    if (has_small_blocks<K, V>(plan)) return run_plan<K, V, ChainBlocks::kAny>(plan, stream, timer);
-    return run_plan<K, V, ChainBlocks::kFull>(plan, stream, timer);
+    if (has_small_blocks<K, V>(plan))
+        return run_plan<K, V, ChainBlocks::kAny>(plan, stream, timer, len);
+    return run_plan<K, V, ChainBlocks::kFull>(plan, stream, timer, len);
 #endif
 }
 
@@ -556,9 +624,33 @@ cudaError_t sort_entry(const CudaRtSortArgs* args, cudaStream_t stream, const St
     if (args->keys == nullptr || (args->value_bytes != 0 && args->values == nullptr))
         return cudaErrorInvalidValue;
     return with_sort_types(args->key_bytes, args->value_bytes, [&](auto key, auto value) {
-        return run_sort<decltype(key), decltype(value)>(*args, stream, timer);
+        return run_sort<decltype(key), decltype(value)>(*args, stream, timer, nullptr);
     });
 }
+
+#ifndef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
+cudaError_t sort_device_len_entry(const CudaRtSortArgs* args, const void* len, uint32_t len_bytes,
+                                  cudaStream_t stream) {
+    if (args == nullptr || args->status == nullptr ||
+        (args->flags & ~uint32_t(CUDA_RT_SORT_FLAGS_KNOWN)) != 0 ||
+        !valid_mode(args->key_bytes, args->key_mode) || len == nullptr ||
+        (len_bytes != 4 && len_bytes != 8) || reinterpret_cast<uintptr_t>(len) % len_bytes != 0)
+        return cudaErrorInvalidValue;
+    if (args->n != 0 &&
+        (args->keys == nullptr || (args->value_bytes != 0 && args->values == nullptr)))
+        return cudaErrorInvalidValue;
+    // The length is known on the device only: the device drives the chain, whatever the
+    // flags say.
+    CudaRtSortArgs device_driven = *args;
+    device_driven.flags =
+        (args->flags & ~uint32_t(CUDA_RT_SORT_DRIVER_MASK)) | CUDA_RT_SORT_DRIVER_DEVICE;
+    const DeviceLen device_len{len, len_bytes};
+    return with_sort_types(args->key_bytes, args->value_bytes, [&](auto key, auto value) {
+        return run_sort<decltype(key), decltype(value)>(device_driven, stream, nullptr,
+                                                        &device_len);
+    });
+}
+#endif
 
 }  // namespace
 }  // namespace cuda_rt_sort
@@ -572,6 +664,15 @@ cudaError_t sort_entry(const CudaRtSortArgs* args, cudaStream_t stream, const St
 extern "C" cudaError_t cuda_rt_kernels_sort(const CudaRtSortArgs* args, cudaStream_t stream) {
     return cuda_rt_sort::sort_entry(args, stream, nullptr);
 }
+
+#ifndef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
+// Enqueues the sort *args whose number of keys the GPU reads from `len` (len_bytes 4 or 8) when
+// the sort runs; args->n is the capacity. The contract: cuda_rt_sort.h.
+extern "C" cudaError_t cuda_rt_kernels_sort_device_len(const CudaRtSortArgs* args, const void* len,
+                                                       uint32_t len_bytes, cudaStream_t stream) {
+    return cuda_rt_sort::sort_device_len_entry(args, len, len_bytes, stream);
+}
+#endif
 
 // Benchmarks only: the sort of cuda_rt_kernels_sort, host-driven whatever the flags say, with
 // an event before and after every stage; waits for the sort and writes each stage's time (ms)

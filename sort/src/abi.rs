@@ -45,6 +45,7 @@ pub const CUDA_RT_SORT_STATUS_DONE: u32 = 0;
 pub const CUDA_RT_SORT_STATUS_RUNNING: u32 = 1;
 pub const CUDA_RT_SORT_STATUS_SCRATCH_MISSING: u32 = 2;
 pub const CUDA_RT_SORT_STATUS_RESUME: u32 = 3;
+pub const CUDA_RT_SORT_STATUS_LENGTH_OVER_CAPACITY: u32 = 4;
 pub const CUDA_RT_SORT_STATUS_LAUNCH_FAILED: u32 = 2147483648;
 pub const CUDA_RT_SORT_STATUS_STAGE_SHIFT: u32 = 16;
 pub const CUDA_RT_SORT_STATUS_STAGE_MASK: u32 = 32767;
@@ -282,7 +283,16 @@ unsafe extern "C" {
     pub fn cuda_rt_kernels_sort(args: *const CudaRtSortArgs, stream: cudaStream_t) -> cudaError_t;
 }
 unsafe extern "C" {
-    #[doc = " cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,\n whatever the driver flags say; host launches of these kernels cost less. The library always\n has this build; the one with relocatable device code (the three entry points above and below\n without the suffix) only with cuda-rt-sort's feature `device-driven`."]
+    #[doc = " Enqueues the sort *args on `stream` with its number of keys read by the GPU, when the sort\n runs, from device memory: `*len`, a uint32_t (len_bytes 4) or uint64_t (len_bytes 8) that\n earlier work on `stream` wrote (the count a compaction kernel found, for instance). The host\n never reads it. args->n is the capacity: the keys, values and scratch hold args->n elements,\n the scratch laid out by cuda_rt_kernels_sort_layout(args->n, ...) with the same flags; the\n sort sorts the first *len of them, stably, and leaves the rest untouched.\n\n Queued: one single-thread kernel that reads the length, plans the sort for it (passes, grid\n sizes; the blocks are those planned for the capacity) and launches the tile sort into its\n tail-launch stream, whose first thread queues the merge passes as in a device-driven sort.\n A length above args->n writes CUDA_RT_SORT_STATUS_LENGTH_OVER_CAPACITY and sorts nothing; 0\n writes DONE. Also for args->n == 0 the kernel is queued (it checks the length).\n\n The driver is the device whatever the flags' driver field says (only the device knows the\n length). cudaErrorInvalidValue, with nothing queued, for a null `len`, a len_bytes other than\n 4 or 8 and a `len` not aligned to it. Only in the build with relocatable device code\n (cuda-rt-sort's feature `device-driven`): there is no _nordc form."]
+    pub fn cuda_rt_kernels_sort_device_len(
+        args: *const CudaRtSortArgs,
+        len: *const ::core::ffi::c_void,
+        len_bytes: u32,
+        stream: cudaStream_t,
+    ) -> cudaError_t;
+}
+unsafe extern "C" {
+    #[doc = " cuda_rt_kernels_sort built without relocatable device code: every stage a host launch,\n whatever the driver flags say; host launches of these kernels cost less. The library always\n has this build; the one with relocatable device code (the entry points above and below\n without the suffix) only with cuda-rt-sort's feature `device-driven`."]
     pub fn cuda_rt_kernels_sort_nordc(
         args: *const CudaRtSortArgs,
         stream: cudaStream_t,

@@ -28,7 +28,8 @@ pub use abi::{
 /// `device-driven`).
 #[cfg(feature = "device-driven")]
 pub use abi::{
-    cuda_rt_kernels_sort, cuda_rt_kernels_sort_layout, cuda_rt_kernels_sort_stage_times,
+    cuda_rt_kernels_sort, cuda_rt_kernels_sort_device_len, cuda_rt_kernels_sort_layout,
+    cuda_rt_kernels_sort_stage_times,
 };
 
 /// The build the library queues its sorts through: with the feature `device-driven` the one
@@ -190,6 +191,8 @@ pub const STATUS_SCRATCH_MISSING: u32 = abi::CUDA_RT_SORT_STATUS_SCRATCH_MISSING
 /// full pending-launch pool at the stage in the stage field, which the stage before it
 /// launches; a sort that ends with this word did not finish.
 pub const STATUS_RESUME: u32 = abi::CUDA_RT_SORT_STATUS_RESUME;
+/// Status word: a sort whose length is in device memory read a length above its capacity.
+pub const STATUS_LENGTH_OVER_CAPACITY: u32 = abi::CUDA_RT_SORT_STATUS_LENGTH_OVER_CAPACITY;
 /// Status word bit: a device-side launch failed (stage and status in their fields).
 pub const STATUS_LAUNCH_FAILED: u32 = abi::CUDA_RT_SORT_STATUS_LAUNCH_FAILED;
 /// Status word: position of the stage field.

@@ -81,6 +81,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # A length only the GPU knows
+//! [`SortWorkspace::sort_device_len`] and [`SortWorkspace::sort_pairs_device_len`] sort the
+//! first `len` elements, where `len` is a `u32` or `u64` in device memory that earlier work on
+//! the stream wrote (the count a compaction kernel found), read by the GPU when the sort runs:
+//! the host neither reads it nor waits for it. The buffers' length is the capacity. The GPU
+//! plans the merge passes for the length it reads and launches them itself, so these need the
+//! feature `device-driven`.
+//!
 //! # Errors from the device
 //! The chain of stages records its progress in a status word in device memory: the first stage
 //! marks it running, a failed device-side launch writes the stage and the CUDA status, and only
@@ -212,6 +220,21 @@ sort_key!(
 );
 #[cfg(feature = "narrow-keys")]
 sort_key!(u8 => Unsigned, u16 => Unsigned, i8 => Signed, i16 => Signed);
+
+/// The integer types of a length in device memory ([`SortWorkspace::sort_device_len`]): `u32`
+/// and `u64`.
+///
+/// Sealed: the kernel that reads the length knows these two.
+pub trait SortLength: Copy + Send + Sync + 'static + private::Sealed {
+    /// Its size in bytes.
+    const BYTES: u32;
+}
+impl SortLength for u32 {
+    const BYTES: u32 = 4;
+}
+impl SortLength for u64 {
+    const BYTES: u32 = 8;
+}
 
 /// Which kernel launches the stages after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -348,6 +371,10 @@ pub enum SortError {
     },
     /// Merge passes were needed but the workspace had no scratch memory; nothing was written.
     ScratchMissing,
+    /// A sort whose length is in device memory
+    /// ([`SortWorkspace::sort_device_len`]) read a length above its capacity (the length of its
+    /// keys); nothing was written.
+    LengthOverCapacity,
     /// The chain of stages stopped before its last stage without recording why (the status
     /// word still reads "running", or holds an unknown value); the keys are not sorted.
     Incomplete {
@@ -439,6 +466,7 @@ impl SortError {
         match word {
             ffi::STATUS_DONE => Ok(()),
             ffi::STATUS_SCRATCH_MISSING => Err(SortError::ScratchMissing),
+            ffi::STATUS_LENGTH_OVER_CAPACITY => Err(SortError::LengthOverCapacity),
             w if w & ffi::STATUS_LAUNCH_FAILED != 0 => Err(SortError::DeviceLaunch {
                 stage: (w >> ffi::STATUS_STAGE_SHIFT) & ffi::STATUS_STAGE_MASK,
                 status: (w & ffi::STATUS_ERROR_MASK) as sys::cudaError_t,
@@ -484,6 +512,11 @@ impl fmt::Display for SortError {
                     "sort: merge passes need scratch memory and none was given"
                 )
             }
+            SortError::LengthOverCapacity => write!(
+                f,
+                "sort: the length read from device memory is above the sort's capacity (the \
+                 length of its keys); nothing was written"
+            ),
             SortError::Incomplete { status_word } => write!(
                 f,
                 "sort: the chain of stages stopped before its last stage (status word \
@@ -561,6 +594,10 @@ impl From<SortError> for cuda_rt::Error {
             SortError::ScratchMissing => cuda(
                 sys::cudaErrorInvalidValue,
                 "sort: merge passes were needed and the scratch was missing",
+            ),
+            SortError::LengthOverCapacity => cuda(
+                sys::cudaErrorInvalidValue,
+                "sort: a length in device memory above the capacity",
             ),
             SortError::Incomplete { .. } => cuda(
                 sys::cudaErrorUnknown,

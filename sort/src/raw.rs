@@ -6,7 +6,7 @@
 //! sort's work has completed; a live stream).
 
 use crate::ffi::{self, SortArgs, SortLayout};
-use crate::{Driver, KeyFormat, Order, SortError, SortKey, Strategy};
+use crate::{Driver, KeyFormat, Order, SortError, SortKey, SortLength, Strategy};
 use cuda_rt::raw::{self as cuda, flags, RawStream};
 use std::ffi::c_void;
 use std::ptr;
@@ -368,6 +368,7 @@ impl RawWorkspace {
         refuse_in_host_callback("RawWorkspace::with_ptr_on")?;
         let n = buffers.n;
         let value_bytes = buffers.value_bytes;
+        let strategy = strategy_for(buffers, strategy)?;
         let layout = self.plan(buffers, strategy)?;
         // Empty buffers have dangling pointers that nothing reads: only real values must be
         // aligned.
@@ -384,15 +385,19 @@ impl RawWorkspace {
         // guarantees no other queued work uses the workspace.
         unsafe { self.reserve(&layout) }?;
         let args = self.args(buffers, order, strategy);
-        // Host-queued sorts run the build without relocatable device code (cheaper launches).
-        let (entry, name) = ffi::entry_for(layout.flags);
-        let entry = buffers.entry.unwrap_or(entry);
         self.in_flight = true;
         // SAFETY: the buffers are as the caller guarantees; the scratch, cuts and status
-        // buffers were reserved for this layout above; `entry` is one of the two builds of the
-        // sort (or, in benchmarks, a function of the same contract).
-        let status = unsafe { entry(&args, stream) };
-        if let Err(e) = SortError::check(status, name) {
+        // buffers were reserved for this layout above.
+        let queued = unsafe {
+            queue_entry(
+                &args,
+                layout.flags,
+                buffers.device_len,
+                buffers.entry,
+                stream,
+            )
+        };
+        if let Err(e) = queued {
             // A host-driven chain may have queued the stages before the one that failed.
             // SAFETY: the caller guarantees `stream` is live.
             unsafe { self.wait_after_error(stream) };
@@ -733,6 +738,97 @@ pub struct RawSortBuffers {
     /// otherwise.
     #[doc(hidden)]
     pub entry: Option<ffi::SortEntry>,
+    /// A sort whose length the GPU reads from device memory when the sort runs
+    /// (`cuda_rt_kernels_sort_device_len`): `n` is then the capacity, and the sort sorts the
+    /// first `*len` elements. `None` (the default): `n` elements.
+    pub device_len: Option<DeviceLen>,
+}
+
+/// Where the length of a sort lives in device memory: a `u32` or a `u64`, written by work
+/// ordered before the sort, read by the GPU when the sort runs (the host never reads it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceLen {
+    /// The length's device address, aligned to its size.
+    pub ptr: *const c_void,
+    /// 4 (`u32`) or 8 (`u64`).
+    pub bytes: u32,
+}
+
+impl DeviceLen {
+    /// The length at `ptr`, a `u32` or a `u64` ([`SortLength`]).
+    pub fn new<L: SortLength>(ptr: *const L) -> Self {
+        DeviceLen {
+            ptr: ptr.cast(),
+            bytes: L::BYTES,
+        }
+    }
+}
+
+/// The strategy a sort of `buffers` is planned and queued with: `strategy`, but for a length in
+/// device memory, which only the device knows, whatever the strategy says about the driver:
+/// [`Driver::Device`].
+///
+/// # Errors
+/// [`SortError::NotBuilt`] for a length in device memory without the feature
+/// `device-driven`.
+pub(crate) fn strategy_for(
+    buffers: &RawSortBuffers,
+    strategy: Strategy,
+) -> Result<Strategy, SortError> {
+    if buffers.device_len.is_none() {
+        return Ok(strategy);
+    }
+    if !cfg!(feature = "device-driven") {
+        return Err(SortError::NotBuilt {
+            feature: "device-driven",
+            what: "a sort whose length is in device memory",
+        });
+    }
+    Ok(Strategy {
+        driver: Driver::Device,
+        ..strategy
+    })
+}
+
+/// Queues the sort `args` (its scratch filled in), planned with the resolved `flags`, on
+/// `stream`, through the C entry point that serves it: for a length in device memory
+/// (`device_len`) `cuda_rt_kernels_sort_device_len`; otherwise `entry` where given
+/// (benchmarks), else [`ffi::entry_for`] the flags.
+///
+/// # Safety
+/// `args` and `stream` as the entry point requires: the buffers, scratch and status word of
+/// `args` are device memory of the sizes its layout gives, used by nothing unordered with
+/// `stream` until the work queued here has completed; `stream` is live.
+pub(crate) unsafe fn queue_entry(
+    args: &SortArgs,
+    flags: u32,
+    device_len: Option<DeviceLen>,
+    entry: Option<ffi::SortEntry>,
+    stream: RawStream,
+) -> Result<(), SortError> {
+    if let Some(len) = device_len {
+        #[cfg(feature = "device-driven")]
+        {
+            // SAFETY: the caller's contract covers `args` and `stream`; `len` is as
+            // RawSortBuffers::device_len says (the C side refuses a wrong size or alignment).
+            let status =
+                unsafe { ffi::cuda_rt_kernels_sort_device_len(args, len.ptr, len.bytes, stream) };
+            return SortError::check(status, "cuda_rt_kernels_sort_device_len");
+        }
+        #[cfg(not(feature = "device-driven"))]
+        {
+            let _ = len;
+            return Err(SortError::NotBuilt {
+                feature: "device-driven",
+                what: "a sort whose length is in device memory",
+            });
+        }
+    }
+    let (chosen, name) = ffi::entry_for(flags);
+    let entry = entry.unwrap_or(chosen);
+    // SAFETY: forwarded from the caller; `entry` is one of the two builds of the sort (or, in
+    // benchmarks, a function of the same contract).
+    SortError::check(unsafe { entry(args, stream) }, name)
 }
 
 impl RawSortBuffers {
@@ -773,6 +869,7 @@ impl RawSortBuffers {
             value_bytes: 0,
             test_flags: 0,
             entry: None,
+            device_len: None,
         }
     }
 

@@ -4,9 +4,9 @@
 //! Neither blocks the host, sorts on different streams share nothing, and in a graph capture
 //! both become memory nodes of the graph.
 
-use crate::ffi::{self, SortArgs, SortLayout};
-use crate::raw::RawSortBuffers;
+use crate::ffi::{SortArgs, SortLayout};
 use crate::raw::{check_shared_memory, layout_with_limit, shared_memory_limit_flags};
+use crate::raw::{queue_entry, strategy_for, DeviceLen, RawSortBuffers};
 use crate::{Order, SortError, Strategy};
 use cuda_rt::raw::{self as cuda, RawStream};
 use std::ffi::c_void;
@@ -24,6 +24,8 @@ pub(crate) struct Planned {
     /// size.
     offsets: [u64; 4],
     block_bytes: usize,
+    /// The length in device memory, for a sort whose `args.n` is its capacity.
+    device_len: Option<DeviceLen>,
 }
 
 impl Planned {
@@ -33,7 +35,8 @@ impl Planned {
     ///
     /// # Errors
     /// [`SortError::UnsupportedValue`] for a value size other than 0, 4, 8, 16 or misaligned
-    /// values; [`SortError::SharedMemoryLimit`]; [`SortError::SizeOverflow`].
+    /// values; [`SortError::SharedMemoryLimit`]; [`SortError::SizeOverflow`];
+    /// [`SortError::NotBuilt`] for kernels this build leaves out.
     pub(crate) fn new(
         buffers: &RawSortBuffers,
         order: Order,
@@ -42,6 +45,7 @@ impl Planned {
         test_flags: u32,
     ) -> Result<Planned, SortError> {
         let (n, value_bytes) = (buffers.n, buffers.value_bytes);
+        let strategy = strategy_for(buffers, strategy)?;
         let layout = layout_with_limit(n, buffers.key, value_bytes, strategy, shared_memory_limit)?;
         check_shared_memory(&layout)?;
         // Empty buffers have dangling pointers that nothing reads: only real values must be
@@ -70,12 +74,14 @@ impl Planned {
             layout,
             offsets: [keys_at, values_at, cuts_at, status_at],
             block_bytes,
+            device_len: buffers.device_len,
         })
     }
 
-    /// Whether the sort has no keys: it queues nothing, and succeeds.
+    /// Whether the sort has no keys: it queues nothing, and succeeds. (A sort whose length is
+    /// in device memory is queued also with a capacity of 0: the GPU checks the length.)
     pub(crate) fn is_empty(&self) -> bool {
-        self.args.n == 0
+        self.args.n == 0 && self.device_len.is_none()
     }
 
     /// Queues on `stream`: the scratch block (`cudaMallocAsync`), the sort (the host launches
@@ -163,11 +169,11 @@ impl Planned {
             status: status.cast(),
             ..self.args
         };
-        let (entry, name) = ffi::entry_for(self.layout.flags);
         // SAFETY: the caller's buffers are as the plan describes (the caller's contract); the
         // scratch parts, cuts and status word lie in the block, sized by the plan's layout and
         // valid for the work queued on `stream` (the caller's contract).
-        let launched = SortError::check(unsafe { entry(&args, stream) }, name);
+        let launched =
+            unsafe { queue_entry(&args, self.layout.flags, self.device_len, None, stream) };
         (launched, status)
     }
 }

@@ -1,15 +1,16 @@
 //! The safe sort API on cuda-rt's types: [`SortWorkspace`] and the one-shot functions.
 
 use crate::outcome::decode;
-use crate::raw::{refuse_in_host_callback, wait_after_error, RawSortBuffers};
+use crate::raw::{refuse_in_host_callback, wait_after_error, DeviceLen, RawSortBuffers};
 use crate::stream_ordered::Planned;
-use crate::{Driver, Order, SortError, SortKey, Strategy};
+use crate::{Driver, Order, SortError, SortKey, SortLength, Strategy};
 use cuda_rt::check::{StatusSlot, StatusWaiter};
 use cuda_rt::{
     Capture, CapturedMut, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, Pending,
     PinnedBuffer, PinnedPool, StreamRef,
 };
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 
 impl From<cuda_rt::Error> for SortError {
     fn from(error: cuda_rt::Error) -> Self {
@@ -25,6 +26,62 @@ pub(super) const fn value_bytes<V>() -> usize {
         "sort values must be 4, 8 or 16 bytes"
     );
     bytes
+}
+
+/// Where a sort finds its length: the keys' (`NoDeviceLen`), or one `u32` / `u64` in device
+/// memory ([`InDevice`]).
+trait LenSource {
+    /// Calls `f` with the length's device address (`None` for the keys' length), inside the
+    /// length memory's `with_ptr_on` on `stream`, so that the work `f` queues reads it after
+    /// its writers and later writers wait for that work.
+    fn with_len_on<R>(
+        &self,
+        stream: StreamRef<'_>,
+        f: impl FnOnce(Option<DeviceLen>) -> R,
+    ) -> cuda_rt::Result<R>;
+}
+
+/// The sort's length is the keys'.
+struct NoDeviceLen;
+
+impl LenSource for NoDeviceLen {
+    fn with_len_on<R>(
+        &self,
+        _stream: StreamRef<'_>,
+        f: impl FnOnce(Option<DeviceLen>) -> R,
+    ) -> cuda_rt::Result<R> {
+        Ok(f(None))
+    }
+}
+
+/// The sort's length is the one element of this device memory.
+struct InDevice<'a, L, M>(&'a M, PhantomData<L>);
+
+impl<'a, L: SortLength + DeviceCopy, M: DeviceMemory<L>> InDevice<'a, L, M> {
+    fn new(memory: &'a M) -> Self {
+        InDevice(memory, PhantomData)
+    }
+}
+
+impl<L: SortLength + DeviceCopy, M: DeviceMemory<L>> LenSource for InDevice<'_, L, M> {
+    fn with_len_on<R>(
+        &self,
+        stream: StreamRef<'_>,
+        f: impl FnOnce(Option<DeviceLen>) -> R,
+    ) -> cuda_rt::Result<R> {
+        let elements = self.0.len();
+        if elements != 1 {
+            return Err(cuda_rt::Error::new(
+                cuda_rt::ErrorKind::LengthMismatch {
+                    expected: 1,
+                    actual: elements,
+                },
+                "sort: the length in device memory (one element)",
+            ));
+        }
+        self.0
+            .with_ptr_on(stream, |ptr| f(Some(DeviceLen::new(ptr))))
+    }
 }
 
 /// The buffers of a captured sort of `keys` and `values` (bound into one capture).
@@ -283,12 +340,14 @@ impl SortWorkspace {
         queued.map_err(|e| SortError::Runtime(e.context("sort: queuing the outcome check")))
     }
 
-    /// Queues the sort of `keys` inside their `with_ptr_mut_on`, so that later users of the
-    /// keys are ordered after the sort and its outcome check.
+    /// Queues the sort of `keys` inside their `with_ptr_mut_on` (and the length's
+    /// `with_ptr_on`), so that later users of the keys are ordered after the sort and its
+    /// outcome check.
     fn queue_keys<'s, K: SortKey + DeviceCopy>(
         &self,
         stream: StreamRef<'s>,
         keys: &mut impl DeviceMemoryMut<K>,
+        len: &impl LenSource,
         order: Order,
         wait: bool,
         what: &'static str,
@@ -299,24 +358,36 @@ impl SortWorkspace {
         let n = keys.len();
         let mut queued = false;
         let ordered = keys.with_ptr_mut_on(stream, |k| {
-            queued = true;
-            // SAFETY: `k` points to n keys, kept alive by with_ptr_mut_on and ordered by it
-            // after earlier work on them and before later work (the tracker marks the keys
-            // after everything queued here); `stream` is live for its lifetime.
-            unsafe { self.queue_on(&RawSortBuffers::keys(k, n), order, stream, wait) }
+            len.with_len_on(stream, |device_len| {
+                queued = true;
+                let buffers = RawSortBuffers {
+                    device_len,
+                    ..RawSortBuffers::keys(k, n)
+                };
+                // SAFETY: `k` points to n keys, kept alive by with_ptr_mut_on and ordered by
+                // it after earlier work on them and before later work (the tracker marks the
+                // keys after everything queued here); the length, if any, likewise by its
+                // with_ptr_on; `stream` is live for its lifetime.
+                unsafe { self.queue_on(&buffers, order, stream, wait) }
+            })
         });
         Attempt {
             queued,
-            result: ordered.map_err(SortError::Runtime).and_then(|r| r),
+            result: ordered
+                .and_then(|inner| inner)
+                .map_err(SortError::Runtime)
+                .and_then(|r| r),
         }
     }
 
     /// [`queue_keys`](Self::queue_keys) for keys and values.
+    #[allow(clippy::too_many_arguments)]
     fn queue_pairs<'s, K: SortKey + DeviceCopy, V: DeviceCopy>(
         &self,
         stream: StreamRef<'s>,
         keys: &mut impl DeviceMemoryMut<K>,
         values: &mut impl DeviceMemoryMut<V>,
+        len: &impl LenSource,
         order: Order,
         wait: bool,
         what: &'static str,
@@ -336,15 +407,23 @@ impl SortWorkspace {
         let mut queued = false;
         let ordered = keys.with_ptr_mut_on(stream, |k| {
             values.with_ptr_mut_on(stream, |v| {
-                queued = true;
-                // SAFETY: `k` and `v` point to n keys and n values, kept alive and ordered by
-                // with_ptr_mut_on as in queue_keys; `stream` is live for its lifetime.
-                unsafe { self.queue_on(&RawSortBuffers::pairs(k, v, n), order, stream, wait) }
+                len.with_len_on(stream, |device_len| {
+                    queued = true;
+                    let buffers = RawSortBuffers {
+                        device_len,
+                        ..RawSortBuffers::pairs(k, v, n)
+                    };
+                    // SAFETY: `k` and `v` point to n keys and n values, kept alive and ordered
+                    // by with_ptr_mut_on as in queue_keys, the length by its with_ptr_on;
+                    // `stream` is live for its lifetime.
+                    unsafe { self.queue_on(&buffers, order, stream, wait) }
+                })
             })
         });
         Attempt {
             queued,
             result: ordered
+                .and_then(|inner| inner)
                 .and_then(|inner| inner)
                 .map_err(SortError::Runtime)
                 .and_then(|r| r),
@@ -408,7 +487,14 @@ impl SortWorkspace {
         keys: &mut impl DeviceMemoryMut<K>,
         order: Order,
     ) -> Result<(), SortError> {
-        let attempt = self.queue_keys(stream.into(), keys, order, false, "SortWorkspace::sort");
+        let attempt = self.queue_keys(
+            stream.into(),
+            keys,
+            &NoDeviceLen,
+            order,
+            false,
+            "SortWorkspace::sort",
+        );
         attempt.result.map(drop)
     }
 
@@ -434,6 +520,7 @@ impl SortWorkspace {
         let attempt = self.queue_keys(
             stream,
             keys,
+            &NoDeviceLen,
             order,
             true,
             "SortWorkspace::sort_and_synchronize",
@@ -462,7 +549,14 @@ impl SortWorkspace {
         order: Order,
     ) -> Result<(), SortError> {
         let stream = stream.into();
-        let attempt = self.queue_keys(stream, keys, order, true, "SortWorkspace::sort_async");
+        let attempt = self.queue_keys(
+            stream,
+            keys,
+            &NoDeviceLen,
+            order,
+            true,
+            "SortWorkspace::sort_async",
+        );
         let Some(waiter) = attempt.result? else {
             return Ok(());
         };
@@ -494,6 +588,7 @@ impl SortWorkspace {
             stream.into(),
             keys,
             values,
+            &NoDeviceLen,
             order,
             false,
             "SortWorkspace::sort_pairs",
@@ -519,11 +614,96 @@ impl SortWorkspace {
             stream,
             keys,
             values,
+            &NoDeviceLen,
             order,
             true,
             "SortWorkspace::sort_pairs_and_synchronize",
         );
         Self::wait_for(stream, attempt)
+    }
+
+    /// Queues the stable sort of the first `len` keys of `keys`, in place, on `stream`, in
+    /// `order`, where `len` is one `u32` or `u64` in device memory that the GPU reads when the
+    /// sort runs: a count that earlier work wrote (a compaction kernel's, say), which the host
+    /// never reads and never waits for. `keys.len()` is the capacity: the keys after the first
+    /// `len` are left as they are. Returns without waiting.
+    ///
+    /// Queued on `stream`, after earlier work on `keys` and on `len` on any stream (their
+    /// `with_ptr_mut_on` / `with_ptr_on`): as for [`sort`](Self::sort), with the scratch sized
+    /// for the capacity, and one single-thread kernel first that reads the length, plans the
+    /// merge passes for it, and launches the tile sort from the device, whose first thread then
+    /// queues the merge passes ([`Driver::Device`] whatever the workspace's strategy says: only
+    /// the device knows the length). The strategy's other choices (tile and merge blocks,
+    /// four-way merging) are made for the capacity.
+    ///
+    /// # Errors
+    /// As for [`sort`](Self::sort); [`SortError::Runtime`] with
+    /// [`cuda_rt::ErrorKind::LengthMismatch`] unless `len` is one element (nothing is queued);
+    /// [`SortError::NotBuilt`] without the feature `device-driven` (nothing is queued).
+    /// Deferred, as the device-side outcome of [`sort`](Self::sort):
+    /// [`SortError::LengthOverCapacity`] when the length read is above `keys.len()` (nothing
+    /// is written).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cuda_rt::{DeviceBuffer, Stream};
+    /// use cuda_rt_sort::{Order, SortWorkspace};
+    ///
+    /// let stream = Stream::new()?;
+    /// let mut keys = DeviceBuffer::from_slice(&[5u32, 3, 9, 1, 7])?;
+    /// // Written by earlier work on the GPU, e.g. a compaction kernel's count.
+    /// let count = DeviceBuffer::from_slice(&[3u32])?;
+    /// SortWorkspace::new().sort_device_len(&stream, &mut keys, &count, Order::Ascending)?;
+    /// assert_eq!(keys.to_vec()?, [3, 5, 9, 1, 7]); // the first three sorted
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sort_device_len<'s, K: SortKey + DeviceCopy, L: SortLength + DeviceCopy>(
+        &self,
+        stream: impl Into<StreamRef<'s>>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        len: &impl DeviceMemory<L>,
+        order: Order,
+    ) -> Result<(), SortError> {
+        let attempt = self.queue_keys(
+            stream.into(),
+            keys,
+            &InDevice::new(len),
+            order,
+            false,
+            "SortWorkspace::sort_device_len",
+        );
+        attempt.result.map(drop)
+    }
+
+    /// [`sort_device_len`](Self::sort_device_len) for keys and values: the first `len` keys are
+    /// sorted stably, and the same permutation is applied to the first `len` values.
+    ///
+    /// # Errors
+    /// As for [`sort_device_len`](Self::sort_device_len) and [`sort_pairs`](Self::sort_pairs)
+    /// (`values.len()` must be `keys.len()`, the capacity).
+    pub fn sort_pairs_device_len<
+        's,
+        K: SortKey + DeviceCopy,
+        V: DeviceCopy,
+        L: SortLength + DeviceCopy,
+    >(
+        &self,
+        stream: impl Into<StreamRef<'s>>,
+        keys: &mut impl DeviceMemoryMut<K>,
+        values: &mut impl DeviceMemoryMut<V>,
+        len: &impl DeviceMemory<L>,
+        order: Order,
+    ) -> Result<(), SortError> {
+        let attempt = self.queue_pairs(
+            stream.into(),
+            keys,
+            values,
+            &InDevice::new(len),
+            order,
+            false,
+            "SortWorkspace::sort_pairs_device_len",
+        );
+        attempt.result.map(drop)
     }
 
     /// Captures the sort of `keys` (memory bound into the capture with
@@ -704,7 +884,7 @@ impl SortWorkspace {
         let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context(WHAT));
         let mut device = DeviceBuffer::<K>::new_async(keys.len(), stream).map_err(runtime)?;
         let uploads = upload_chunks(keys, &mut device, stream).map_err(runtime)?;
-        let attempt = self.queue_keys(stream, &mut device, order, true, WHAT);
+        let attempt = self.queue_keys(stream, &mut device, &NoDeviceLen, order, true, WHAT);
         let copied_out = match attempt.result {
             Ok(_) => download_chunks(&device, keys, stream).map_err(runtime),
             Err(_) => Ok(()),
