@@ -495,21 +495,22 @@ fn a_failed_device_side_launch_in_the_sort_is_an_error_never_a_half_sorted_buffe
         "a sort claimed success with unsorted keys:\n{}",
         child.dump()
     );
-    // With room for two pending launches, a device-driven sort whose queue of tail launches
+    // Below the smallest pool device-driven sorts may use: refused, nothing written, and the
+    // library drives its own choices from the host.
+    assert!(
+        lines.contains(&"below the smallest pool: refused (keys untouched: true)")
+            && lines.contains(&"below the smallest pool, the library's driver: host"),
+        "{}",
+        child.dump()
+    );
+    // With the smallest pool allowed, a device-driven sort whose queue of tail launches
     // overflows the pool resumes it from its last queued stage, so every sort still sorts.
-    let pool = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("pending-launch limit: "))
-        .and_then(|l| l.rsplit("now ").next())
-        .and_then(|now| now.trim().parse::<usize>().ok());
-    if pool.is_some_and(|p| p >= 2) {
-        let limited: Vec<_> = lines.iter().filter(|l| l.starts_with("limited")).collect();
-        assert!(
-            limited.len() == 3 && limited.iter().all(|l| l.ends_with(": sorted")),
-            "{}",
-            child.dump()
-        );
-    }
+    let limited: Vec<_> = lines.iter().filter(|l| l.starts_with("limited")).collect();
+    assert!(
+        limited.len() == 3 && limited.iter().all(|l| l.ends_with(": sorted")),
+        "{}",
+        child.dump()
+    );
     // Sorts crowding the pool: each one sorted, or refused with the pool's own error.
     let crowded: Vec<_> = lines
         .iter()
@@ -517,7 +518,7 @@ fn a_failed_device_side_launch_in_the_sort_is_an_error_never_a_half_sorted_buffe
         .collect();
     let crowded_sorted = crowded.iter().filter(|l| l.ends_with(": sorted")).count();
     assert!(
-        crowded.len() == 16
+        crowded.len() == 32
             && crowded_sorted >= 1
             && crowded.iter().all(|l| l.ends_with(": sorted")
                 || l.ends_with("cudaErrorLaunchOutOfResources")
@@ -525,7 +526,7 @@ fn a_failed_device_side_launch_in_the_sort_is_an_error_never_a_half_sorted_buffe
         "{}",
         child.dump()
     );
-    println!("crowded sorts: {crowded_sorted} of 16 sorted");
+    println!("crowded sorts: {crowded_sorted} of 32 sorted");
     let injected = lines
         .iter()
         .filter(|l| l.starts_with("injection at"))
@@ -555,7 +556,9 @@ fn a_failed_device_side_launch_in_the_sort_is_an_error_never_a_half_sorted_buffe
 /// sort's fault-injection flag). Each outcome is printed; a sort that reports success must have
 /// sorted.
 fn child_sort_launch_failures() {
+    use cuda_rt_kernels::sort::ffi::choices::{DEVICE_DRIVER_MIN_KEYS, DEVICE_DRIVER_MIN_POOL};
     use cuda_rt_kernels::sort::ffi::flags::FAIL_STAGE_SHIFT;
+    use cuda_rt_kernels::sort::ffi::flags::{DRIVER_HOST, DRIVER_MASK};
     use cuda_rt_kernels::sort::raw::{layout, RawWorkspace};
     use cuda_rt_kernels::sort::{Driver, SortError, SortKey, Strategy};
     let device = Device::current().unwrap();
@@ -575,6 +578,38 @@ fn child_sort_launch_failures() {
         ..Strategy::default()
     };
     let mut workspace = RawWorkspace::new();
+    // Below the smallest pool device-driven sorts may use (before any kernel launch, so that
+    // the pool can still be changed): a device-driven sort is refused on the host, nothing
+    // queued, and the library's own choice for a size it would drive from the device is the host.
+    {
+        let input = random_keys(1 << 20, 7);
+        let mut keys = DeviceBuffer::from_slice(&input).unwrap();
+        let refused = sort_u32(&mut workspace, &mut keys, &stream, device_driven, 0).unwrap();
+        let untouched = keys.to_vec().unwrap() == input;
+        println!(
+            "CHILD below the smallest pool: {} (keys untouched: {untouched})",
+            match refused {
+                Err(SortError::Cuda { status, .. })
+                    if status == cuda_rt_sys::cudaErrorLaunchPendingCountExceeded =>
+                    "refused".to_string(),
+                other => format!("{other:?}"),
+            }
+        );
+        let auto = layout(DEVICE_DRIVER_MIN_KEYS, u32::FORMAT, 0, Strategy::default()).unwrap();
+        println!(
+            "CHILD below the smallest pool, the library's driver: {}",
+            if auto.flags & DRIVER_MASK == DRIVER_HOST {
+                "host"
+            } else {
+                "device"
+            }
+        );
+    }
+    device.set_limit(limit, DEVICE_DRIVER_MIN_POOL).unwrap();
+    println!(
+        "CHILD pending-launch limit now {}",
+        device.limit(limit).unwrap()
+    );
     let mut run = |n: usize, flags: u32, what: &str| -> Result<(), SortError> {
         let input = random_keys(n, n as u64);
         let mut keys = DeviceBuffer::from_slice(&input).unwrap();
@@ -588,7 +623,7 @@ fn child_sort_launch_failures() {
     for n in [100_000, 1 << 20, 3_000_017] {
         let _ = run(n, 0, "limited");
     }
-    crowded_sorts(device_driven);
+    crowded_sorts(device_driven, 32);
     // Every stage of a sort with several passes, failed on purpose.
     let n = 1 << 20;
     let passes = layout(n, u32::FORMAT, 0, device_driven).unwrap().passes;
@@ -634,11 +669,12 @@ fn sort_outcome(result: &Result<(), cuda_rt_kernels::sort::SortError>, sorted: b
     }
 }
 
-/// In the child, with the pending-launch pool at its smallest: 16 device-driven sorts queued at
-/// once on 16 streams, each of whose first grid queues 12 stages (partition kernels), so the
-/// queues overflow the pool. A queue cut short resumes from its last queued stage; a sort that
-/// still finds no room reports the device runtime's error. Each outcome is printed.
-fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy) {
+/// In the child, with the pending-launch pool at the smallest device-driven sorts may use:
+/// `count` device-driven sorts queued at once on as many streams, each of whose first grid
+/// queues 12 stages (partition kernels), so the queues overflow the pool. A queue cut short
+/// resumes from its last queued stage; a sort that still finds no room reports the device
+/// runtime's error. Each outcome is printed.
+fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy, count: u64) {
     use cuda_rt_kernels::sort::raw::RawWorkspace;
     use cuda_rt_kernels::sort::{Cuts, Merge, Strategy};
     let strategy = Strategy {
@@ -646,7 +682,7 @@ fn crowded_sorts(device_driven: cuda_rt_kernels::sort::Strategy) {
         ..device_driven
     };
     let n = 1 << 20;
-    let mut jobs: Vec<_> = (0..16u64)
+    let mut jobs: Vec<_> = (0..count)
         .map(|i| {
             let input = random_keys(n, 1000 + i);
             let keys = DeviceBuffer::from_slice(&input).unwrap();
@@ -684,13 +720,17 @@ const CROWDED_ROUNDS_TEST: &str = "crowded_device_driven_sorts_round_after_round
 const CROWDED_ROUNDS: usize = 40;
 /// A round whose sorts have not all finished after this long has hung.
 const ROUND_DEADLINE: Duration = Duration::from_secs(10);
+/// A round stuck this long ends the child (after its report at [`ROUND_DEADLINE`]).
+const STUCK_DEADLINE: Duration = Duration::from_secs(40);
 
-/// The scenario of `crowded_sorts` (16 device-driven sorts of 2^20 keys on 16 streams, their
-/// queues of tail launches overflowing the smallest pending-launch pool) repeated round after
-/// round in one child process, each round checked. A round that has not finished within
-/// [`ROUND_DEADLINE`] is reported with every unfinished sort's status word (read through another
-/// stream) and ends the child. With `CUDA_RT_CROWDED_POOL=default` the pool keeps its default
-/// size (a control).
+/// The scenario of `crowded_sorts` (32 device-driven sorts of 2^20 keys on 32 streams, their
+/// queues of tail launches overflowing the smallest pending-launch pool that device-driven sorts
+/// may use) repeated round after round in one child process, each round checked. A round that
+/// has not finished within [`ROUND_DEADLINE`] is reported with every unfinished sort's status
+/// word (read through another stream) and the GPU's utilization, and ends the child after
+/// [`STUCK_DEADLINE`]. For diagnosis: `CUDA_RT_CROWDED_ROUNDS`, `CUDA_RT_CROWDED_SORTS`,
+/// `CUDA_RT_CROWDED_POOL` (a size, `min` for the smallest the runtime takes, `default`),
+/// `CUDA_RT_CROWDED_CUTS=fused`, `CUDA_RT_CROWDED_LAUNCH=chained`.
 #[test]
 fn crowded_device_driven_sorts_round_after_round_never_hang() {
     if child_scenario().as_deref() == Some("crowded_rounds") {
@@ -730,6 +770,7 @@ fn crowded_device_driven_sorts_round_after_round_never_hang() {
 /// interface directly with buffers of its own, so that it can read an unfinished sort's status
 /// word.
 fn child_crowded_rounds() {
+    use cuda_rt_kernels::sort::ffi::choices::DEVICE_DRIVER_MIN_POOL;
     use cuda_rt_kernels::sort::ffi::{cuda_rt_kernels_sort, SortArgs};
     use cuda_rt_kernels::sort::raw::layout;
     use cuda_rt_kernels::sort::{Cuts, Driver, Merge, SortError, SortKey, Strategy};
@@ -740,23 +781,49 @@ fn child_crowded_rounds() {
         .unwrap_or(CROWDED_ROUNDS);
     let device = Device::current().unwrap();
     let limit = cuda_rt::Limit::DevRuntimePendingLaunchCount;
-    if !std::env::var("CUDA_RT_CROWDED_POOL").is_ok_and(|v| v == "default") {
-        let _ = [0usize, 1, 2]
-            .into_iter()
-            .find(|&v| device.set_limit(limit, v).is_ok());
-        let _ = cuda_rt::last_error();
+    match std::env::var("CUDA_RT_CROWDED_POOL").ok().as_deref() {
+        Some("default") => {}
+        Some("min") => {
+            let _ = [0usize, 1, 2]
+                .into_iter()
+                .find(|&v| device.set_limit(limit, v).is_ok());
+            let _ = cuda_rt::last_error();
+        }
+        Some(size) => device.set_limit(limit, size.parse().unwrap()).unwrap(),
+        None => device.set_limit(limit, DEVICE_DRIVER_MIN_POOL).unwrap(),
     }
+    let sorts: u64 = std::env::var("CUDA_RT_CROWDED_SORTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32);
     println!(
         "CHILD pending-launch pool: {}",
         device.limit(limit).unwrap()
     );
+    // Variations for diagnosis: CUDA_RT_CROWDED_CUTS=fused, CUDA_RT_CROWDED_LAUNCH=chained.
+    let fused = std::env::var("CUDA_RT_CROWDED_CUTS").is_ok_and(|v| v == "fused");
+    let chained = std::env::var("CUDA_RT_CROWDED_LAUNCH").is_ok_and(|v| v == "chained");
     let strategy = Strategy {
         driver: Driver::Device,
-        merge: Merge::TwoWay(Cuts::Kernel),
+        merge: Merge::TwoWay(if fused { Cuts::Fused } else { Cuts::Kernel }),
         ..Strategy::default()
     };
     let n = 1usize << 20;
-    let plan = layout(n, u32::FORMAT, 0, strategy).unwrap();
+    let mut plan = layout(n, u32::FORMAT, 0, strategy).unwrap();
+    if chained {
+        use cuda_rt_kernels::sort::ffi::flags::{LAUNCH_CHAINED, LAUNCH_MASK};
+        plan.flags = (plan.flags & !LAUNCH_MASK) | LAUNCH_CHAINED;
+    }
+    println!(
+        "CHILD strategy: {}, {} launches, {} kernels per sort",
+        if fused {
+            "fused cuts"
+        } else {
+            "partition kernels"
+        },
+        if chained { "chained" } else { "queued" },
+        plan.kernels
+    );
     let check = |status: sys::cudaError_t, what: &str| {
         assert_eq!(
             status,
@@ -773,8 +840,9 @@ fn child_crowded_rounds() {
         cuts: DeviceBuffer<u64>,
         status: DeviceBuffer<u32>,
         sorted: Vec<u32>,
+        refused: bool,
     }
-    let mut slots: Vec<Slot> = (0..16u64)
+    let mut slots: Vec<Slot> = (0..sorts)
         .map(|i| {
             let input = random_keys(n, 1000 + i);
             let mut stream = std::ptr::null_mut();
@@ -793,6 +861,7 @@ fn child_crowded_rounds() {
                 cuts: DeviceBuffer::zeroed((plan.cuts_bytes as usize).div_ceil(8)).unwrap(),
                 status: DeviceBuffer::zeroed(1).unwrap(),
                 sorted,
+                refused: false,
             }
         })
         .collect();
@@ -842,13 +911,17 @@ fn child_crowded_rounds() {
                     key_mode: 0,
                     flags: plan.flags,
                 };
-                check(
-                    cuda_rt_kernels_sort(&args, slot.stream),
-                    "cuda_rt_kernels_sort",
-                );
+                slot.refused = false;
+                match cuda_rt_kernels_sort(&args, slot.stream) {
+                    sys::cudaSuccess => {}
+                    // A pool below the smallest that device-driven sorts may use.
+                    sys::cudaErrorLaunchPendingCountExceeded => slot.refused = true,
+                    status => check(status, "cuda_rt_kernels_sort"),
+                }
             }
         }
         let round_started = Instant::now();
+        let mut reported = false;
         loop {
             // SAFETY: live streams.
             let busy: Vec<usize> = (0..slots.len())
@@ -859,11 +932,12 @@ fn child_crowded_rounds() {
             if busy.is_empty() {
                 break;
             }
-            if round_started.elapsed() > ROUND_DEADLINE {
+            if round_started.elapsed() > ROUND_DEADLINE && !reported {
+                reported = true;
                 for &i in &busy {
                     let mut word = 0u32;
-                    // SAFETY: a 4-byte device buffer read into a local on a stream that no
-                    // sort uses (it waits for nothing of theirs).
+                    // SAFETY: the 4-byte status word read into a local on a stream that no sort
+                    // uses (it waits for nothing of theirs).
                     let read = unsafe {
                         sys::cudaMemcpyAsync(
                             (&raw mut word).cast(),
@@ -883,6 +957,31 @@ fn child_crowded_rounds() {
                         started.elapsed().as_secs_f64()
                     );
                 }
+                // Whether a kernel is running (spinning) or none is (a grid that never started).
+                let smi = Command::new("nvidia-smi")
+                    .args([
+                        "--query-gpu=utilization.gpu,power.draw",
+                        "--format=csv,noheader",
+                        "-lms",
+                        "300",
+                    ])
+                    .stdout(Stdio::piped())
+                    .spawn();
+                std::thread::sleep(Duration::from_millis(1500));
+                if let Ok(mut smi) = smi {
+                    let _ = smi.kill();
+                    let mut out = String::new();
+                    if let Some(mut o) = smi.stdout.take() {
+                        let _ = o.read_to_string(&mut out);
+                    }
+                    println!(
+                        "CHILD stuck: nvidia-smi {:?}",
+                        out.lines().collect::<Vec<_>>()
+                    );
+                }
+            }
+            if round_started.elapsed() > STUCK_DEADLINE {
+                println!("CHILD still stuck after {STUCK_DEADLINE:?}: ending the child");
                 use std::io::Write;
                 let _ = std::io::stdout().flush();
                 // SAFETY: ends the process at once: a stuck context may hang an orderly exit.
@@ -890,7 +989,18 @@ fn child_crowded_rounds() {
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+        if reported {
+            println!(
+                "CHILD recovered round={round} after {:?}",
+                round_started.elapsed()
+            );
+        }
         for (i, slot) in slots.iter().enumerate() {
+            if slot.refused {
+                let refused = "refused on the host: the pool is below the smallest".to_string();
+                *outcomes.entry(refused).or_default() += 1;
+                continue;
+            }
             let word = slot.status.to_vec().unwrap()[0];
             let outcome = SortError::from_status_word(word);
             let key = match outcome {

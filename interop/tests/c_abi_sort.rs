@@ -603,6 +603,10 @@ fn a_length_in_device_memory() {
     );
     // SAFETY: a live workspace.
     let over = unsafe { cuda_rt_sort_wait(workspace.0) };
-    refused(over, sys::cudaErrorInvalidValue, "above the capacity");
+    refused(
+        over,
+        sys::cudaErrorInvalidValue,
+        "above the sort's capacity",
+    );
     assert!(keys.to_vec().unwrap() == want_keys, "nothing written");
 }

@@ -91,6 +91,14 @@
 /** DRIVER: two-way sorts of this many keys or more are device-driven; smaller ones, and every
  * four-way sort, are queued from the host. */
 #define CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS (1u << 25)
+/** DRIVER: device-side launches need a pending-launch pool (cudaLimitDevRuntimePendingLaunchCount,
+ * asked at every sort) of at least this many launches. With a smaller pool the library queues
+ * from the host where the driver is left to it, and refuses a sort that must be device-driven
+ * (CUDA_RT_SORT_DRIVER_DEVICE, a length in device memory) with
+ * cudaErrorLaunchPendingCountExceeded, nothing queued: with the smallest pool (32) the device
+ * runtime was seen to report tail launches as made whose grids then never ran, so that the
+ * sort's stream never drained (BENCHMARKS.md, "A launch the device runtime lost"). */
+#define CUDA_RT_SORT_DEVICE_DRIVER_MIN_POOL 256u
 /** TILE: narrow tile sorts up to this many keys and for four-way sorts, wide ones above (where
  * they fit). */
 #define CUDA_RT_SORT_NARROW_TILE_MAX_KEYS (1u << 22)
@@ -142,6 +150,10 @@
 /** A sort whose length is in device memory (cuda_rt_kernels_sort_device_len) read a length
  * above its capacity; nothing was written. */
 #define CUDA_RT_SORT_STATUS_LENGTH_OVER_CAPACITY 4u
+/** Low bits of a merge stage (stage in the stage field) that found merge-path cuts no partition
+ * of its runs has: cuts its partition stage had not written when it ran. It left those tiles
+ * unmerged instead of waiting for copies that never come. */
+#define CUDA_RT_SORT_STATUS_CUTS_INVALID 5u
 /** Bit of a failed device-side launch (stage and status in their fields). */
 #define CUDA_RT_SORT_STATUS_LAUNCH_FAILED 0x80000000u
 /** Position of the stage field. */

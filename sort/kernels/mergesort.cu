@@ -100,6 +100,20 @@ size_t device_block_smem_limit() {
     return size_t(bytes);
 }
 
+// Whether the current device's pool of pending device-side launches
+// (cudaLimitDevRuntimePendingLaunchCount, asked every time: a program may change it) holds
+// CUDA_RT_SORT_DEVICE_DRIVER_MIN_POOL launches. True when there is no device to ask (a layout
+// computed without a GPU: the sort itself then fails); a failed query leaves no error behind.
+bool pool_allows_device_launches() {
+    const bool no_pending_error = cudaPeekAtLastError() == cudaSuccess;
+    size_t pool = 0;
+    if (cudaDeviceGetLimit(&pool, cudaLimitDevRuntimePendingLaunchCount) != cudaSuccess) {
+        if (no_pending_error) cudaGetLastError();
+        return true;
+    }
+    return pool >= CUDA_RT_SORT_DEVICE_DRIVER_MIN_POOL;
+}
+
 // The shared memory per block a sort with `flags` may use: the device's limit, or the flags'
 // limit (CUDA_RT_SORT_SMEM_LIMIT_MASK, in KiB) where that is less.
 size_t block_smem_limit(uint32_t flags) {
@@ -109,7 +123,8 @@ size_t block_smem_limit(uint32_t flags) {
     return cap != 0 && cap < device ? cap : device;
 }
 
-// The flags with every choice the caller left open made: by size (above), and, for the tile
+// The flags with every choice the caller left open made: by size (above; the driver also by the
+// pending-launch pool: `device_launches`), and, for the tile
 // sort and the merge blocks, only where a block fits in `smem_limit` bytes of shared memory:
 // wide ones by size where they fit, else narrow ones where they fit, else the small tile sort
 // and single-group merge blocks (which fit every GPU: kFitsLeastBlockSmem). 227 KiB per block
@@ -119,7 +134,8 @@ size_t block_smem_limit(uint32_t flags) {
 // of 8-byte keys with 16-byte values, and the narrow merges of keys of up to 2 bytes. A choice
 // the caller made is kept, and refused when it does not fit (run_sort).
 template <class K, class V>
-uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) {
+uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit,
+                       bool device_launches) {
     using P = Policy<K, V>;
     if ((flags & CUDA_RT_SORT_CUTS_MASK) == 0) {
         const bool four_way_fits =
@@ -132,8 +148,9 @@ uint32_t resolve_flags(unsigned long long n, uint32_t flags, size_t smem_limit) 
 #ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
         flags |= CUDA_RT_SORT_DRIVER_HOST;  // this build has no device-side launches
 #else
-        flags |= four_way || n < CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS ? CUDA_RT_SORT_DRIVER_HOST
-                                                                     : CUDA_RT_SORT_DRIVER_DEVICE;
+        flags |= four_way || n < CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS || !device_launches
+                     ? CUDA_RT_SORT_DRIVER_HOST
+                     : CUDA_RT_SORT_DRIVER_DEVICE;
 #endif
     }
     if ((flags & CUDA_RT_SORT_TILE_MASK) == 0) {
@@ -252,7 +269,11 @@ template <class K, class V>
 void fill_layout(unsigned long long n, uint32_t flags, CudaRtSortLayout* out) {
     using P = Policy<K, V>;
     const size_t smem_limit = block_smem_limit(flags);
-    flags = resolve_flags<K, V>(n, flags, smem_limit);
+    // The pool is asked only where the driver may be the device (a host call per large sort).
+    const bool may_be_device =
+        (flags & CUDA_RT_SORT_DRIVER_MASK) == 0 && n >= CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS;
+    flags =
+        resolve_flags<K, V>(n, flags, smem_limit, !may_be_device || pool_allows_device_launches());
     const int threads = sort_threads_of<K, V>(flags);
     const unsigned long long tile = (unsigned long long)threads * P::SORT_ITEMS;
     const PassPlan plan = plan_passes(n, tile, flags);
@@ -563,6 +584,11 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream, const Stag
     plan.fused = cuts == CUDA_RT_SORT_CUTS_FUSED || plan.four_way;
     plan_length<K, V>(plan, args.n);
     plan.device_driven = (flags & CUDA_RT_SORT_DRIVER_MASK) == CUDA_RT_SORT_DRIVER_DEVICE;
+#ifndef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
+    // A sort that must be device-driven, with too small a pool: refused (the header says why).
+    if ((plan.device_driven || len != nullptr) && !pool_allows_device_launches())
+        return cudaErrorLaunchPendingCountExceeded;
+#endif
     plan.queued = (flags & CUDA_RT_SORT_LAUNCH_MASK) == CUDA_RT_SORT_LAUNCH_QUEUED;
 #ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
     plan.device_driven = 0;  // the build without relocatable device code (build.rs)
@@ -578,6 +604,7 @@ cudaError_t run_sort(const CudaRtSortArgs& args, cudaStream_t stream, const Stag
         const cudaError_t error = sm_count(&plan.merge_grid);
         if (error != cudaSuccess) return error;
     }
+
 #ifdef CUDA_RT_SORT_HOST_LAUNCHES_ONLY
     // Without device-side launches the kernels of both sets are the same code: one set serves.
     return run_plan<K, V, ChainBlocks::kAny>(plan, stream, timer, len);

@@ -287,7 +287,13 @@ __device__ __forceinline__ void chain_next(const SortPlan& plan, int stage) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     const int last = last_stage(plan);
     if (stage == last) {
-        *plan.status = kStatusDone;
+        // Over RUNNING only: a failure an earlier stage recorded stays (stage 0 finds the word
+        // as the caller left it).
+        if (stage == 0) {
+            *plan.status = kStatusDone;
+        } else {
+            atomicCAS(plan.status, kStatusRunning, kStatusDone);
+        }
         return;
     }
     if (stage == 0) *plan.status = kStatusRunning;

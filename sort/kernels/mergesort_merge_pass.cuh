@@ -225,6 +225,7 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 struct TileGeometry {
     unsigned long long out_begin, a_begin, b_begin;
     int na, nb;
+    bool valid;  // false: cuts that no merge path of the tile's runs has (an empty tile then)
 };
 
 // The geometry of a tile from the cut of its first output (cut0) and, unless the tile ends its
@@ -244,6 +245,17 @@ __device__ __forceinline__ TileGeometry tile_geometry(const SortPlan& plan, int 
     const unsigned long long cut1 = d1 == pair.la + pair.lb ? pair.la : next_cut;
     TileGeometry g;
     g.out_begin = k0;
+    // Cuts of a merge path: 0 <= cut <= la, 0 <= diagonal - cut <= lb, nondecreasing in both
+    // runs. Anything else would make copies that are not the ones the tile waits for.
+    g.valid = cut0 <= cut1 && cut1 <= pair.la && cut0 <= d0 && d0 - cut0 <= pair.lb && cut1 <= d1 &&
+              d1 - cut1 <= pair.lb && d1 - cut1 >= d0 - cut0;
+    if (!g.valid) {
+        g.na = 0;
+        g.nb = 0;
+        g.a_begin = pair.begin;
+        g.b_begin = pair.begin + pair.la;
+        return g;
+    }
     g.na = int(cut1 - cut0);
     g.nb = int((d1 - cut1) - (d0 - cut0));
     g.a_begin = pair.begin + cut0;
@@ -680,7 +692,11 @@ __global__ void __launch_bounds__((GROUPS * Policy<K, V>::MERGE_THREADS), kMerge
             const TileGeometry g = tile_geometry<K, V>(plan, pass, chunk + i, s_cuts[i],
                                                        i + 1 < count ? s_cuts[i + 1] : 0);
             const TileLayout l = tile_layout<K, V>(plan, pass, g);
-            if (g.na + g.nb == TILE) {
+            if (!g.valid) {
+                // Every thread of the group sees the same cuts: the group skips the tile.
+                if (threadIdx.x % P::MERGE_THREADS == 0)
+                    atomicExch(plan.status, kStatusCutsInvalid | stage_field(stage));
+            } else if (g.na + g.nb == TILE) {
                 merge_and_store<K, V, true>(plan, pass, group, s, buffer, g, l);
             } else {
                 merge_and_store<K, V, false>(plan, pass, group, s, buffer, g, l);

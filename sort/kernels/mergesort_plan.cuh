@@ -27,6 +27,7 @@ constexpr uint32_t kStatusScratchMissing = CUDA_RT_SORT_STATUS_SCRATCH_MISSING;
 constexpr uint32_t kStatusResume = CUDA_RT_SORT_STATUS_RESUME;
 constexpr uint32_t kStatusLaunchFailed = CUDA_RT_SORT_STATUS_LAUNCH_FAILED;
 constexpr uint32_t kStatusLengthOverCapacity = CUDA_RT_SORT_STATUS_LENGTH_OVER_CAPACITY;
+constexpr uint32_t kStatusCutsInvalid = CUDA_RT_SORT_STATUS_CUTS_INVALID;
 
 __host__ __device__ constexpr uint32_t stage_field(int stage) {
     return (uint32_t(stage) & CUDA_RT_SORT_STATUS_STAGE_MASK) << CUDA_RT_SORT_STATUS_STAGE_SHIFT;

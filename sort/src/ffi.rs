@@ -153,6 +153,11 @@ pub mod choices {
     /// Two-way sorts of this many keys or more are device-driven; smaller ones, and every
     /// four-way sort, are queued from the host (2^25).
     pub const DEVICE_DRIVER_MIN_KEYS: usize = abi::CUDA_RT_SORT_DEVICE_DRIVER_MIN_KEYS as usize;
+    /// Device-side launches need a pool of pending launches
+    /// (`cudaLimitDevRuntimePendingLaunchCount`) of at least this many (256): below it a driver
+    /// left to the library is the host, and a sort that must be device-driven is refused with
+    /// `cudaErrorLaunchPendingCountExceeded`.
+    pub const DEVICE_DRIVER_MIN_POOL: usize = abi::CUDA_RT_SORT_DEVICE_DRIVER_MIN_POOL as usize;
     /// Narrow tile sorts up to this many keys and for four-way sorts; wide ones above, where
     /// they fit (2^22).
     pub const NARROW_TILE_MAX_KEYS: usize = abi::CUDA_RT_SORT_NARROW_TILE_MAX_KEYS as usize;

@@ -247,7 +247,12 @@ pub enum Driver {
     Auto,
     /// The device (CUDA dynamic parallelism): the host launches the tile sort, whose first
     /// thread queues every merge pass in the grid's tail-launch stream (one host launch per
-    /// sort; each pass starts when the previous one has finished).
+    /// sort; each pass starts when the previous one has finished). Needs a pool of pending
+    /// device-side launches of at least
+    /// [`DEVICE_DRIVER_MIN_POOL`](ffi::choices::DEVICE_DRIVER_MIN_POOL) (the default pool is
+    /// 2048); with less, the sort is refused ([`SortError::Cuda`] with
+    /// `cudaErrorLaunchPendingCountExceeded`, nothing queued) and [`Driver::Auto`] queues from
+    /// the host.
     Device,
     /// The host: every stage is a host launch on the stream, queued at once, of the kernels'
     /// build without relocatable device code.
@@ -485,7 +490,19 @@ impl fmt::Display for SortError {
                     f,
                     "sort: {call}: {} (status {status})",
                     cuda_rt::ErrorKind::Cuda(status).name()
-                )
+                )?;
+                if status == sys::cudaErrorLaunchPendingCountExceeded {
+                    write!(
+                        f,
+                        "; a device-driven sort needs a pool of pending device-side launches \
+                         (cudaLimitDevRuntimePendingLaunchCount, \
+                         cuda_rt::Limit::DevRuntimePendingLaunchCount) of at least {} launches: \
+                         raise it, or leave the driver to the library (Driver::Auto), which then \
+                         queues from the host; nothing was queued",
+                        ffi::choices::DEVICE_DRIVER_MIN_POOL
+                    )?;
+                }
+                Ok(())
             }
             SortError::DeviceLaunch { stage, status } => {
                 write!(
