@@ -18,7 +18,8 @@
 // runtime's default pool of 2048 (cudaLimitDevRuntimePendingLaunchCount), which this code
 // leaves untouched. When the pool is full anyway (a smaller limit, many sorts at once), the
 // queue resumes from its last stage, so a sort needs only two free entries; with the
-// LAUNCH_CHAINED flag each stage launches only the next (one pending launch).
+// LAUNCH_CHAINED flag each stage launches only the next (one pending launch). A pool below
+// CUDA_RT_SORT_DEVICE_DRIVER_MIN_POOL is not used (cuda_rt_sort.h says why).
 #include <cuda_runtime.h>
 #include <atomic>
 #include <cstddef>

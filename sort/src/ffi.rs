@@ -198,6 +198,9 @@ pub const STATUS_SCRATCH_MISSING: u32 = abi::CUDA_RT_SORT_STATUS_SCRATCH_MISSING
 pub const STATUS_RESUME: u32 = abi::CUDA_RT_SORT_STATUS_RESUME;
 /// Status word: a sort whose length is in device memory read a length above its capacity.
 pub const STATUS_LENGTH_OVER_CAPACITY: u32 = abi::CUDA_RT_SORT_STATUS_LENGTH_OVER_CAPACITY;
+/// Status word, low bits: a merge stage (in the stage field) found merge-path cuts that no
+/// merge of its runs has, and left those tiles unmerged.
+pub const STATUS_CUTS_INVALID: u32 = abi::CUDA_RT_SORT_STATUS_CUTS_INVALID;
 /// Status word bit: a device-side launch failed (stage and status in their fields).
 pub const STATUS_LAUNCH_FAILED: u32 = abi::CUDA_RT_SORT_STATUS_LAUNCH_FAILED;
 /// Status word: position of the stage field.

@@ -35,7 +35,11 @@
 //! a sort has at most one device-side launch pending per stage (fewer than 75 for any `n` an
 //! 80 GB GPU holds), far below the device runtime's 2048
 //! (`cudaLimitDevRuntimePendingLaunchCount`, left untouched); when the pool is full anyway the
-//! queue resumes from its last queued stage. The thresholds are defined once, in
+//! queue resumes from its last queued stage. A pool smaller than
+//! [`DEVICE_DRIVER_MIN_POOL`](ffi::choices::DEVICE_DRIVER_MIN_POOL) (256) is not used at all:
+//! with the smallest pool the device runtime lost tail launches (BENCHMARKS.md), so below it
+//! [`Driver::Auto`] queues from the host and a sort that must be device-driven is refused.
+//! The thresholds are defined once, in
 //! `kernels/cuda_rt_sort.h`, and read here as [`ffi::choices`]; `docs/sorting.md` has the design.
 //!
 //! Throughput on an H100 and what bounds it: `BENCHMARKS.md` at the repository root.
@@ -380,6 +384,13 @@ pub enum SortError {
     /// ([`SortWorkspace::sort_device_len`]) read a length above its capacity (the length of its
     /// keys); nothing was written.
     LengthOverCapacity,
+    /// A merge stage found merge-path cuts that no merge of its runs has: cuts its partition
+    /// stage had not written when it ran. It left those tiles unmerged (instead of waiting for
+    /// copies that never come); the keys are not sorted.
+    CutsInvalid {
+        /// The merge stage.
+        stage: u32,
+    },
     /// The chain of stages stopped before its last stage without recording why (the status
     /// word still reads "running", or holds an unknown value); the keys are not sorted.
     Incomplete {
@@ -472,6 +483,13 @@ impl SortError {
             ffi::STATUS_DONE => Ok(()),
             ffi::STATUS_SCRATCH_MISSING => Err(SortError::ScratchMissing),
             ffi::STATUS_LENGTH_OVER_CAPACITY => Err(SortError::LengthOverCapacity),
+            w if w & !(ffi::STATUS_STAGE_MASK << ffi::STATUS_STAGE_SHIFT)
+                == ffi::STATUS_CUTS_INVALID =>
+            {
+                Err(SortError::CutsInvalid {
+                    stage: (w >> ffi::STATUS_STAGE_SHIFT) & ffi::STATUS_STAGE_MASK,
+                })
+            }
             w if w & ffi::STATUS_LAUNCH_FAILED != 0 => Err(SortError::DeviceLaunch {
                 stage: (w >> ffi::STATUS_STAGE_SHIFT) & ffi::STATUS_STAGE_MASK,
                 status: (w & ffi::STATUS_ERROR_MASK) as sys::cudaError_t,
@@ -533,6 +551,11 @@ impl fmt::Display for SortError {
                 f,
                 "sort: the length read from device memory is above the sort's capacity (the \
                  length of its keys); nothing was written"
+            ),
+            SortError::CutsInvalid { stage } => write!(
+                f,
+                "sort: merge stage {stage} found merge-path cuts that no merge of its runs has \
+                 (its partition stage had not written them when it ran); the keys are not sorted"
             ),
             SortError::Incomplete { status_word } => write!(
                 f,
@@ -616,6 +639,10 @@ impl From<SortError> for cuda_rt::Error {
                 sys::cudaErrorInvalidValue,
                 "sort: a length in device memory above the capacity",
             ),
+            SortError::CutsInvalid { .. } => cuda(
+                sys::cudaErrorUnknown,
+                "sort: a merge stage ran on cuts its partition had not written (keys not sorted)",
+            ),
             SortError::Incomplete { .. } => cuda(
                 sys::cudaErrorUnknown,
                 "sort: the chain of stages stopped before its last stage (keys not sorted)",
@@ -682,6 +709,26 @@ mod tests {
                 status: 2
             })
         );
+        assert_eq!(
+            SortError::from_status_word(4),
+            Err(SortError::LengthOverCapacity)
+        );
+        assert_eq!(
+            SortError::from_status_word((12 << 16) | 5),
+            Err(SortError::CutsInvalid { stage: 12 })
+        );
+        // A resume word left behind is a broken chain, not invalid cuts.
+        assert_eq!(
+            SortError::from_status_word((7 << 16) | 3),
+            Err(SortError::Incomplete {
+                status_word: (7 << 16) | 3
+            })
+        );
+        let pool = SortError::Cuda {
+            call: "cuda_rt_kernels_sort",
+            status: sys::cudaErrorLaunchPendingCountExceeded,
+        };
+        assert!(pool.to_string().contains("at least 256 launches"), "{pool}");
     }
 
     #[test]
