@@ -12,7 +12,9 @@ use cuda_rt_kernels::sort::ffi::choices::FOUR_WAY_MIN_KEYS;
 use cuda_rt_kernels::sort::ffi::flags::FAIL_STAGE_SHIFT;
 use cuda_rt_kernels::sort::raw::sort_tile_len;
 use cuda_rt_kernels::sort::{Order, SortError, SortWorkspace};
-use sort_common::{assert_same_keys, cpu_permutation, cpu_sorted, host_driver_only, make, Dist};
+use sort_common::{
+    assert_same_keys, cpu_permutation, cpu_sorted, drain_deferred, host_driver_only, make, Dist,
+};
 
 /// The tests of this file run one at a time: they look at the calling thread's deferred errors
 /// and one of them fills the device runtime's pending-launch pool.
@@ -28,11 +30,6 @@ fn device_launches(test: &str) -> bool {
         return false;
     }
     true
-}
-
-/// Takes every deferred error of the calling thread.
-fn drain_deferred() -> Vec<cuda_rt::Error> {
-    std::iter::from_fn(cuda_rt::take_deferred_error).collect()
 }
 
 /// `input` with its first `len` keys sorted in `order` and the rest as they were.

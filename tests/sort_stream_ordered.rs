@@ -11,8 +11,8 @@ use cuda_rt_kernels::sort::ffi::flags::{FAIL_STAGE_SHIFT, LAUNCH_QUEUED};
 use cuda_rt_kernels::sort::raw::sort_tile_len;
 use cuda_rt_kernels::sort::{Cuts, Driver, Merge, Order, SortError, SortWorkspace, Strategy};
 use sort_common::{
-    assert_same_keys, block_on, cpu_permutation, cpu_sorted, host_driver_only, make, thread_waker,
-    Dist,
+    assert_same_keys, block_on, cpu_permutation, cpu_sorted, drain_deferred, host_driver_only,
+    make, thread_waker, Dist,
 };
 use std::future::Future;
 use std::sync::mpsc;
@@ -24,11 +24,6 @@ use std::time::{Duration, Instant};
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Takes every deferred error of the calling thread.
-fn drain_deferred() -> Vec<cuda_rt::Error> {
-    std::iter::from_fn(cuda_rt::take_deferred_error).collect()
 }
 
 /// Runs `f` on a thread of its own and waits for it at most `limit`: a test that would hang

@@ -122,15 +122,7 @@ impl SortRequest {
         &self,
         current_device: impl FnOnce() -> Result<i32, Failure>,
     ) -> Result<Option<(RawSortBuffers, Order)>, Failure> {
-        let key = element_sizes(self.key_type, self.value_bytes)?;
-        let order = order(self.order).ok_or(Failure::InvalidArgument(
-            "order is not CUDA_RT_ORDER_ASCENDING or CUDA_RT_ORDER_DESCENDING",
-        ))?;
-        if self.value_bytes == 0 && !self.values.is_null() {
-            return Err(Failure::InvalidArgument(
-                "values is not null but value_bytes is 0 (keys only): give the value size",
-            ));
-        }
+        let (key, order) = self.formats()?;
         if self.n == 0 {
             return Ok(None);
         }
@@ -179,6 +171,21 @@ impl SortRequest {
 }
 
 impl SortRequest {
+    /// The checks of [`check`](Self::check) that need no pointer: a known key type, order and
+    /// value size, and no values for keys only. Returns the key format and the order.
+    fn formats(&self) -> Result<(KeyFormat, Order), Failure> {
+        let key = element_sizes(self.key_type, self.value_bytes)?;
+        let order = order(self.order).ok_or(Failure::InvalidArgument(
+            "order is not CUDA_RT_ORDER_ASCENDING or CUDA_RT_ORDER_DESCENDING",
+        ))?;
+        if self.value_bytes == 0 && !self.values.is_null() {
+            return Err(Failure::InvalidArgument(
+                "values is not null but value_bytes is 0 (keys only): give the value size",
+            ));
+        }
+        Ok((key, order))
+    }
+
     /// [`check`](Self::check) for a sort whose length the GPU reads from `len` (`len_bytes` 4:
     /// a `uint32_t`, 8: a `uint64_t`), `n` being the capacity: the buffers with that length,
     /// also for a capacity of 0 (the GPU then checks that the length is 0).
@@ -213,10 +220,7 @@ impl SortRequest {
             Some(checked) => checked,
             None => {
                 // A capacity of 0: no buffer to look at, but the length still is.
-                let key = element_sizes(self.key_type, self.value_bytes)?;
-                let order = order(self.order).ok_or(Failure::InvalidArgument(
-                    "order is not CUDA_RT_ORDER_ASCENDING or CUDA_RT_ORDER_DESCENDING",
-                ))?;
+                let (key, order) = self.formats()?;
                 let empty = RawSortBuffers {
                     key,
                     value_bytes: self.value_bytes,

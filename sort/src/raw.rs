@@ -764,6 +764,12 @@ impl DeviceLen {
     }
 }
 
+/// A sort whose length is in device memory in a build without its kernels.
+const DEVICE_LEN_NOT_BUILT: SortError = SortError::NotBuilt {
+    feature: "device-driven",
+    what: "a sort whose length is in device memory",
+};
+
 /// The strategy a sort of `buffers` is planned and queued with: `strategy`, but for a length in
 /// device memory, which only the device knows, whatever the strategy says about the driver:
 /// [`Driver::Device`].
@@ -779,10 +785,7 @@ pub(crate) fn strategy_for(
         return Ok(strategy);
     }
     if !cfg!(feature = "device-driven") {
-        return Err(SortError::NotBuilt {
-            feature: "device-driven",
-            what: "a sort whose length is in device memory",
-        });
+        return Err(DEVICE_LEN_NOT_BUILT);
     }
     Ok(Strategy {
         driver: Driver::Device,
@@ -818,10 +821,7 @@ pub(crate) unsafe fn queue_entry(
         #[cfg(not(feature = "device-driven"))]
         {
             let _ = len;
-            return Err(SortError::NotBuilt {
-                feature: "device-driven",
-                what: "a sort whose length is in device memory",
-            });
+            return Err(DEVICE_LEN_NOT_BUILT);
         }
     }
     let (chosen, name) = ffi::entry_for(flags);

@@ -20,6 +20,11 @@ pub fn check(status: cudaError_t, what: &str) {
     );
 }
 
+/// Takes every deferred error of the calling thread (`cuda_rt::take_deferred_error`).
+pub fn drain_deferred() -> Vec<cuda_rt::Error> {
+    std::iter::from_fn(cuda_rt::take_deferred_error).collect()
+}
+
 /// True when the tests should stay small (under compute-sanitizer).
 pub fn quick() -> bool {
     std::env::var("CUDA_RT_SORT_TEST_QUICK").is_ok_and(|v| v == "1")
