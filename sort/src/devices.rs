@@ -96,7 +96,8 @@ impl SortWorkspace {
     /// Sorts `keys` (of the device of `stream`) on every device of `devices`: a piece of the
     /// keys is copied to each (peer copies), sorted there, and the sorted pieces are merged in
     /// rounds (module docs); the last merge writes `keys` itself, on `stream`, reading the runs
-    /// where they are. Every device gets one piece of equal length.
+    /// where they are. The keys' own device, when it is one of `devices`, keeps a larger piece
+    /// (it waits for no copy); the others get equal pieces.
     ///
     /// Queued; the host does not wait (it makes a stream on each device, and the copies'
     /// buffers, which are freed behind the merges). Later users of `keys` wait for the sort
@@ -168,13 +169,13 @@ impl SortWorkspace {
         all.push(home);
         enable_peer_access(&all)?;
         // A piece per device, copied there on that device's stream.
-        let piece = n.div_ceil(devices.len()).max(1);
+        let bounds = piece_bounds(n, devices.len(), devices.iter().position(|&d| d == home));
         let mut streams = Vec::with_capacity(devices.len());
         let mut piece_keys = Vec::with_capacity(devices.len());
         let mut piece_values = Vec::with_capacity(devices.len());
         for (i, &device) in devices.iter().enumerate() {
-            let begin = (i * piece).min(n);
-            let end = ((i + 1) * piece).min(n);
+            let begin = bounds[i];
+            let end = bounds[i + 1];
             let s = device
                 .with_current(|| Stream::with_flags(StreamFlags::NON_BLOCKING))
                 .and_then(|s| s)
@@ -239,6 +240,27 @@ impl SortWorkspace {
         }
         let mode = K::FORMAT.mode(order);
 
+        // The other buffer of each part, written by the merges of odd rounds. Allocated before
+        // the sorts' scratch, so that a sort repeated with the same sizes finds each block
+        // where the previous call freed one of its size: an allocation that makes the pool join
+        // freed blocks of other sizes costs the host about a millisecond for 513 MiB on an
+        // H200, and the next device's sort is queued that much later (docs/sorting.md).
+        let mut others: Vec<(DeviceBuffer<K>, Option<DeviceBuffer<V>>)> = Vec::new();
+        if parts.len() > 1 {
+            for (part, stream) in parts.iter().zip(streams) {
+                let keys = DeviceBuffer::new_async(part.keys.len(), stream)
+                    .map_err(|e| SortError::Runtime(e.context(WHAT)))?;
+                let values = match part.values {
+                    Some(_) => Some(
+                        DeviceBuffer::new_async(part.keys.len(), stream)
+                            .map_err(|e| SortError::Runtime(e.context(WHAT)))?,
+                    ),
+                    None => None,
+                };
+                others.push((keys, values));
+            }
+        }
+
         // Each part sorted on its own device.
         for (part, stream) in parts.iter_mut().zip(streams) {
             let device = stream.device();
@@ -260,21 +282,6 @@ impl SortWorkspace {
                 }
             }
             return Ok(());
-        }
-
-        // The other buffer of each part, written by the merges of odd rounds.
-        let mut others: Vec<(DeviceBuffer<K>, Option<DeviceBuffer<V>>)> = Vec::new();
-        for (part, stream) in parts.iter().zip(streams) {
-            let keys = DeviceBuffer::new_async(part.keys.len(), stream)
-                .map_err(|e| SortError::Runtime(e.context(WHAT)))?;
-            let values = match part.values {
-                Some(_) => Some(
-                    DeviceBuffer::new_async(part.keys.len(), stream)
-                        .map_err(|e| SortError::Runtime(e.context(WHAT)))?,
-                ),
-                None => None,
-            };
-            others.push((keys, values));
         }
 
         // Rounds: runs are lists of consecutive parts, merged pairwise.
@@ -374,6 +381,47 @@ impl SortWorkspace {
         }
         Ok(())
     }
+}
+
+/// What copying a key over the link between two GPUs costs, as a fraction of what sorting it
+/// costs: peer copies move about 390 GB/s between two H200s, the sort of 2^30 `u32` keys on
+/// one H200 gets through about 85 GB/s of keys (`BENCHMARKS.md`, the sort across GPUs).
+const LINK_TO_SORT_COST: f64 = 0.22;
+
+/// The pieces of `n` keys that `m` devices sort in [`SortWorkspace::sort_on_devices`]: piece
+/// `i` is `bounds[i]..bounds[i + 1]`; `home` is the index of the keys' own device among them.
+///
+/// The home device sorts without waiting for a copy, so it takes the larger piece that makes
+/// every device finish its sort at about the same time: with `a` the cost of sorting a key and
+/// `c` that of copying it to a peer, the home piece `f` of `m` devices satisfies
+/// `f a = (1 - f) c + (1 - f) a / (m - 1)`. The other devices take equal pieces; without the
+/// home device among them every device does.
+fn piece_bounds(n: usize, m: usize, home: Option<usize>) -> Vec<usize> {
+    let others = m.saturating_sub(1);
+    let mut bounds = Vec::with_capacity(m + 1);
+    bounds.push(0);
+    let Some(home) = home.filter(|_| others > 0) else {
+        let piece = n.div_ceil(m.max(1));
+        bounds.extend((1..=m).map(|i| (i * piece).min(n)));
+        return bounds;
+    };
+    let spread = 1.0 / others as f64;
+    let share = (LINK_TO_SORT_COST + spread) / (1.0 + LINK_TO_SORT_COST + spread);
+    // Rounded to whole keys; the rest split evenly (the first ones one longer).
+    let home_len = ((n as f64 * share) as usize).min(n);
+    let rest = n - home_len;
+    let mut k = 0;
+    let mut at = 0;
+    for i in 0..m {
+        at += if i == home {
+            home_len
+        } else {
+            k += 1;
+            rest * k / others - rest * (k - 1) / others
+        };
+        bounds.push(at);
+    }
+    bounds
 }
 
 /// Where the last merge of [`SortWorkspace::sort_on_devices`] writes.
@@ -602,4 +650,41 @@ fn wrong_device(memory: Device, stream: Device, what: &'static str) -> SortError
         },
         what,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::piece_bounds;
+
+    #[test]
+    fn pieces_cover_the_keys_once_and_the_home_device_takes_more() {
+        for n in [0usize, 1, 2, 7, 1000, 1 << 20, (1 << 30) + 3] {
+            for m in 1..=8 {
+                for home in std::iter::once(None).chain((0..m).map(Some)) {
+                    let b = piece_bounds(n, m, home);
+                    assert_eq!(b.len(), m + 1);
+                    assert_eq!((b[0], b[m]), (0, n), "n {n} m {m} home {home:?}");
+                    assert!(b.windows(2).all(|w| w[0] <= w[1]));
+                    let lens: Vec<usize> = b.windows(2).map(|w| w[1] - w[0]).collect();
+                    let rest: Vec<usize> = (0..m)
+                        .filter(|&i| Some(i) != home)
+                        .map(|i| lens[i])
+                        .collect();
+                    match home {
+                        Some(h) if m > 1 => {
+                            // The others equal to a key, none longer than the home piece.
+                            let (lo, hi) = (rest.iter().min(), rest.iter().max());
+                            assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "{lens:?}");
+                            assert!(rest.iter().all(|&l| l <= lens[h] + 1), "{lens:?}");
+                        }
+                        _ => assert!(lens.iter().all(|&l| l <= n.div_ceil(m)), "{lens:?}"),
+                    }
+                }
+            }
+        }
+        // Two devices, the home one first: a little over half.
+        let b = piece_bounds(1 << 30, 2, Some(0));
+        let share = b[1] as f64 / (1u64 << 30) as f64;
+        assert!((0.53..0.58).contains(&share), "{share}");
+    }
 }
