@@ -8,10 +8,25 @@
 //! pristine buffer on the same device, waited for), then times from the call to the
 //! synchronize of every device used; medians of the timed rounds after warm-up. The speed-up
 //! is the one-GPU median over the row's.
+//!
+//! `through NCCL` sorts the same spread keys with `sort_ranks`, one process per GPU (the bench
+//! starts copies of itself): each round every rank restores its part, the ranks meet in an
+//! all-reduce, then each times its call to the synchronize of its stream; a round's time is the
+//! slowest rank's (an all-reduce of the times). Where NCCL does not load, the row is left out.
 
 use cuda_rt::{Device, DeviceBuffer, DeviceMemoryMut, Stream, StreamFlags};
 use cuda_rt_kernels::sort::{Order, SortWorkspace};
+use cuda_rt_nccl::{Communicator, ReduceOp, UniqueId};
+use std::process::{Command, Stdio};
 use std::time::Instant;
+
+/// The environment of a rank the bench started: its rank, the ranks, the id's bytes (hex), the
+/// keys in all, whether pools keep memory, the rounds.
+const RANK: &str = "CUDA_RT_SORT_DEVICES_BENCH_RANK";
+const SIZE: &str = "CUDA_RT_SORT_DEVICES_BENCH_SIZE";
+const ID: &str = "CUDA_RT_SORT_DEVICES_BENCH_ID";
+const SETUP: &str = "CUDA_RT_SORT_DEVICES_BENCH_SETUP";
+const SEED: u64 = 0x5eed;
 
 fn random_keys(n: usize, seed: u64) -> Vec<u32> {
     let mut x = seed | 1;
@@ -98,7 +113,156 @@ fn time<S: ?Sized>(
     (median(times), median(calls))
 }
 
+/// Runs `sort_ranks` over `size` processes (this program again, as ranks), `n` keys spread
+/// evenly; the medians (whole, call) of the slowest rank per round, or `None` with the reason
+/// where NCCL does not load.
+fn nccl_row(
+    size: usize,
+    n: usize,
+    keep: bool,
+    (warm, timed): (usize, usize),
+) -> Option<(f64, f64)> {
+    if let Err(e) = cuda_rt_nccl::raw::library() {
+        eprintln!("sort_devices: the NCCL rows are left out: {e}");
+        return None;
+    }
+    let id = UniqueId::new().unwrap();
+    let id: String = id.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let children: Vec<_> = (0..size)
+        .map(|rank| {
+            Command::new(std::env::current_exe().unwrap())
+                .env(RANK, rank.to_string())
+                .env(SIZE, size.to_string())
+                .env(ID, &id)
+                .env(SETUP, format!("{n} {} {warm} {timed}", u8::from(keep)))
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (rank, out) in outputs.iter().enumerate() {
+        assert!(
+            out.status.success(),
+            "sort_ranks: rank {rank} of {size} failed"
+        );
+    }
+    let text = String::from_utf8_lossy(&outputs[0].stdout);
+    let line = text.lines().find_map(|l| l.strip_prefix("sort_ranks: "))?;
+    let mut v = line.split_whitespace().map(|x| x.parse::<f64>().unwrap());
+    Some((v.next()?, v.next()?))
+}
+
+/// One rank of [`nccl_row`]: sorts its part of the keys round after round and, on rank 0,
+/// prints the medians of the slowest rank's times.
+fn rank_main(rank: usize) {
+    let size: usize = std::env::var(SIZE).unwrap().parse().unwrap();
+    let bytes: Vec<u8> = {
+        let hex = std::env::var(ID).unwrap();
+        (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+            .collect()
+    };
+    let setup: Vec<usize> = std::env::var(SETUP)
+        .unwrap()
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let [n, keep, warm, timed] = setup[..] else {
+        panic!("{SETUP}: {setup:?}")
+    };
+    let device = Device::new(rank).unwrap();
+    let comm =
+        Communicator::new(&UniqueId::from_bytes(&bytes).unwrap(), size, rank, device).unwrap();
+    let _current = device.set_current_scoped().unwrap();
+    if keep == 1 {
+        cuda_rt::MemPool::device_default(device)
+            .unwrap()
+            .set_release_threshold(u64::MAX)
+            .unwrap();
+    }
+    let stream = Stream::with_flags(StreamFlags::NON_BLOCKING).unwrap();
+    let input = random_keys(n, SEED);
+    let piece = n / size;
+    let part = &input[rank * piece..(rank + 1) * piece];
+    let pristine = DeviceBuffer::from_slice(part).unwrap();
+    let mut keys = DeviceBuffer::from_slice(part).unwrap();
+    let workspace = SortWorkspace::new();
+    let mut meet = DeviceBuffer::from_slice(&[0.0f64]).unwrap();
+    let (mut times, mut calls) = (Vec::new(), Vec::new());
+    let mut out = None;
+    for round in 0..warm + timed {
+        keys.copy_from_device_async(&stream, &pristine).unwrap();
+        comm.all_reduce_in_place(&mut meet, ReduceOp::Sum, &stream)
+            .unwrap();
+        stream.synchronize().unwrap();
+        let start = Instant::now();
+        let sorted = workspace
+            .sort_ranks(&comm, &stream, &mut keys, Order::Ascending)
+            .unwrap();
+        let call = start.elapsed().as_secs_f64() * 1e3;
+        stream.synchronize().unwrap();
+        let whole = start.elapsed().as_secs_f64() * 1e3;
+        let mut slowest = DeviceBuffer::from_slice(&[whole, call]).unwrap();
+        comm.all_reduce_in_place(&mut slowest, ReduceOp::Max, &stream)
+            .unwrap();
+        let slowest = slowest.to_vec().unwrap();
+        if round >= warm {
+            times.push(slowest[0]);
+            calls.push(slowest[1]);
+        }
+        out = Some(sorted);
+    }
+    // The last result: in order on each rank, in order across ranks, the input's keys in all.
+    let got = out.map(|o| o.to_vec().unwrap()).unwrap_or_default();
+    let mine = Multiset::of(&got);
+    let mut sums = DeviceBuffer::from_slice(&[mine.0 as u64, mine.1, mine.2, mine.3]).unwrap();
+    comm.all_reduce_in_place(&mut sums, ReduceOp::Sum, &stream)
+        .unwrap();
+    let sums = sums.to_vec().unwrap();
+    let ends = [
+        got.first().copied().unwrap_or(u32::MAX),
+        got.last().copied().unwrap_or(0),
+        u32::from(got.is_empty()),
+    ];
+    let mine_ends = DeviceBuffer::from_slice(&ends).unwrap();
+    let mut all_ends = DeviceBuffer::<u32>::zeroed(3 * size).unwrap();
+    comm.all_gather(&mine_ends, &mut all_ends, &stream).unwrap();
+    let all_ends = all_ends.to_vec().unwrap();
+    comm.close().unwrap();
+    assert!(
+        got.windows(2).all(|w| w[0] <= w[1]),
+        "rank {rank}: not in order"
+    );
+    if rank == 0 {
+        let want = Multiset::of(&input[..piece * size]);
+        assert_eq!(
+            Multiset(sums[0] as usize, sums[1], sums[2], sums[3]),
+            want,
+            "sort_ranks: not the input's keys"
+        );
+        let mut last = 0;
+        for r in 0..size {
+            let e = &all_ends[3 * r..3 * r + 3];
+            if e[2] == 0 {
+                assert!(
+                    last <= e[0],
+                    "sort_ranks: rank {r} starts below the rank before"
+                );
+                last = e[1];
+            }
+        }
+        println!("sort_ranks: {:.3} {:.3}", median(times), median(calls));
+    }
+}
+
 fn main() {
+    if let Ok(rank) = std::env::var(RANK) {
+        return rank_main(rank.parse().unwrap());
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let count = match Device::count() {
         Ok(c) if c > 0 => c,
@@ -114,7 +278,7 @@ fn main() {
         "sort_devices: {count} × {}, {n} random u32 keys",
         devices[0].name().unwrap()
     );
-    let input = random_keys(n, 0x5eed);
+    let input = random_keys(n, SEED);
     let workspace = SortWorkspace::new();
     let d0 = devices[0];
     let pristine = upload(d0, &input);
@@ -203,6 +367,12 @@ fn main() {
             let got: Vec<u32> = parts.iter().flat_map(|p| p.to_vec().unwrap()).collect();
             check(&got, &Multiset::of(&input[..piece * used]), "sort_spread");
             rows.push((format!("spread over {used} GPUs: `sort_spread`, n/{used} on each, result spread{pools}"), t));
+            if let Some(t) = nccl_row(used, n, keep, rounds) {
+                rows.push((
+                    format!("spread over {used} GPUs through NCCL: `sort_ranks`, one process per GPU, result spread{pools}"),
+                    t,
+                ));
+            }
         }
     }
     println!("\n| {n} u32 keys | median | host time in the call | speed-up over one GPU |");

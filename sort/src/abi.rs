@@ -345,3 +345,30 @@ unsafe extern "C" {
         stream: cudaStream_t,
     ) -> cudaError_t;
 }
+unsafe extern "C" {
+    #[doc = " Enqueues on `stream` one kernel that writes count regular samples of the sorted keys[0..n)\n (key_bytes each) to samples[0..count): samples[i] = keys[first + i * stride], or keys[n - 1]\n where that lies past the end; for n == 0 (keys unread) the key that comes last in the order of\n key_mode (CUDA_RT_SORT_KEY_*), so that an empty rank's samples sort after every real key.\n cudaErrorInvalidValue, with nothing queued, for a null pointer that is read and for key sizes\n the merge sort does not take. Nothing is queued for count == 0."]
+    pub fn cuda_rt_kernels_sort_sample(
+        keys: *const ::core::ffi::c_void,
+        n: ::core::ffi::c_ulonglong,
+        first: ::core::ffi::c_ulonglong,
+        stride: ::core::ffi::c_ulonglong,
+        samples: *mut ::core::ffi::c_void,
+        count: u32,
+        key_bytes: u32,
+        key_mode: u32,
+        stream: cudaStream_t,
+    ) -> cudaError_t;
+}
+unsafe extern "C" {
+    #[doc = " Enqueues on `stream` one kernel that writes, for each of the count keys splitters[0..count),\n how many of the sorted keys[0..n) come strictly before it in the order of key_mode (a lower\n bound: keys equal to a splitter fall after it) to bounds[j]. Errors as for\n cuda_rt_kernels_sort_sample."]
+    pub fn cuda_rt_kernels_sort_bucket_bounds(
+        keys: *const ::core::ffi::c_void,
+        n: ::core::ffi::c_ulonglong,
+        splitters: *const ::core::ffi::c_void,
+        count: u32,
+        bounds: *mut ::core::ffi::c_ulonglong,
+        key_bytes: u32,
+        key_mode: u32,
+        stream: cudaStream_t,
+    ) -> cudaError_t;
+}

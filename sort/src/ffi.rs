@@ -20,8 +20,9 @@ mod abi {
 use cuda_rt_sys::{cudaError_t, cudaStream_t};
 
 pub use abi::{
-    cuda_rt_kernels_merge_runs, cuda_rt_kernels_sort_fold_status,
-    cuda_rt_kernels_sort_layout_nordc, cuda_rt_kernels_sort_nordc,
+    cuda_rt_kernels_merge_runs, cuda_rt_kernels_sort_bucket_bounds,
+    cuda_rt_kernels_sort_fold_status, cuda_rt_kernels_sort_layout_nordc,
+    cuda_rt_kernels_sort_nordc, cuda_rt_kernels_sort_sample,
     cuda_rt_kernels_sort_stage_times_nordc,
 };
 /// The build with relocatable device code, whose plans may be device-driven (feature

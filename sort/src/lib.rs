@@ -137,7 +137,10 @@
 mod devices;
 pub mod ffi;
 mod outcome;
+#[cfg(feature = "nccl")]
+pub mod ranks;
 pub mod raw;
+mod runs;
 mod scratch;
 mod stream_ordered;
 mod workspace;
