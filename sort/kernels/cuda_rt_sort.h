@@ -375,21 +375,21 @@ cudaError_t cuda_rt_kernels_sort_fold_status(const uint32_t* status, uint32_t* f
  * merge. Nothing is queued for out_len == 0. */
 cudaError_t cuda_rt_kernels_merge_runs(const CudaRtSortMergeArgs* args, cudaStream_t stream);
 
-/** Enqueues on `stream` one kernel that writes count regular samples of the sorted keys[0..n)
- * (key_bytes each) to samples[0..count): samples[i] = keys[first + i * stride], or keys[n - 1]
- * where that lies past the end; for n == 0 (keys unread) the key that comes last in the order of
- * key_mode (CUDA_RT_SORT_KEY_*), so that an empty rank's samples sort after every real key.
- * cudaErrorInvalidValue, with nothing queued, for a null pointer that is read and for key sizes
- * the merge sort does not take. Nothing is queued for count == 0. */
+/** Enqueues on `stream` one kernel that writes count regular samples of the sorted keys
+ * (n of key_bytes each) to `samples`: sample i is key first + i * stride, or the last key where
+ * that lies past the end; for n == 0 (keys unread) every sample is the key that comes last in the
+ * order of key_mode (CUDA_RT_SORT_KEY_*), so that an empty rank's samples sort after every real
+ * key. cudaErrorInvalidValue, with nothing queued, for a null pointer that is read and for key
+ * sizes the merge sort does not take. Nothing is queued for count == 0. */
 cudaError_t cuda_rt_kernels_sort_sample(const void* keys, unsigned long long n,
                                         unsigned long long first, unsigned long long stride,
                                         void* samples, uint32_t count, uint32_t key_bytes,
                                         uint32_t key_mode, cudaStream_t stream);
 
 /** Enqueues on `stream` one kernel that writes the count + 2 bounds of the buckets that the
- * count keys splitters[0..count) cut the sorted keys[0..n) into: bounds[0] = 0,
- * bounds[count + 1] = n, and bounds[j + 1] = how many keys come strictly before splitters[j] in
- * the order of key_mode (a lower bound: keys equal to a splitter fall after it). Errors as for
+ * count sorted `splitters` cut the sorted keys (n of them) into: word 0 is 0, word count + 1 is
+ * n, and word j + 1 how many keys come strictly before splitter j in the order of key_mode (a
+ * lower bound: keys equal to a splitter fall after it). Errors as for
  * cuda_rt_kernels_sort_sample; it is queued also for count == 0. */
 cudaError_t cuda_rt_kernels_sort_bucket_bounds(const void* keys, unsigned long long n,
                                                const void* splitters, uint32_t count,

@@ -346,7 +346,7 @@ unsafe extern "C" {
     ) -> cudaError_t;
 }
 unsafe extern "C" {
-    #[doc = " Enqueues on `stream` one kernel that writes count regular samples of the sorted keys[0..n)\n (key_bytes each) to samples[0..count): samples[i] = keys[first + i * stride], or keys[n - 1]\n where that lies past the end; for n == 0 (keys unread) the key that comes last in the order of\n key_mode (CUDA_RT_SORT_KEY_*), so that an empty rank's samples sort after every real key.\n cudaErrorInvalidValue, with nothing queued, for a null pointer that is read and for key sizes\n the merge sort does not take. Nothing is queued for count == 0."]
+    #[doc = " Enqueues on `stream` one kernel that writes count regular samples of the sorted keys\n (n of key_bytes each) to `samples`: sample i is key first + i * stride, or the last key where\n that lies past the end; for n == 0 (keys unread) every sample is the key that comes last in the\n order of key_mode (CUDA_RT_SORT_KEY_*), so that an empty rank's samples sort after every real\n key. cudaErrorInvalidValue, with nothing queued, for a null pointer that is read and for key\n sizes the merge sort does not take. Nothing is queued for count == 0."]
     pub fn cuda_rt_kernels_sort_sample(
         keys: *const ::core::ffi::c_void,
         n: ::core::ffi::c_ulonglong,
@@ -360,7 +360,7 @@ unsafe extern "C" {
     ) -> cudaError_t;
 }
 unsafe extern "C" {
-    #[doc = " Enqueues on `stream` one kernel that writes, for each of the count keys splitters[0..count),\n how many of the sorted keys[0..n) come strictly before it in the order of key_mode (a lower\n bound: keys equal to a splitter fall after it) to bounds[j]. Errors as for\n cuda_rt_kernels_sort_sample."]
+    #[doc = " Enqueues on `stream` one kernel that writes the count + 2 bounds of the buckets that the\n count sorted `splitters` cut the sorted keys (n of them) into: word 0 is 0, word count + 1 is\n n, and word j + 1 how many keys come strictly before splitter j in the order of key_mode (a\n lower bound: keys equal to a splitter fall after it). Errors as for\n cuda_rt_kernels_sort_sample; it is queued also for count == 0."]
     pub fn cuda_rt_kernels_sort_bucket_bounds(
         keys: *const ::core::ffi::c_void,
         n: ::core::ffi::c_ulonglong,
