@@ -8,81 +8,29 @@ mod common;
 use cuda_rt::prelude::*;
 use cuda_rt::{Device, StreamFlags};
 use cuda_rt_nccl::{group, Communicator, ReduceOp, UniqueId};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use cuda_rt_testing::ranks::{self, Rank};
+use std::time::Duration;
 
-const RANK: &str = "CUDA_RT_NCCL_TEST_RANK";
-const SIZE: &str = "CUDA_RT_NCCL_TEST_SIZE";
-const ID: &str = "CUDA_RT_NCCL_TEST_ID";
 const TEST: &str = "ranks_in_processes_reduce_gather_broadcast_and_exchange";
 const LIMIT: Duration = Duration::from_secs(120);
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len() / 2)
-        .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
-}
-
 #[test]
 fn ranks_in_processes_reduce_gather_broadcast_and_exchange() {
-    if let Ok(rank) = std::env::var(RANK) {
-        return rank_main(rank.parse().unwrap());
+    if let Some(rank) = Rank::from_env() {
+        return rank_main(&rank);
     }
     let Some((devices, _serial)) = common::devices(TEST, 2) else {
         return;
     };
     for size in [2usize, 4].into_iter().filter(|&s| s <= devices.len()) {
-        let id = UniqueId::new().unwrap();
-        let started = Instant::now();
-        let mut children: Vec<Child> = (0..size)
-            .map(|rank| {
-                Command::new(std::env::current_exe().unwrap())
-                    .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
-                    .env(RANK, rank.to_string())
-                    .env(SIZE, size.to_string())
-                    .env(ID, hex(&id.to_bytes()))
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        // Wait for all, killing every rank once the limit has passed.
-        loop {
-            if children.iter_mut().all(|c| c.try_wait().unwrap().is_some()) {
-                break;
-            }
-            if started.elapsed() > LIMIT {
-                for c in &mut children {
-                    let _ = c.kill();
-                }
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        for (rank, child) in children.into_iter().enumerate() {
-            let out = child.wait_with_output().unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                out.status.success() && stdout.contains(&format!("rank {rank} of {size}: ok")),
-                "rank {rank} of {size} ({:?} after {:?}):\n{stdout}\n{stderr}",
-                out.status,
-                started.elapsed()
-            );
-        }
-        println!("{TEST}: {size} processes passed in {:?}", started.elapsed());
+        ranks::run(TEST, size, &UniqueId::new().unwrap().to_bytes(), LIMIT);
     }
 }
 
 /// One rank: joins the communicator on device `rank` and checks each operation.
-fn rank_main(rank: usize) {
-    let size: usize = std::env::var(SIZE).unwrap().parse().unwrap();
-    let id = UniqueId::from_bytes(&unhex(&std::env::var(ID).unwrap())).unwrap();
+fn rank_main(me: &Rank) {
+    let (rank, size) = (me.rank, me.size);
+    let id = UniqueId::from_bytes(&me.id).unwrap();
     let device = Device::new(rank).unwrap();
     let comm = Communicator::new(&id, size, rank, device).unwrap();
     assert_eq!(
@@ -143,5 +91,5 @@ fn rank_main(rank: usize) {
 
     comm.async_error().unwrap();
     comm.close().unwrap();
-    println!("rank {rank} of {size}: ok");
+    println!("{}", me.ok());
 }

@@ -121,6 +121,7 @@ pub mod inputs;
 mod isolation;
 pub mod policy;
 mod random;
+pub mod ranks;
 mod report;
 mod runner;
 mod sanitizer;
