@@ -17,14 +17,11 @@
 use cuda_rt::{Device, DeviceBuffer, DeviceMemoryMut, Stream, StreamFlags};
 use cuda_rt_kernels::sort::{Order, SortWorkspace};
 use cuda_rt_nccl::{Communicator, ReduceOp, UniqueId};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use cuda_rt_testing::ranks::{self, Rank};
+use std::time::{Duration, Instant};
 
-/// The environment of a rank the bench started: its rank, the ranks, the id's bytes (hex), the
-/// keys in all, whether pools keep memory, the rounds.
-const RANK: &str = "CUDA_RT_SORT_DEVICES_BENCH_RANK";
-const SIZE: &str = "CUDA_RT_SORT_DEVICES_BENCH_SIZE";
-const ID: &str = "CUDA_RT_SORT_DEVICES_BENCH_ID";
+/// What a rank the bench started sorts: the keys in all, whether pools keep memory, the
+/// rounds (its rank, the ranks and the id come as `cuda_rt_testing::ranks` gives them).
 const SETUP: &str = "CUDA_RT_SORT_DEVICES_BENCH_SETUP";
 const SEED: u64 = 0x5eed;
 
@@ -126,46 +123,24 @@ fn nccl_row(
         eprintln!("sort_devices: the NCCL rows are left out: {e}");
         return None;
     }
-    let id = UniqueId::new().unwrap();
-    let id: String = id.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
-    let children: Vec<_> = (0..size)
-        .map(|rank| {
-            Command::new(std::env::current_exe().unwrap())
-                .env(RANK, rank.to_string())
-                .env(SIZE, size.to_string())
-                .env(ID, &id)
-                .env(SETUP, format!("{n} {} {warm} {timed}", u8::from(keep)))
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outputs: Vec<_> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
-    for (rank, out) in outputs.iter().enumerate() {
-        assert!(
-            out.status.success(),
-            "sort_ranks: rank {rank} of {size} failed"
-        );
-    }
-    let text = String::from_utf8_lossy(&outputs[0].stdout);
-    let line = text.lines().find_map(|l| l.strip_prefix("sort_ranks: "))?;
+    let printed = ranks::run(
+        "sort_ranks",
+        size,
+        &UniqueId::new().unwrap().to_bytes(),
+        &[(SETUP, format!("{n} {} {warm} {timed}", u8::from(keep)))],
+        Duration::from_secs(600),
+    );
+    let line = printed[0]
+        .lines()
+        .find_map(|l| l.strip_prefix("sort_ranks: "))?;
     let mut v = line.split_whitespace().map(|x| x.parse::<f64>().unwrap());
     Some((v.next()?, v.next()?))
 }
 
 /// One rank of [`nccl_row`]: sorts its part of the keys round after round and, on rank 0,
 /// prints the medians of the slowest rank's times.
-fn rank_main(rank: usize) {
-    let size: usize = std::env::var(SIZE).unwrap().parse().unwrap();
-    let bytes: Vec<u8> = {
-        let hex = std::env::var(ID).unwrap();
-        (0..hex.len() / 2)
-            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
-    };
+fn rank_main(me: &Rank) {
+    let (rank, size) = (me.rank, me.size);
     let setup: Vec<usize> = std::env::var(SETUP)
         .unwrap()
         .split_whitespace()
@@ -176,7 +151,7 @@ fn rank_main(rank: usize) {
     };
     let device = Device::new(rank).unwrap();
     let comm =
-        Communicator::new(&UniqueId::from_bytes(&bytes).unwrap(), size, rank, device).unwrap();
+        Communicator::new(&UniqueId::from_bytes(&me.id).unwrap(), size, rank, device).unwrap();
     let _current = device.set_current_scoped().unwrap();
     if keep == 1 {
         cuda_rt::MemPool::device_default(device)
@@ -257,11 +232,12 @@ fn rank_main(rank: usize) {
         }
         println!("sort_ranks: {:.3} {:.3}", median(times), median(calls));
     }
+    println!("{}", me.ok());
 }
 
 fn main() {
-    if let Ok(rank) = std::env::var(RANK) {
-        return rank_main(rank.parse().unwrap());
+    if let Some(rank) = Rank::from_env() {
+        return rank_main(&rank);
     }
     let quick = std::env::args().any(|a| a == "--quick");
     let count = match Device::count() {

@@ -50,7 +50,7 @@ fn ranks_in_processes_sort_as_one_array() {
         return;
     };
     for size in [2usize, 4].into_iter().filter(|&s| s <= devices.len()) {
-        ranks::run(TEST, size, &UniqueId::new().unwrap().to_bytes(), LIMIT);
+        ranks::run(TEST, size, &UniqueId::new().unwrap().to_bytes(), &[], LIMIT);
     }
 }
 

@@ -23,7 +23,7 @@ fn ranks_in_processes_reduce_gather_broadcast_and_exchange() {
         return;
     };
     for size in [2usize, 4].into_iter().filter(|&s| s <= devices.len()) {
-        ranks::run(TEST, size, &UniqueId::new().unwrap().to_bytes(), LIMIT);
+        ranks::run(TEST, size, &UniqueId::new().unwrap().to_bytes(), &[], LIMIT);
     }
 }
 

@@ -16,7 +16,7 @@
 //!         return;
 //!     }
 //!     let id = [0u8; 128]; // a cuda_rt_nccl::UniqueId's bytes
-//!     ranks::run(TEST, 2, &id, Duration::from_secs(60));
+//!     ranks::run(TEST, 2, &id, &[], Duration::from_secs(60));
 //! }
 //! ```
 
@@ -65,13 +65,22 @@ impl Rank {
     }
 }
 
-/// Runs `test` as `size` processes (this test binary again, each a [`Rank`] with `id`), and
-/// panics unless every one exits successfully having printed its [`Rank::ok`] line within
-/// `limit` (processes still running then are killed). Prints the time they took.
+/// Runs `test` as `size` processes (this program again, each a [`Rank`] with `id`, and the
+/// variables of `env`), and panics unless every one exits successfully having printed its
+/// [`Rank::ok`] line within `limit` (processes still running then are killed). Prints the time
+/// they took; returns what each rank printed, in rank order. The processes get the arguments
+/// `--exact test --nocapture --test-threads=1`, which run only `test` in a test binary (a
+/// benchmark without the test harness reads its own).
 ///
 /// # Panics
 /// As said, with each failed rank's output.
-pub fn run(test: &str, size: usize, id: &[u8], limit: Duration) {
+pub fn run(
+    test: &str,
+    size: usize,
+    id: &[u8],
+    env: &[(&str, String)],
+    limit: Duration,
+) -> Vec<String> {
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
     let started = Instant::now();
     let exe = std::env::current_exe().expect("the test binary's path");
@@ -82,6 +91,7 @@ pub fn run(test: &str, size: usize, id: &[u8], limit: Duration) {
                 .env(RANK, rank.to_string())
                 .env(SIZE, size.to_string())
                 .env(ID, &hex)
+                .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -102,9 +112,10 @@ pub fn run(test: &str, size: usize, id: &[u8], limit: Duration) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let mut printed = Vec::with_capacity(size);
     for (rank, child) in children.into_iter().enumerate() {
         let out = child.wait_with_output().expect("a rank's output");
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr);
         let ok = Rank {
             rank,
@@ -118,6 +129,8 @@ pub fn run(test: &str, size: usize, id: &[u8], limit: Duration) {
             out.status,
             started.elapsed()
         );
+        printed.push(stdout);
     }
     println!("{test}: {size} processes passed in {:?}", started.elapsed());
+    printed
 }
