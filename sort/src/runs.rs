@@ -166,6 +166,7 @@ fn one_part<K>(base: *const K, (at, len): (usize, usize)) -> SortRun {
 /// Queues `cuda_rt_kernels_sort_sample`: `count` regular samples of the sorted `keys`, the
 /// `i`-th at `first + i * stride` (the last key past the end; for no keys the key that comes
 /// last in `order`), into `samples`.
+#[cfg(feature = "nccl")]
 pub(crate) fn queue_samples<K: SortKey + DeviceCopy>(
     stream: StreamRef<'_>,
     keys: &impl DeviceMemory<K>,
@@ -204,6 +205,7 @@ pub(crate) fn queue_samples<K: SortKey + DeviceCopy>(
 /// Queues `cuda_rt_kernels_sort_bucket_bounds`: the bounds of the buckets that `splitters` cut
 /// the sorted `keys` into, into `bounds` (`splitters.len() + 2` words: 0, for each splitter how
 /// many keys come before it, and `keys.len()`).
+#[cfg(feature = "nccl")]
 pub(crate) fn queue_bucket_bounds<K: SortKey + DeviceCopy>(
     stream: StreamRef<'_>,
     keys: &impl DeviceMemory<K>,
