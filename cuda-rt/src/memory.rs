@@ -96,7 +96,11 @@
 //! record of its marker made after its uses (with no use through a shared borrow in flight): a
 //! stream that has waited for that record does not wait again for the range, though the stream
 //! that used it has gone on to other ranges of the buffer since, so that a producer filling one
-//! half and a consumer draining the other are not serialized. On foreign streams: one
+//! half and a consumer draining the other are not serialized. For a reader it also notes the
+//! first record made after the range's last write: a stream that has waited for that record
+//! reads without waiting again, though the writer's stream has read the range since (two
+//! devices each reading both halves of a pair of buffers, their own and the other's, are not
+//! serialized by the order their reads were queued in). On foreign streams: one
 //! `cudaEventRecord` per use and one `cudaStreamWaitEvent`. The zero-overhead path is the raw pointer
 //! with an `unsafe` launch.
 

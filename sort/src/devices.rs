@@ -313,6 +313,10 @@ impl SortWorkspace {
                 if in_others {
                     let a = run_of(x, |i| others_parts(&others[i]));
                     let b = run_of(y, |i| others_parts(&others[i]));
+                    if !(last_round && out.is_some()) {
+                        let merging = members.iter().map(|&j| streams[j].as_stream_ref());
+                        wait_for_runs(&a, &b, merging)?;
+                    }
                     if let Some(out) = out.as_mut().filter(|_| last_round) {
                         queue_merge(
                             &a,
@@ -344,6 +348,10 @@ impl SortWorkspace {
                 } else {
                     let a = run_of(x, |i| part_parts(&parts[i]));
                     let b = run_of(y, |i| part_parts(&parts[i]));
+                    if !(last_round && out.is_some()) {
+                        let merging = members.iter().map(|&j| streams[j].as_stream_ref());
+                        wait_for_runs(&a, &b, merging)?;
+                    }
                     if let Some(out) = out.as_mut().filter(|_| last_round) {
                         queue_merge(
                             &a,
@@ -550,6 +558,30 @@ fn queue_merge<K: SortKey + DeviceCopy, V: DeviceCopy>(
             .map_err(runtime)?
         })
     })
+}
+
+/// Orders every stream of `streams` after the work that wrote the runs `a` and `b`, before any
+/// merge of theirs is queued. A reader on another stream waits for a record of the writer's
+/// marker made after the write; made lazily when the first merge is queued, it would come after
+/// that merge on the writer's stream (which reads its own part), and the other devices' merges
+/// would wait for it: the merges of a round ran one after the other on two H200s. Waiting here
+/// records the markers right behind the writes, and the merges' own reads then find that wait
+/// enough (the tracker notes a reader's record apart from a writer's).
+fn wait_for_runs<'s, K: DeviceCopy, V: DeviceCopy>(
+    a: &[RunPart<'_, K, V>],
+    b: &[RunPart<'_, K, V>],
+    streams: impl Iterator<Item = StreamRef<'s>>,
+) -> Result<(), SortError> {
+    let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context("sort across devices"));
+    for stream in streams {
+        for (keys, values) in a.iter().chain(b) {
+            keys.with_ptr_on(stream, |_| ()).map_err(runtime)?;
+            if let Some(values) = values {
+                values.with_ptr_on(stream, |_| ()).map_err(runtime)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs `f` inside the read tracking of every buffer of `sources` on `stream`.

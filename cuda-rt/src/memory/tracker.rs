@@ -90,6 +90,12 @@ struct Entry {
     /// range's uses, even if the marker has had uses of other ranges since (see
     /// [`State::begin_slow`]).
     covered: u64,
+    /// For a range that was written: the stamp of the first record of the marker made after its
+    /// last write, with no use through a shared borrow in flight; 0 while there is none (and
+    /// for a range only read). A reader, which follows the writes only, that has waited for that
+    /// record or a later one needs no other wait for the range, even where its stream has read
+    /// the range since (`covered` is then 0: a writer still waits for those reads).
+    write_covered: u64,
 }
 
 #[derive(Debug)]
@@ -874,6 +880,9 @@ impl State {
         let entry = &mut self.entries[index];
         entry.write |= access.writes();
         entry.covered = 0;
+        if access.writes() {
+            entry.write_covered = 0;
+        }
         let (marker, write) = (entry.marker, entry.write);
         if let Some(Some(m)) = self.markers.get_mut(marker) {
             m.dirty = true;
@@ -955,6 +964,11 @@ impl State {
                 entry.write |= hint.write;
                 if hint.dirty {
                     entry.covered = 0;
+                    // The hint does not say whether a use it let through wrote (its `write`
+                    // starts as the range's): a written range's record counts as older.
+                    if hint.write {
+                        entry.write_covered = 0;
+                    }
                 }
             }
             if hint.dirty {
@@ -1175,8 +1189,9 @@ impl State {
 
     /// Whether the stream of marker `waiter` has waited for a record of lazy marker `index` that
     /// follows every use of its ranges overlapping `span` (only its writes unless `all`): each
-    /// such range noted a record with no use since ([`Entry::covered`]), and the waiter waited
-    /// for that record or a later one. Records of a lazy marker are made on one stream, so a
+    /// such range noted a record with no use since ([`Entry::covered`]; for a reader, with no
+    /// write since: [`Entry::write_covered`]), and the waiter waited for that record or a later
+    /// one. Records of a lazy marker are made on one stream, so a
     /// later one follows an earlier one; the marker may have had uses of other ranges since,
     /// which this use need not wait for.
     fn waited_for_uses(&self, waiter: usize, index: usize, span: Span, all: bool) -> bool {
@@ -1192,10 +1207,16 @@ impl State {
         let mut needed = 0;
         for entry in &self.entries {
             if entry.marker == index && (all || entry.write) && entry.span.overlaps(span) {
-                if entry.covered == 0 {
+                // A writer follows every use of the range, a reader its writes only.
+                let covered = if all {
+                    entry.covered
+                } else {
+                    entry.write_covered
+                };
+                if covered == 0 {
                     return false;
                 }
-                needed = needed.max(entry.covered);
+                needed = needed.max(covered);
             }
         }
         needed != 0
@@ -1292,6 +1313,7 @@ impl State {
                 write: true,
                 merged: false,
                 covered: 0,
+                write_covered: 0,
             });
         } else {
             if let Some(entry) =
@@ -1306,6 +1328,7 @@ impl State {
                 write: false,
                 merged: false,
                 covered: 0,
+                write_covered: 0,
             });
         }
         if self.entries.len() > ENTRIES_KEPT {
@@ -1371,8 +1394,13 @@ impl State {
             return;
         }
         for entry in &mut self.entries {
-            if entry.marker == index && entry.covered == 0 {
-                entry.covered = stamp;
+            if entry.marker == index {
+                if entry.covered == 0 {
+                    entry.covered = stamp;
+                }
+                if entry.write && entry.write_covered == 0 {
+                    entry.write_covered = stamp;
+                }
             }
         }
     }
@@ -1870,8 +1898,19 @@ mod tests {
         s.note_record(producer, later, 1);
         s.note_waited(consumer, producer, later);
         assert!(!s.waited_for_uses(consumer, producer, second, false));
-        // The producer uses the first half again: the old record no longer covers it.
+        // The producer reads the first half again: the old record no longer covers that read
+        // for a writer, and still covers the write for a reader.
         s.note(first, producer, false);
+        assert!(!s.waited_for_uses(consumer, producer, first, true));
+        assert!(s.waited_for_uses(consumer, producer, first, false));
+        // A record made since the read covers it for both.
+        let after_read = next_stamp();
+        s.note_record(producer, after_read, 0);
+        s.note_waited(consumer, producer, after_read);
+        assert!(s.waited_for_uses(consumer, producer, first, true));
+        // The producer writes it again: nothing covers the new write.
+        s.note(first, producer, true);
+        assert!(!s.waited_for_uses(consumer, producer, first, false));
         assert!(!s.waited_for_uses(consumer, producer, first, true));
         // Through the hint, the same: a use it lets through marks the range once settled.
         s.note_record(producer, next_stamp(), 0);
@@ -1882,6 +1921,7 @@ mod tests {
         assert!(s.fast(second, Access::Write, 1, lane).is_some());
         s.settle_hint();
         assert!(!s.waited_for_uses(consumer, producer, second, true));
+        assert!(!s.waited_for_uses(consumer, producer, second, false));
     }
 
     #[test]
