@@ -3,7 +3,8 @@
 # runtime: each 4 KiB copy between two buffers used on one stream must make exactly one call,
 # its cudaMemcpyAsync (no event record or wait, no device query or switch), on the legacy,
 # per-thread and an owned stream; and a source written once and read on three streams must be
-# copied with three cudaMemcpyAsync and nothing else. Exits 1 if any other call is made.
+# copied with three cudaMemcpyAsync and nothing else; and a merge round's pattern on two streams
+# (`exchange`) must record and wait 4 times per operation. Exits 1 if any other call is made.
 #   bash scripts/stand-in-cudart/calls.sh
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -17,7 +18,7 @@ probe="$root/target/stand-in-cudart/probe/release/stand-in-probe"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 status=0
-for stream in legacy per-thread owned readers; do
+for stream in legacy per-thread owned readers exchange; do
   # Two runs that differ only in the number of copies: their difference is what the copies call.
   for ops in 1000 3000; do
     STAND_IN_TRACE=1 STAND_IN_OPS=$ops STAND_IN_TRIALS=1 LD_LIBRARY_PATH="$(dirname "$lib")" \
@@ -30,8 +31,11 @@ def calls(path):
     return collections.Counter(l.split()[1] for l in open(path) if l.startswith('stand-in: '))
 per_operation = {name: n / 2000 for name, n in (calls(many) - calls(few)).items()}
 print(f'{stream}: calls per operation: ' + ', '.join(f'{k} {v:g}' for k, v in sorted(per_operation.items())))
-copies = 3.0 if stream == 'readers' else 1.0
-sys.exit(0 if per_operation == {'cudaMemcpyAsync': copies} else 1)
+if stream == 'exchange':
+    want = {'cudaMemsetAsync': 2.0, 'cudaEventRecord': 4.0, 'cudaStreamWaitEvent': 4.0}
+else:
+    want = {'cudaMemcpyAsync': 3.0 if stream == 'readers' else 1.0}
+sys.exit(0 if per_operation == want else 1)
 PY
 done
 exit $status

@@ -3,11 +3,18 @@
 //! `cudaMemcpyAsync` of the same pointers.
 //!
 //! ```text
-//! stand-in-probe [legacy|per-thread|owned|readers] [raw|safe|both]
+//! stand-in-probe [legacy|per-thread|owned|readers|exchange] [raw|safe|both]
 //! ```
 //!
 //! `readers`: one source, written once on an owned stream, copied at every operation into three
 //! buffers, each on a stream of its own (three copies per operation).
+//!
+//! `exchange` (call counts only): the pattern of a merge round across two devices, on two
+//! streams: each operation writes one buffer on each stream, orders both streams after both
+//! writes, then each stream reads both buffers and writes its own output. Each stream must
+//! wait for the other's write once, and each write for the other stream's reads once: 4 event
+//! records and 4 waits per operation (a read on the writer's own stream must not make the other
+//! reader wait again, which would put one stream's work behind the other's).
 //!
 //! `STAND_IN_OPS` sets the operations per trial (200 000), `STAND_IN_TRIALS` the trials (15; the
 //! median is printed). Under the stand-in runtime the times are those of the safe layer's own
@@ -41,6 +48,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let owned = Stream::new()?;
     if which == "readers" {
         return readers(side, ops, trials);
+    }
+    if which == "exchange" {
+        return exchange(ops * trials);
     }
     let stream: StreamRef<'_> = match which {
         "legacy" => StreamRef::legacy(),
@@ -147,5 +157,31 @@ fn readers(side: &str, ops: usize, trials: usize) -> Result<(), Box<dyn std::err
         "readers {side}: {:.1} ns per operation (three copies)",
         median(ns)
     );
+    Ok(())
+}
+
+/// The `exchange` case (module docs): `ops` operations, for their CUDA calls.
+fn exchange(ops: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let (s0, s1) = (Stream::new()?, Stream::new()?);
+    let mut a = DeviceBuffer::<u8>::zeroed(4096)?;
+    let mut b = DeviceBuffer::<u8>::zeroed(4096)?;
+    let mut outs = [
+        DeviceBuffer::<u8>::zeroed(8192)?,
+        DeviceBuffer::<u8>::zeroed(8192)?,
+    ];
+    for _ in 0..ops {
+        a.set_bytes_async(&s0, 1)?;
+        b.set_bytes_async(&s1, 2)?;
+        for s in [&s0, &s1] {
+            a.with_ptr_on(s, |_| ())?;
+            b.with_ptr_on(s, |_| ())?;
+        }
+        for (s, out) in [&s0, &s1].into_iter().zip(&mut outs) {
+            a.with_ptr_on(s, |_| b.with_ptr_on(s, |_| out.with_ptr_mut_on(s, |_| ())))???;
+        }
+    }
+    s0.synchronize()?;
+    s1.synchronize()?;
+    println!("exchange: {ops} operations");
     Ok(())
 }
