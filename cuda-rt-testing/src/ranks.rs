@@ -61,8 +61,13 @@ impl Rank {
 
     /// The line that tells [`run`] this rank passed.
     pub fn ok(&self) -> String {
-        format!("rank {} of {}: ok", self.rank, self.size)
+        ok_line(self.rank, self.size)
     }
+}
+
+/// The line rank `rank` of `size` prints once its checks pass.
+fn ok_line(rank: usize, size: usize) -> String {
+    format!("rank {rank} of {size}: ok")
 }
 
 /// Runs `test` as `size` processes (this program again, each a [`Rank`] with `id`, and the
@@ -117,14 +122,8 @@ pub fn run(
         let out = child.wait_with_output().expect("a rank's output");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let ok = Rank {
-            rank,
-            size,
-            id: Vec::new(),
-        }
-        .ok();
         assert!(
-            out.status.success() && stdout.contains(&ok),
+            out.status.success() && stdout.contains(&ok_line(rank, size)),
             "rank {rank} of {size} ({:?} after {:?}):\n{stdout}\n{stderr}",
             out.status,
             started.elapsed()

@@ -15,8 +15,7 @@
 use crate::ffi::{self, merge_runs, MergeArgs, SortRun};
 use crate::{Order, SortError, SortKey, SortWorkspace};
 use cuda_rt::{
-    Device, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, ErrorKind, Stream,
-    StreamFlags, StreamRef,
+    Device, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, Stream, StreamFlags, StreamRef,
 };
 use cuda_rt_sys as sys;
 use std::ffi::c_void;
@@ -43,8 +42,8 @@ impl SortWorkspace {
     /// # Errors
     /// [`SortError::TooManyParts`] for no parts or more than
     /// [`merge_runs::MAX_PARTS`](ffi::merge_runs::MAX_PARTS); [`SortError::Runtime`] with
-    /// [`ErrorKind::LengthMismatch`] unless there is a stream per part, with
-    /// [`ErrorKind::WrongDevice`] for a stream of another device than its part, and errors of
+    /// [`ErrorKind::LengthMismatch`](cuda_rt::ErrorKind::LengthMismatch) unless there is a stream per part, with
+    /// [`ErrorKind::WrongDevice`](cuda_rt::ErrorKind::WrongDevice) for a stream of another device than its part, and errors of
     /// enabling peer access (`cudaErrorPeerAccessUnsupported` where two devices cannot reach
     /// each other); the errors of [`sort`](Self::sort) and of queuing the merges.
     pub fn sort_spread<K: SortKey + DeviceCopy>(
@@ -75,7 +74,7 @@ impl SortWorkspace {
         order: Order,
     ) -> Result<(), SortError> {
         if keys.len() != values.len() {
-            return Err(mismatch(
+            return Err(SortError::length_mismatch(
                 keys.len(),
                 values.len(),
                 "sort_pairs_spread: value parts",
@@ -106,7 +105,7 @@ impl SortWorkspace {
     /// # Errors
     /// [`SortError::TooManyParts`] for no devices or more than
     /// [`merge_runs::MAX_PARTS`](ffi::merge_runs::MAX_PARTS); [`SortError::Runtime`] with
-    /// [`ErrorKind::WrongDevice`] when `stream` is not of the keys' device; as for
+    /// [`ErrorKind::WrongDevice`](cuda_rt::ErrorKind::WrongDevice) when `stream` is not of the keys' device; as for
     /// [`sort_spread`](Self::sort_spread).
     pub fn sort_on_devices<'s, K: SortKey + DeviceCopy>(
         &self,
@@ -156,7 +155,7 @@ impl SortWorkspace {
             .device()
             .map_err(|e| SortError::Runtime(e.context(WHAT)))?;
         if stream_device != home {
-            return Err(wrong_device(home, stream_device, WHAT));
+            return Err(SortError::wrong_device(home, stream_device, WHAT));
         }
         let n = keys.len();
         if devices.len() == 1 && devices[0] == home {
@@ -216,11 +215,19 @@ impl SortWorkspace {
         const WHAT: &str = "SortWorkspace::sort_spread";
         check_parts(parts.len())?;
         if streams.len() != parts.len() {
-            return Err(mismatch(parts.len(), streams.len(), "sort_spread: streams"));
+            return Err(SortError::length_mismatch(
+                parts.len(),
+                streams.len(),
+                "sort_spread: streams",
+            ));
         }
         for (part, stream) in parts.iter().zip(streams) {
             if part.keys.device() != stream.device() {
-                return Err(wrong_device(part.keys.device(), stream.device(), WHAT));
+                return Err(SortError::wrong_device(
+                    part.keys.device(),
+                    stream.device(),
+                    WHAT,
+                ));
             }
             if let Some(values) = part.values.as_deref() {
                 if values.len() != part.keys.len() {
@@ -230,7 +237,11 @@ impl SortWorkspace {
                     });
                 }
                 if values.device() != stream.device() {
-                    return Err(wrong_device(values.device(), stream.device(), WHAT));
+                    return Err(SortError::wrong_device(
+                        values.device(),
+                        stream.device(),
+                        WHAT,
+                    ));
                 }
             }
         }
@@ -572,14 +583,12 @@ fn wait_for_runs<'s, K: DeviceCopy, V: DeviceCopy>(
     b: &[RunPart<'_, K, V>],
     streams: impl Iterator<Item = StreamRef<'s>>,
 ) -> Result<(), SortError> {
-    let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context("sort across devices"));
+    let keys: Vec<&DeviceBuffer<K>> = a.iter().chain(b).map(|p| p.0).collect();
+    let values: Vec<&DeviceBuffer<V>> = a.iter().chain(b).filter_map(|p| p.1).collect();
     for stream in streams {
-        for (keys, values) in a.iter().chain(b) {
-            keys.with_ptr_on(stream, |_| ()).map_err(runtime)?;
-            if let Some(values) = values {
-                values.with_ptr_on(stream, |_| ()).map_err(runtime)?;
-            }
-        }
+        read_all(&keys, stream, &mut || {
+            read_all(&values, stream, &mut || Ok(()))
+        })?;
     }
     Ok(())
 }
@@ -665,23 +674,6 @@ fn check_value<V>() -> Result<(), SortError> {
         4 | 8 | 16 => Ok(()),
         bytes => Err(SortError::UnsupportedValue { bytes }),
     }
-}
-
-fn mismatch(expected: usize, actual: usize, what: &'static str) -> SortError {
-    SortError::Runtime(cuda_rt::Error::new(
-        ErrorKind::LengthMismatch { expected, actual },
-        what,
-    ))
-}
-
-fn wrong_device(memory: Device, stream: Device, what: &'static str) -> SortError {
-    SortError::Runtime(cuda_rt::Error::new(
-        ErrorKind::WrongDevice {
-            memory: memory.ordinal(),
-            stream: stream.ordinal(),
-        },
-        what,
-    ))
 }
 
 #[cfg(test)]

@@ -460,6 +460,31 @@ pub enum SortError {
 }
 
 impl SortError {
+    /// [`SortError::Runtime`] with [`ErrorKind::LengthMismatch`](cuda_rt::ErrorKind): two
+    /// lengths that must agree do not, found by `what` before anything was queued.
+    pub(crate) fn length_mismatch(expected: usize, actual: usize, what: &'static str) -> Self {
+        SortError::Runtime(cuda_rt::Error::new(
+            cuda_rt::ErrorKind::LengthMismatch { expected, actual },
+            what,
+        ))
+    }
+
+    /// [`SortError::Runtime`] with [`ErrorKind::WrongDevice`](cuda_rt::ErrorKind): memory of
+    /// one device and a stream of another, found by `what` before anything was queued.
+    pub(crate) fn wrong_device(
+        memory: cuda_rt::Device,
+        stream: cuda_rt::Device,
+        what: &'static str,
+    ) -> Self {
+        SortError::Runtime(cuda_rt::Error::new(
+            cuda_rt::ErrorKind::WrongDevice {
+                memory: memory.ordinal(),
+                stream: stream.ordinal(),
+            },
+            what,
+        ))
+    }
+
     /// The error for a host-side CUDA status, or `Ok` for `cudaSuccess`. On failure the copy
     /// of the status that the runtime keeps as the thread's last error is consumed
     /// ([`cuda_rt::raw::check`]), so the next launcher that ends in `cudaGetLastError()` does

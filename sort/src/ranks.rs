@@ -20,7 +20,7 @@
 
 use crate::runs::{queue_bucket_bounds, queue_samples};
 use crate::{Order, SortError, SortKey, SortWorkspace};
-use cuda_rt::{DeviceBuffer, DeviceMemoryMut, ErrorKind, StreamRef};
+use cuda_rt::{DeviceBuffer, DeviceMemoryMut, StreamRef};
 use cuda_rt_nccl::{group, Communicator, DataType};
 
 /// Samples each rank takes of its sorted keys to choose the splitters. With regular samples
@@ -41,7 +41,7 @@ impl SortWorkspace {
     /// exchange and the merge, and not for the returned keys.
     ///
     /// # Errors
-    /// [`SortError::Runtime`] with [`ErrorKind::WrongDevice`] for a stream or keys of another
+    /// [`SortError::Runtime`] with [`ErrorKind::WrongDevice`](cuda_rt::ErrorKind::WrongDevice) for a stream or keys of another
     /// device than the communicator's; NCCL's errors as [`cuda_rt::Error`]s
     /// ([`cuda_rt_nccl::Error::to_cuda_rt`]); the errors of [`sort`](Self::sort) and of queuing.
     /// A rank that returns an error leaves the other ranks waiting in a collective: abort the
@@ -58,16 +58,17 @@ impl SortWorkspace {
         let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context(WHAT));
         let nccl = |e: cuda_rt_nccl::Error| SortError::Runtime(e.to_cuda_rt().context(WHAT));
         let device = comm.device();
-        for found in [stream.device().map_err(runtime)?, keys.device()] {
-            if found != device {
-                return Err(runtime(cuda_rt::Error::new(
-                    ErrorKind::WrongDevice {
-                        memory: device.ordinal(),
-                        stream: found.ordinal(),
-                    },
-                    "the communicator's device against the stream's or the keys'",
-                )));
-            }
+        let stream_device = stream.device().map_err(runtime)?;
+        if keys.device() != stream_device {
+            return Err(SortError::wrong_device(keys.device(), stream_device, WHAT));
+        }
+        if stream_device != device {
+            // The communicator's device stands where the memory's would.
+            return Err(SortError::wrong_device(
+                device,
+                stream_device,
+                "SortWorkspace::sort_ranks: the communicator's device, and the stream's",
+            ));
         }
         let _current = device.set_current_scoped().map_err(runtime)?;
         let (ranks, rank) = (comm.size(), comm.rank());

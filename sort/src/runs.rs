@@ -7,7 +7,7 @@
 
 use crate::ffi::{self, merge_runs, MergeArgs, SortRun};
 use crate::{Order, SortError, SortKey, SortWorkspace};
-use cuda_rt::{DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, ErrorKind, StreamRef};
+use cuda_rt::{DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, StreamRef};
 use std::ffi::c_void;
 
 impl SortWorkspace {
@@ -25,8 +25,8 @@ impl SortWorkspace {
     /// (never undefined behaviour).
     ///
     /// # Errors
-    /// [`SortError::Runtime`] with [`ErrorKind::LengthMismatch`] unless `run_lens` adds up to
-    /// `input.len()` and `output.len()` is that too; with [`ErrorKind::WrongDevice`] unless
+    /// [`SortError::Runtime`] with [`ErrorKind::LengthMismatch`](cuda_rt::ErrorKind::LengthMismatch) unless `run_lens` adds up to
+    /// `input.len()` and `output.len()` is that too; with [`ErrorKind::WrongDevice`](cuda_rt::ErrorKind::WrongDevice) unless
     /// `input`, `output` and `stream` are of one device; the errors of queuing. Nothing is
     /// queued on an error found before the first merge.
     pub fn merge_sorted_runs<'s, K: SortKey + DeviceCopy>(
@@ -46,22 +46,13 @@ impl SortWorkspace {
             .ok_or(SortError::SizeOverflow)?;
         for (expected, actual) in [(input.len(), total), (input.len(), output.len())] {
             if expected != actual {
-                return Err(runtime(cuda_rt::Error::new(
-                    ErrorKind::LengthMismatch { expected, actual },
-                    "run lengths, input and output",
-                )));
+                return Err(SortError::length_mismatch(expected, actual, WHAT));
             }
         }
         let device = stream.device().map_err(runtime)?;
         for memory in [input.device(), output.device()] {
             if memory != device {
-                return Err(runtime(cuda_rt::Error::new(
-                    ErrorKind::WrongDevice {
-                        memory: memory.ordinal(),
-                        stream: device.ordinal(),
-                    },
-                    "input or output",
-                )));
+                return Err(SortError::wrong_device(memory, device, WHAT));
             }
         }
         let runs: Vec<(usize, usize)> = run_lens
@@ -217,13 +208,11 @@ pub(crate) fn queue_bucket_bounds<K: SortKey + DeviceCopy>(
     let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context(WHAT));
     let n = keys.len();
     if bounds.len() != splitters.len() + 2 {
-        return Err(runtime(cuda_rt::Error::new(
-            ErrorKind::LengthMismatch {
-                expected: splitters.len() + 2,
-                actual: bounds.len(),
-            },
-            "bucket bounds",
-        )));
+        return Err(SortError::length_mismatch(
+            splitters.len() + 2,
+            bounds.len(),
+            WHAT,
+        ));
     }
     let count = u32::try_from(splitters.len()).map_err(|_| SortError::SizeOverflow)?;
     keys.with_ptr_on(stream, |k| {
