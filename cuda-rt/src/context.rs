@@ -45,15 +45,76 @@ impl ThreadTagSlot {
 
 impl Drop for ThreadTagSlot {
     fn drop(&mut self) {
+        forget_lane(DefaultLane::PerThread);
         lock(&LIVE).remove(&self.0);
     }
 }
 
-thread_local! {
-    static THREAD_TAG: ThreadTagSlot = ThreadTagSlot::new();
+/// What a use of device memory reads of its thread on its fast path, in one thread-local of one
+/// cache line: whether the thread runs a host callback, and the default streams' lanes as the
+/// tracking last named them. A use comes right after a CUDA call, which evicts the first-level
+/// caches; every line it touches costs a miss. Without a destructor, so readable until the
+/// thread is gone.
+#[repr(align(64))]
+struct FastFacts {
     /// While this thread runs a host callback of this crate: the thread that queued it (whose
     /// next synchronize reports the callback's deferred errors).
-    static CALLBACK_OWNER: Cell<Option<ThreadTag>> = const { Cell::new(None) };
+    callback_owner: Cell<Option<ThreadTag>>,
+    /// Per [`DefaultLane`]: the lane the tracking named for that default stream, while the name
+    /// holds (see [`cached_lane`]); `None` until named, or once no longer valid.
+    lanes: [Cell<Option<(u64, i32)>>; 2],
+    /// Whether this thread has learnt that the process sees one device ([`note_sole_device`]).
+    sole_device: Cell<bool>,
+}
+
+thread_local! {
+    static THREAD_TAG: ThreadTagSlot = ThreadTagSlot::new();
+    static FAST: FastFacts = const {
+        FastFacts {
+            callback_owner: Cell::new(None),
+            lanes: [Cell::new(None), Cell::new(None)],
+            sole_device: Cell::new(false),
+        }
+    };
+}
+
+/// The default streams whose lanes [`cached_lane`] keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DefaultLane {
+    /// The legacy default stream.
+    Legacy = 0,
+    /// The calling thread's per-thread default stream.
+    PerThread = 1,
+}
+
+/// The lane the tracking named for `which` on this thread ([`cache_lane`]), if still valid.
+#[inline(always)]
+pub(crate) fn cached_lane(which: DefaultLane) -> Option<(u64, i32)> {
+    FAST.with(|f| f.lanes[which as usize].get())
+}
+
+/// Keeps `lane` as the name of `which` on this thread, for as long as the name holds: the
+/// tracking caches only names that cannot change while they are kept, or that
+/// [`forget_lane`] takes back when they stop holding.
+pub(crate) fn cache_lane(which: DefaultLane, lane: (u64, i32)) {
+    FAST.with(|f| f.lanes[which as usize].set(Some(lane)));
+}
+
+/// Takes back the name of `which` on this thread (its thread tag is gone, or its streams are no
+/// longer recorded lazily).
+pub(crate) fn forget_lane(which: DefaultLane) {
+    FAST.with(|f| f.lanes[which as usize].set(None));
+}
+
+/// Whether this thread has noted ([`note_sole_device`]) that the process sees one device.
+#[inline(always)]
+pub(crate) fn sole_device_noted() -> bool {
+    FAST.with(|f| f.sole_device.get())
+}
+
+/// Notes on this thread that the process sees one device (which never changes once known).
+pub(crate) fn note_sole_device() {
+    FAST.with(|f| f.sole_device.set(true));
 }
 
 /// The calling host thread's tag ([`ORPHANED`] while the thread exits).
@@ -64,7 +125,7 @@ pub(crate) fn thread_tag() -> ThreadTag {
 /// Inside a host callback of this crate, the thread that queued it.
 #[inline]
 pub(crate) fn callback_owner() -> Option<ThreadTag> {
-    CALLBACK_OWNER.try_with(Cell::get).unwrap_or(None)
+    FAST.with(|f| f.callback_owner.get())
 }
 
 /// Whether the calling thread is running a host callback of this crate.
@@ -86,19 +147,13 @@ pub(crate) struct InCallback(Option<ThreadTag>);
 impl InCallback {
     /// From now until the guard is dropped, [`callback_owner`] is `owner`.
     pub(crate) fn enter(owner: ThreadTag) -> InCallback {
-        InCallback(
-            CALLBACK_OWNER
-                .try_with(|c| c.replace(Some(owner)))
-                .unwrap_or(None),
-        )
+        InCallback(FAST.with(|f| f.callback_owner.replace(Some(owner))))
     }
 }
 
 impl Drop for InCallback {
     fn drop(&mut self) {
-        let previous = self.0;
-        // Fails only while the thread's locals are destroyed; nothing is left to restore then.
-        let _ = CALLBACK_OWNER.try_with(|c| c.set(previous));
+        FAST.with(|f| f.callback_owner.set(self.0));
     }
 }
 

@@ -830,12 +830,21 @@ pub(crate) fn known_sole_device() -> Option<i32> {
 /// Whether the process sees exactly one device, asking `cudaGetDeviceCount` the first time (an
 /// error, or a call inside a host callback, answers `false`: not known to be the sole device).
 /// For paths that take a shortcut with one device and must not wait for another caller to ask.
+/// Answered from the thread's own note once known (on the cache line of thread-local data that
+/// the tracking's fast path reads anyway).
 #[inline]
 pub(crate) fn is_sole_device() -> bool {
-    match SOLE.load(Ordering::Relaxed) {
+    if crate::context::sole_device_noted() {
+        return true;
+    }
+    let sole = match SOLE.load(Ordering::Relaxed) {
         UNKNOWN => matches!(ask_sole_device(), Ok(Some(_))),
         device => device >= 0,
+    };
+    if sole {
+        crate::context::note_sole_device();
     }
+    sole
 }
 
 /// [`sole_device`] before it is known: the one `cudaGetDeviceCount`.

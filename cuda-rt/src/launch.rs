@@ -207,6 +207,7 @@ impl LaunchAttributes {
         self.priority
     }
     /// Whether no attribute is set (the launch is a plain `cudaLaunchKernel`).
+    #[inline]
     pub fn is_empty(&self) -> bool {
         *self == LaunchAttributes::default()
     }
@@ -292,6 +293,7 @@ pub(crate) unsafe fn launch_raw(
 ///   kernel has finished, and must not be accessed concurrently by the host or other streams:
 ///   call it inside [`DeviceMemoryMut::with_ptr_mut_on`](crate::DeviceMemoryMut::with_ptr_mut_on) /
 ///   [`with_ptr_on`](crate::DeviceMemory::with_ptr_on) of each buffer it uses (with the same stream).
+#[inline]
 pub unsafe fn launch_kernel<'s>(
     kernel: *const c_void,
     config: LaunchConfig,

@@ -27,7 +27,7 @@ import re, sys
 total = [0, 0, 0, 0]
 for line in sys.stdin:
     m = re.match(r'\s*([\d,]+) \(\s*[\d.]+%\)\s+([\d,.]+)(?: \(\s*[\d.]+%\))?\s+([\d,.]+)(?: \(\s*[\d.]+%\))?\s+([\d,.]+)(?: \(\s*[\d.]+%\))?\s+(\S+)', line)
-    if not m or 'PROGRAM' in line or re.search(r'cudaMemcpyAsync|stand_in_evict_code', m.group(5)):
+    if not m or 'PROGRAM' in line or re.search(r'cudaMemcpyAsync|cudaLaunchKernel|stand_in_driver_work|stand_in_evict_code', m.group(5)):
         continue
     counts = [0 if v == '.' else int(v.replace(',', '')) for v in m.groups()[:4]]
     if counts[0] >= $ops:

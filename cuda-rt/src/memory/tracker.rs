@@ -1,6 +1,7 @@
 //! Last-use tracking of device memory, per byte range and per stream (see the
 //! [memory module docs](crate::memory) for the rules and the proof).
 
+use crate::context::DefaultLane;
 use crate::device::{current_ordinal, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
@@ -189,25 +190,48 @@ fn default_lane_of(raw: RawStream, device: i32) -> Option<(u64, i32)> {
 }
 
 /// [`lazy_lane`] for the fast path: `None` also where it fails (the slow path reports it).
-/// Owned streams inline, default streams out of line.
+/// Owned streams and, in a process with one device, the default streams named before on this
+/// thread inline (their lanes from the thread's [`cached_lane`](crate::context::cached_lane),
+/// on the cache line the fast path reads anyway); the rest out of line.
 #[inline(always)]
 pub(crate) fn fast_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
     match stream.id() {
-        0 => default_lane(stream),
+        0 => match cached_default(stream.as_raw()).and_then(crate::context::cached_lane) {
+            Some(lane) => Some(lane),
+            None => default_lane(stream),
+        },
         id => Some((id, stream.known_device())),
     }
 }
 
-/// [`fast_lane`] of a default or foreign stream: the process's only device without a call,
-/// else [`lazy_lane`].
+/// Which cached lane names `raw`: the legacy or the per-thread default stream; `None` for
+/// other (foreign) streams.
+#[inline(always)]
+fn cached_default(raw: RawStream) -> Option<DefaultLane> {
+    if raw == raw::STREAM_PER_THREAD {
+        Some(DefaultLane::PerThread)
+    } else if is_legacy(raw) {
+        Some(DefaultLane::Legacy)
+    } else {
+        None
+    }
+}
+
+/// [`fast_lane`] of a default or foreign stream not named on this thread before: the process's
+/// only device without a call, else [`lazy_lane`]. In a process with one device, the lane of a
+/// default stream is kept for the next use on this thread: the legacy stream's for good (the
+/// device count never changes), the per-thread stream's until the thread's tag is gone or its
+/// per-thread streams stop being recorded lazily, which take it back.
 #[inline(never)]
 fn default_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
     let raw = stream.as_raw();
-    if !is_default(raw) {
-        return None;
-    }
+    let which = cached_default(raw)?;
     match crate::device::known_sole_device() {
-        Some(device) => default_lane_of(raw, device),
+        Some(device) => {
+            let lane = default_lane_of(raw, device)?;
+            crate::context::cache_lane(which, lane);
+            Some(lane)
+        }
         None => asked_lane(stream),
     }
 }

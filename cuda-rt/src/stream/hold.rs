@@ -205,6 +205,7 @@ impl Drop for PerThreadHolds {
         // From now on the thread's uses of its per-thread streams are recorded right after
         // each use: a hold closed here would not cover them.
         HOLDS_CLOSING.set(true);
+        crate::context::forget_lane(crate::context::DefaultLane::PerThread);
         for hold in &self.0 {
             if Arc::strong_count(hold) > 1 && !crate::context::in_callback() {
                 hold.close();

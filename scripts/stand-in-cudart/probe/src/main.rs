@@ -16,12 +16,16 @@
 //! records and 4 waits per operation (a read on the writer's own stream must not make the other
 //! reader wait again, which would put one stream's work behind the other's).
 //!
+//! `STAND_IN_OP=launch`: an empty-kernel launch inside `with_ptr_mut_on` on a 1 KiB buffer (the
+//! stand-in's `cudaLaunchKernel` does nothing), against `cudaLaunchKernel` alone, on the stream
+//! named.
+//!
 //! `STAND_IN_OPS` sets the operations per trial (200 000), `STAND_IN_TRIALS` the trials (15; the
 //! median is printed). Under the stand-in runtime the times are those of the safe layer's own
 //! code; on a GPU, those of the real calls too.
 
 use cuda_rt::prelude::*;
-use cuda_rt::{DeviceBuffer, Stream, StreamRef};
+use cuda_rt::{launch_kernel, DeviceBuffer, LaunchConfig, Stream, StreamRef};
 use std::ffi::c_void;
 use std::time::Instant;
 
@@ -62,6 +66,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         }
     };
+    if std::env::var("STAND_IN_OP").is_ok_and(|op| op == "launch") {
+        return launches(which, stream, side, ops, trials);
+    }
     let src = DeviceBuffer::<u8>::zeroed(4096)?;
     let mut dst = DeviceBuffer::<u8>::new(4096)?;
     let (src_ptr, dst_ptr) = (
@@ -109,6 +116,72 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         (false, true) => println!("{which}: raw {:.1} ns", median(raw_ns)),
         (true, false) => println!("{which}: cuda-rt {:.1} ns", median(safe_ns)),
+        (true, true) => return Err(format!("unknown side {side:?}: raw, safe or both").into()),
+    }
+    Ok(())
+}
+
+/// `STAND_IN_OP=launch` (module docs).
+fn launches(
+    which: &str,
+    stream: StreamRef<'_>,
+    side: &str,
+    ops: usize,
+    trials: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    // Under the stand-in runtime a launch does nothing with its function; on a GPU this probe
+    // must not be run in this mode (no kernel of its own).
+    let kernel = std::ptr::NonNull::<c_void>::dangling()
+        .as_ptr()
+        .cast_const();
+    let mut buffer = DeviceBuffer::<u8>::new(1024)?;
+    let config = LaunchConfig::new(1, 1);
+    let one = cuda_rt_sys::dim3 { x: 1, y: 1, z: 1 };
+    let mut no_args: [*mut c_void; 0] = [];
+    let raw = stream.as_raw();
+    let (mut raw_ns, mut safe_ns) = (Vec::new(), Vec::new());
+    for _ in 0..trials {
+        if side != "safe" {
+            let started = Instant::now();
+            for _ in 0..ops {
+                // SAFETY: the stand-in's launch does nothing (see above).
+                let status = unsafe {
+                    cuda_rt_sys::cudaLaunchKernel(
+                        kernel,
+                        one,
+                        one,
+                        no_args.as_mut_ptr(),
+                        0,
+                        raw.cast(),
+                    )
+                };
+                assert_eq!(status, 0, "cudaLaunchKernel");
+            }
+            raw_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
+            stream.synchronize()?;
+        }
+        if side != "raw" {
+            let started = Instant::now();
+            for _ in 0..ops {
+                buffer.with_ptr_mut_on(stream, |_| {
+                    // SAFETY: as for the raw launch.
+                    unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
+                })??;
+            }
+            safe_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
+            stream.synchronize()?;
+        }
+    }
+    match (raw_ns.is_empty(), safe_ns.is_empty()) {
+        (false, false) => {
+            let (r, s) = (median(raw_ns), median(safe_ns));
+            println!(
+                "{which} launch: raw {r:.1} ns, cuda-rt {s:.1} ns, difference {:+.1} ns",
+                s - r
+            );
+        }
+        (false, true) => println!("{which} launch: raw {:.1} ns", median(raw_ns)),
+        (true, false) => println!("{which} launch: cuda-rt {:.1} ns", median(safe_ns)),
         (true, true) => return Err(format!("unknown side {side:?}: raw, safe or both").into()),
     }
     Ok(())
