@@ -326,4 +326,42 @@ mod tests {
         assert_eq!(rx.recv(), Ok(false));
         assert!(per_thread_lanes_open(), "other threads are not affected");
     }
+
+    #[test]
+    fn a_cached_per_thread_lane_is_taken_back_when_the_threads_holds_or_tag_are_destroyed() {
+        use crate::context::{cache_lane, cached_lane, DefaultLane};
+        /// Sends, as the thread exits, the per-thread lane cached then.
+        struct Probe(std::sync::mpsc::Sender<Option<(u64, i32)>>);
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                let _ = self.0.send(cached_lane(DefaultLane::PerThread));
+            }
+        }
+        thread_local! {
+            static PROBE: RefCell<Option<Probe>> = const { RefCell::new(None) };
+        }
+        let lane = (1 << 62, 0);
+        for holds in [true, false] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                // Registered for destruction first, so destroyed after the tag (and the holds).
+                PROBE.with(|p| *p.borrow_mut() = Some(Probe(tx)));
+                assert_ne!(crate::context::thread_tag(), crate::context::ORPHANED);
+                if holds {
+                    PER_THREAD_HOLDS.with(|_| ());
+                }
+                cache_lane(DefaultLane::PerThread, lane);
+                cache_lane(DefaultLane::Legacy, lane);
+                assert_eq!(cached_lane(DefaultLane::PerThread), Some(lane));
+            })
+            .join()
+            .unwrap();
+            assert_eq!(rx.recv(), Ok(None), "holds made: {holds}");
+        }
+        assert_eq!(
+            cached_lane(DefaultLane::PerThread),
+            None,
+            "other threads are not affected"
+        );
+    }
 }
