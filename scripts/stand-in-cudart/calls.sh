@@ -4,7 +4,10 @@
 # its cudaMemcpyAsync (no event record or wait, no device query or switch), on the legacy,
 # per-thread and an owned stream; and a source written once and read on three streams must be
 # copied with three cudaMemcpyAsync and nothing else; and a merge round's pattern on two streams
-# (`exchange`) must record and wait 4 times per operation. Exits 1 if any other call is made.
+# (`exchange`) must record and wait 4 times per operation. With two devices (`STAND_IN_DEVICES=2`,
+# the `*-2` cases) a copy on each of the three streams asks the current device once
+# (`cudaGetDevice`) beside its cudaMemcpyAsync, and makes no other call. Exits 1 if any other
+# call is made.
 #   bash scripts/stand-in-cudart/calls.sh
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -18,11 +21,13 @@ probe="$root/target/stand-in-cudart/probe/release/stand-in-probe"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 status=0
-for stream in legacy per-thread owned readers exchange; do
+for stream in legacy per-thread owned readers exchange legacy-2 per-thread-2 owned-2; do
+  devices=1
+  [[ "$stream" == *-2 ]] && devices=2
   # Two runs that differ only in the number of copies: their difference is what the copies call.
   for ops in 1000 3000; do
-    STAND_IN_TRACE=1 STAND_IN_OPS=$ops STAND_IN_TRIALS=1 LD_LIBRARY_PATH="$(dirname "$lib")" \
-      "$probe" "$stream" safe > /dev/null 2> "$work/$stream.$ops"
+    STAND_IN_DEVICES=$devices STAND_IN_TRACE=1 STAND_IN_OPS=$ops STAND_IN_TRIALS=1 \
+      LD_LIBRARY_PATH="$(dirname "$lib")" "$probe" "${stream%-2}" safe > /dev/null 2> "$work/$stream.$ops"
   done
   python3 - "$stream" "$work/$stream.1000" "$work/$stream.3000" <<'PY' || status=1
 import collections, sys
@@ -33,6 +38,8 @@ per_operation = {name: n / 2000 for name, n in (calls(many) - calls(few)).items(
 print(f'{stream}: calls per operation: ' + ', '.join(f'{k} {v:g}' for k, v in sorted(per_operation.items())))
 if stream == 'exchange':
     want = {'cudaMemsetAsync': 2.0, 'cudaEventRecord': 4.0, 'cudaStreamWaitEvent': 4.0}
+elif stream.endswith('-2'):
+    want = {'cudaMemcpyAsync': 1.0, 'cudaGetDevice': 1.0}
 else:
     want = {'cudaMemcpyAsync': 3.0 if stream == 'readers' else 1.0}
 sys.exit(0 if per_operation == want else 1)

@@ -19,19 +19,23 @@ static inline __attribute__((always_inline)) void traced(const char *name) {
     }
     if (trace) fprintf(stderr, "stand-in: %s\n", name);
 }
+/* STAND_IN_DEVICES=N: N devices (1 by default); the current device is per thread, device 0
+   until set. Streams and memory are all of device 0. */
+static __thread int current_device;
 cudaError_t cudaGetDeviceCount(int *c) {
     traced("cudaGetDeviceCount");
-    *c = 1;
+    const char *n = getenv("STAND_IN_DEVICES");
+    *c = n && atoi(n) > 0 ? atoi(n) : 1;
     return 0;
 }
 cudaError_t cudaGetDevice(int *d) {
     traced("cudaGetDevice");
-    *d = 0;
+    *d = current_device;
     return 0;
 }
 cudaError_t cudaSetDevice(int d) {
     traced("cudaSetDevice");
-    (void)d;
+    current_device = d;
     return 0;
 }
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
