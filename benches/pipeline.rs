@@ -39,7 +39,8 @@
 //!   (`cuda_rt::check_after`), which the stream does not wait for.
 //! - **cuda-rt futures**: the same calls, the copies awaited (`Pending` is a future); one task
 //!   per stream, all joined on the benchmark's thread by a minimal executor that parks the
-//!   thread while no task can run. The sort is queued (`sort`, stream-ordered) and the task
+//!   thread while no task can run. Each task yields after queuing a batch, so that the streams'
+//!   batches are queued in turn as in the blocking variant. The sort is queued (`sort`, stream-ordered) and the task
 //!   awaits only the download; as information, the same with each sort awaited
 //!   (`sort_async`) before the download is queued, which leaves the stream idle from the end
 //!   of the sort until the task is woken and queues the download.
@@ -1106,6 +1107,23 @@ async fn timed_await<F: std::future::IntoFuture>(future: F, spent: &Cell<Duratio
     std::future::poll_fn(|cx| timed_cell(spent, || future.as_mut().poll(cx))).await
 }
 
+/// Lets the other tasks run before this one goes on (returns pending once, woken at once).
+/// Each stream's task yields after queuing a batch, so that the streams' batches are queued in
+/// turn, as the blocking variant queues them: a task that never awaits while it queues (the
+/// GPU-bound mode) would otherwise queue all its batches before the next task queued its first.
+async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
+}
+
 /// What one task hands back: the buffers of its batches.
 struct LaneBuffers {
     inputs: Vec<(usize, PinnedBuffer<u32>)>,
@@ -1180,6 +1198,7 @@ async fn lane_task(
         if mode == Mode::CpuHeavy {
             busy_work(settings.busy);
         }
+        yield_now().await;
     }
     while let Some(batch) = in_flight.pop_front() {
         let output = timed_await(batch.download, spent).await?;
