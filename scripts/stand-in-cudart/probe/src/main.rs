@@ -66,8 +66,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         }
     };
+    let trial = Trial {
+        label: which,
+        side,
+        ops,
+        trials,
+        stream,
+    };
     if std::env::var("STAND_IN_OP").is_ok_and(|op| op == "launch") {
-        return launches(which, stream, side, ops, trials);
+        return launches(&trial);
     }
     let src = DeviceBuffer::<u8>::zeroed(4096)?;
     let mut dst = DeviceBuffer::<u8>::new(4096)?;
@@ -76,59 +83,80 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         dst.as_mut_raw_ptr().cast::<c_void>(),
     );
     let raw = stream.as_raw();
-    let (mut raw_ns, mut safe_ns) = (Vec::new(), Vec::new());
-    for _ in 0..trials {
-        if side != "safe" {
-            let started = Instant::now();
-            for _ in 0..ops {
-                // SAFETY: two live 4 KiB allocations; the stream is live; the copies are waited
-                // for below, before the buffers are dropped.
-                let status = unsafe {
-                    cuda_rt_sys::cudaMemcpyAsync(
-                        dst_ptr,
-                        src_ptr,
-                        4096,
-                        cuda_rt_sys::cudaMemcpyDeviceToDevice,
-                        raw.cast(),
-                    )
-                };
-                assert_eq!(status, 0, "cudaMemcpyAsync");
+    trial.run(
+        || {
+            // SAFETY: two live 4 KiB allocations; the stream is live; the copies are waited for
+            // after each trial, before the buffers are dropped.
+            unsafe {
+                cuda_rt_sys::cudaMemcpyAsync(
+                    dst_ptr,
+                    src_ptr,
+                    4096,
+                    cuda_rt_sys::cudaMemcpyDeviceToDevice,
+                    raw.cast(),
+                )
             }
-            raw_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
-            stream.synchronize()?;
-        }
-        if side != "raw" {
-            let started = Instant::now();
-            for _ in 0..ops {
-                dst.copy_from_device_async(stream, &src)?;
+        },
+        || dst.copy_from_device_async(stream, &src),
+    )
+}
+
+/// Trials of one operation on `stream`: its raw call and the safe layer's, each side asked for.
+#[derive(Clone, Copy)]
+struct Trial<'a> {
+    label: &'a str,
+    side: &'a str,
+    ops: usize,
+    trials: usize,
+    stream: StreamRef<'a>,
+}
+
+impl Trial<'_> {
+    /// Times `trials` loops of `ops` operations of each side asked for (`raw` returns the CUDA
+    /// status), waiting for the stream after each, and prints the medians per operation.
+    fn run(
+        &self,
+        mut raw: impl FnMut() -> cuda_rt_sys::cudaError_t,
+        mut safe: impl FnMut() -> cuda_rt::Result<()>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let (label, side, ops) = (self.label, self.side, self.ops);
+        let (mut raw_ns, mut safe_ns) = (Vec::new(), Vec::new());
+        for _ in 0..self.trials {
+            if side != "safe" {
+                let started = Instant::now();
+                for _ in 0..ops {
+                    assert_eq!(raw(), 0, "the raw call of {label}");
+                }
+                raw_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
+                self.stream.synchronize()?;
             }
-            safe_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
-            stream.synchronize()?;
+            if side != "raw" {
+                let started = Instant::now();
+                for _ in 0..ops {
+                    safe()?;
+                }
+                safe_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
+                self.stream.synchronize()?;
+            }
         }
-    }
-    match (raw_ns.is_empty(), safe_ns.is_empty()) {
-        (false, false) => {
-            let (r, s) = (median(raw_ns), median(safe_ns));
-            println!(
-                "{which}: raw {r:.1} ns, cuda-rt {s:.1} ns, difference {:+.1} ns",
-                s - r
-            );
+        match (raw_ns.is_empty(), safe_ns.is_empty()) {
+            (false, false) => {
+                let (r, s) = (median(raw_ns), median(safe_ns));
+                println!(
+                    "{label}: raw {r:.1} ns, cuda-rt {s:.1} ns, difference {:+.1} ns",
+                    s - r
+                );
+            }
+            (false, true) => println!("{label}: raw {:.1} ns", median(raw_ns)),
+            (true, false) => println!("{label}: cuda-rt {:.1} ns", median(safe_ns)),
+            (true, true) => return Err(format!("unknown side {side:?}: raw, safe or both").into()),
         }
-        (false, true) => println!("{which}: raw {:.1} ns", median(raw_ns)),
-        (true, false) => println!("{which}: cuda-rt {:.1} ns", median(safe_ns)),
-        (true, true) => return Err(format!("unknown side {side:?}: raw, safe or both").into()),
+        Ok(())
     }
-    Ok(())
 }
 
 /// `STAND_IN_OP=launch` (module docs).
-fn launches(
-    which: &str,
-    stream: StreamRef<'_>,
-    side: &str,
-    ops: usize,
-    trials: usize,
-) -> Result<(), Box<dyn std::error::Error>> {
+fn launches(trial: &Trial<'_>) -> Result<(), Box<dyn std::error::Error>> {
     // Under the stand-in runtime a launch does nothing with its function; on a GPU this probe
     // must not be run in this mode (no kernel of its own).
     let kernel = std::ptr::NonNull::<c_void>::dangling()
@@ -138,53 +166,28 @@ fn launches(
     let config = LaunchConfig::new(1, 1);
     let one = cuda_rt_sys::dim3 { x: 1, y: 1, z: 1 };
     let mut no_args: [*mut c_void; 0] = [];
+    let mut safe_args: [*mut c_void; 0] = [];
+    let stream = trial.stream;
     let raw = stream.as_raw();
-    let (mut raw_ns, mut safe_ns) = (Vec::new(), Vec::new());
-    for _ in 0..trials {
-        if side != "safe" {
-            let started = Instant::now();
-            for _ in 0..ops {
-                // SAFETY: the stand-in's launch does nothing (see above).
-                let status = unsafe {
-                    cuda_rt_sys::cudaLaunchKernel(
-                        kernel,
-                        one,
-                        one,
-                        no_args.as_mut_ptr(),
-                        0,
-                        raw.cast(),
-                    )
-                };
-                assert_eq!(status, 0, "cudaLaunchKernel");
+    let label = format!("{} launch", trial.label);
+    let trial = Trial {
+        label: &label,
+        ..*trial
+    };
+    trial.run(
+        || {
+            // SAFETY: the stand-in's launch does nothing (see above).
+            unsafe {
+                cuda_rt_sys::cudaLaunchKernel(kernel, one, one, no_args.as_mut_ptr(), 0, raw.cast())
             }
-            raw_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
-            stream.synchronize()?;
-        }
-        if side != "raw" {
-            let started = Instant::now();
-            for _ in 0..ops {
-                buffer.with_ptr_mut_on(stream, |_| {
-                    // SAFETY: as for the raw launch.
-                    unsafe { launch_kernel(kernel, config, stream, &mut no_args) }
-                })??;
-            }
-            safe_ns.push(started.elapsed().as_nanos() as f64 / ops as f64);
-            stream.synchronize()?;
-        }
-    }
-    match (raw_ns.is_empty(), safe_ns.is_empty()) {
-        (false, false) => {
-            let (r, s) = (median(raw_ns), median(safe_ns));
-            println!(
-                "{which} launch: raw {r:.1} ns, cuda-rt {s:.1} ns, difference {:+.1} ns",
-                s - r
-            );
-        }
-        (false, true) => println!("{which} launch: raw {:.1} ns", median(raw_ns)),
-        (true, false) => println!("{which} launch: cuda-rt {:.1} ns", median(safe_ns)),
-        (true, true) => return Err(format!("unknown side {side:?}: raw, safe or both").into()),
-    }
-    Ok(())
+        },
+        || {
+            buffer.with_ptr_mut_on(stream, |_| {
+                // SAFETY: as for the raw launch.
+                unsafe { launch_kernel(kernel, config, stream, &mut safe_args) }
+            })?
+        },
+    )
 }
 
 /// The `readers` case: a source written once, then read by copies on three streams per
