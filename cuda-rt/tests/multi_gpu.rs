@@ -84,6 +84,49 @@ mod across_devices {
         assert!(cuda_rt::take_deferred_error().is_none());
     }
 
+    /// Copies within each device, on a stream of that device and on the legacy default stream,
+    /// repeated (so that the tracking's same-stream case applies) while each device is current
+    /// in turn: a copy on a stream of a device that is not current is still queued right (a
+    /// plain `cudaMemcpyAsync` there fails), and every copy sees the slow write before it.
+    #[test]
+    fn copies_within_a_device_follow_their_stream_whatever_device_is_current() {
+        let Some((devices, _serial)) =
+            devices("copies_within_a_device_follow_their_stream_whatever_device_is_current")
+        else {
+            return;
+        };
+        let (d0, d1) = (devices[0], devices[1]);
+        let spins = [Spin::new(d0), Spin::new(d1)];
+        let (mut a0, s0) = on(d0, N);
+        let (mut b0, _) = on(d0, N);
+        let (mut a1, s1) = on(d1, N);
+        let (mut b1, _) = on(d1, N);
+        let restore = Device::current().unwrap();
+        for round in 0..4u32 {
+            let value = 11 + round;
+            spins[0].fill(&s0, &mut a0, value);
+            spins[1].fill(&s1, &mut a1, value + 100);
+            let current = if round % 2 == 0 { d0 } else { d1 };
+            current.set_current().unwrap();
+            for _ in 0..3 {
+                b0.copy_from_device_async(&s0, &a0).unwrap();
+                b1.copy_from_device_async(&s1, &a1).unwrap();
+            }
+            // The legacy default stream names the current device's.
+            let (dst, src) = if current == d0 {
+                (&mut b0, &a0)
+            } else {
+                (&mut b1, &a1)
+            };
+            dst.copy_from_device_async(StreamRef::legacy(), src)
+                .unwrap();
+            assert_all(&b0.to_vec().unwrap(), value, "device 0's copy");
+            assert_all(&b1.to_vec().unwrap(), value + 100, "device 1's copy");
+        }
+        restore.set_current().unwrap();
+        assert!(cuda_rt::take_deferred_error().is_none());
+    }
+
     /// Reads of device 0's buffer queued on streams of every other device, each held up by a
     /// slow kernel of its own device first; then a quick write of the buffer on device 0: it
     /// waits for every read.
