@@ -6,8 +6,10 @@
 # copied with three cudaMemcpyAsync and nothing else; and a merge round's pattern on two streams
 # (`exchange`) must record and wait 4 times per operation. With two devices (`STAND_IN_DEVICES=2`,
 # the `*-2` cases) a copy on each of the three streams asks the current device once
-# (`cudaGetDevice`) beside its cudaMemcpyAsync, and makes no other call. Exits 1 if any other
-# call is made.
+# (`cudaGetDevice`) beside its cudaMemcpyAsync, and makes no other call. An empty-kernel launch
+# inside `with_ptr_mut_on` (the `launch-*` cases, `STAND_IN_OP=launch`) makes its
+# cudaLaunchKernel alone on each stream, and on two devices a default stream's also asks the
+# current device once. Exits 1 if any other call is made.
 #   bash scripts/stand-in-cudart/calls.sh
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -21,15 +23,18 @@ probe="$root/target/stand-in-cudart/probe/release/stand-in-probe"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 status=0
-for stream in legacy per-thread owned readers exchange legacy-2 per-thread-2 owned-2; do
-  devices=1
-  [[ "$stream" == *-2 ]] && devices=2
-  # Two runs that differ only in the number of copies: their difference is what the copies call.
+for case in legacy per-thread owned readers exchange legacy-2 per-thread-2 owned-2 \
+  launch-legacy launch-per-thread launch-owned launch-legacy-2 launch-per-thread-2 launch-owned-2; do
+  devices=1 op=copy stream="${case%-2}"
+  [[ "$case" == *-2 ]] && devices=2
+  [[ "$stream" == launch-* ]] && op=launch stream="${stream#launch-}"
+  # Two runs that differ only in the number of operations: their difference is what the
+  # operations call.
   for ops in 1000 3000; do
-    STAND_IN_DEVICES=$devices STAND_IN_TRACE=1 STAND_IN_OPS=$ops STAND_IN_TRIALS=1 \
-      LD_LIBRARY_PATH="$(dirname "$lib")" "$probe" "${stream%-2}" safe > /dev/null 2> "$work/$stream.$ops"
+    STAND_IN_OP=$op STAND_IN_DEVICES=$devices STAND_IN_TRACE=1 STAND_IN_OPS=$ops STAND_IN_TRIALS=1 \
+      LD_LIBRARY_PATH="$(dirname "$lib")" "$probe" "$stream" safe > /dev/null 2> "$work/$case.$ops"
   done
-  python3 - "$stream" "$work/$stream.1000" "$work/$stream.3000" <<'PY' || status=1
+  python3 - "$case" "$work/$case.1000" "$work/$case.3000" <<'PY' || status=1
 import collections, sys
 stream, few, many = sys.argv[1:]
 def calls(path):
@@ -38,6 +43,10 @@ per_operation = {name: n / 2000 for name, n in (calls(many) - calls(few)).items(
 print(f'{stream}: calls per operation: ' + ', '.join(f'{k} {v:g}' for k, v in sorted(per_operation.items())))
 if stream == 'exchange':
     want = {'cudaMemsetAsync': 2.0, 'cudaEventRecord': 4.0, 'cudaStreamWaitEvent': 4.0}
+elif stream.startswith('launch-'):
+    want = {'cudaLaunchKernel': 1.0}
+    if stream.endswith('-2') and 'owned' not in stream:
+        want['cudaGetDevice'] = 1.0
 elif stream.endswith('-2'):
     want = {'cudaMemcpyAsync': 1.0, 'cudaGetDevice': 1.0}
 else:
