@@ -277,16 +277,6 @@ fn copy_between_devices<T: DeviceCopy, M: private::Sealed<T> + ?Sized>(
     copied.map_err(|e| e.context(WHAT))
 }
 
-/// Whether `device`, the device of `stream`'s lane, is the calling thread's current device: in
-/// a process with one device, and for a default stream (whose lane is named after the current
-/// device), without a call; for an owned stream with several devices, one `cudaGetDevice`.
-#[inline]
-fn device_is_current(stream: &StreamRef<'_>, device: i32) -> bool {
-    crate::device::is_sole_device()
-        || stream.id() == 0
-        || crate::device::current_ordinal().is_ok_and(|current| current == device)
-}
-
 /// The rest of a device-to-device copy whose destination (`bytes` bytes at `dst`, of the
 /// source's device) took the fast path: the source's use the slow way, then the copy.
 ///
@@ -725,7 +715,9 @@ pub trait DeviceMemoryMut<T: DeviceCopy>: DeviceMemory<T> {
         let lane = (dst_device == src.device)
             .then(|| tracker::fast_lane(&stream))
             .flatten()
-            .filter(|&(_, device)| device == dst_device && device_is_current(&stream, device));
+            .filter(|&(_, device)| {
+                device == dst_device && crate::stream::stream_device_is_current(&stream)
+            });
         if let Some(lane) = lane {
             // Both uses through the fast path, without closures: the common case in few
             // instructions (its code is what each copy brings into the instruction cache).

@@ -28,6 +28,7 @@ mod hold;
 pub(crate) use hold::per_thread_hold_for_tests;
 pub(crate) use hold::{lazy_per_thread_tag, per_thread_hold, HoldState, StreamHold};
 
+use crate::context::DefaultLane;
 use crate::error::{with_deferred, ErrorKind, Result};
 use crate::raw::{self, RawStream};
 use std::io::Write;
@@ -507,10 +508,43 @@ pub(crate) fn on_stream_device<R>(
     crate::device::with_current(device, f)
 }
 
+/// Whether work queued on `stream` now is queued with the stream's device current, so that a
+/// call that needs it (`cudaMemcpyAsync` within a device) may be made without
+/// [`on_stream_device`]: always in a process with one device, and for the default streams
+/// (which name the current device's); for an owned stream of several devices, one
+/// `cudaGetDevice`; never for a foreign stream (its device is not known).
+#[inline]
+pub(crate) fn stream_device_is_current(stream: &StreamRef<'_>) -> bool {
+    if crate::device::is_sole_device() {
+        return true;
+    }
+    match stream.known_device() {
+        device if device >= 0 => {
+            crate::device::current_ordinal().is_ok_and(|current| current == device)
+        }
+        _ => is_default_stream(stream.as_raw()),
+    }
+}
+
 /// Whether `stream` is one of the handles that name a stream of the calling thread's current
 /// device (null, `cudaStreamLegacy`, `cudaStreamPerThread`) rather than one stream.
 pub(crate) fn is_default_stream(stream: RawStream) -> bool {
-    stream.is_null() || stream == raw::STREAM_LEGACY || stream == raw::STREAM_PER_THREAD
+    default_stream(stream).is_some()
+}
+
+/// Which default stream the handle `raw` names: the per-thread one (`cudaStreamPerThread`), or
+/// the legacy one (`cudaStreamLegacy`, or the null handle, which means it for code that is not
+/// compiled for per-thread default streams, as this crate's calls are not); `None` for a handle
+/// of one stream.
+#[inline(always)]
+pub(crate) fn default_stream(raw: RawStream) -> Option<DefaultLane> {
+    if raw == raw::STREAM_PER_THREAD {
+        Some(DefaultLane::PerThread)
+    } else if raw.is_null() || raw == raw::STREAM_LEGACY {
+        Some(DefaultLane::Legacy)
+    } else {
+        None
+    }
 }
 
 /// [`synchronize_stream`] for a stream of `device`, never returning before the stream is idle (or

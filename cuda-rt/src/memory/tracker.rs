@@ -5,7 +5,9 @@ use crate::context::DefaultLane;
 use crate::device::{current_ordinal, with_current};
 use crate::error::{defer, defer_result, Error, ErrorKind, Result};
 use crate::raw::{self, RawEvent, RawStream};
-use crate::stream::{lazy_per_thread_tag, per_thread_hold, HoldState, StreamHold, StreamRef};
+use crate::stream::{
+    default_stream, lazy_per_thread_tag, per_thread_hold, HoldState, StreamHold, StreamRef,
+};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -145,11 +147,9 @@ fn per_thread_id(thread: crate::context::ThreadTag, device: i32) -> Option<u64> 
     Some(PER_THREAD_IDS | thread << 8 | u64::from(device))
 }
 
-/// Whether `raw` names the legacy default stream (`cudaStreamLegacy`, or the null handle, which
-/// means it for code that is not compiled for per-thread default streams, as this crate's calls
-/// are not).
+/// Whether `raw` names the legacy default stream ([`default_stream`]).
 fn is_legacy(raw: RawStream) -> bool {
-    raw.is_null() || raw == raw::STREAM_LEGACY
+    default_stream(raw) == Some(DefaultLane::Legacy)
 }
 
 /// The identity and device of `stream` for [`State::fast`] when its marker records lazily: an
@@ -165,27 +165,20 @@ fn lazy_lane(stream: &StreamRef<'_>) -> Result<Option<(u64, i32)>> {
     if id != 0 {
         return Ok(Some((id, stream.known_device())));
     }
-    let raw = stream.as_raw();
-    if !is_default(raw) {
+    let Some(which) = default_stream(stream.as_raw()) else {
         return Ok(None);
-    }
+    };
     let device = current_ordinal().map_err(|e| e.context("device memory"))?;
-    Ok(default_lane_of(raw, device))
+    Ok(default_lane_of(which, device))
 }
 
-/// Whether `raw` names a default stream (the legacy or the per-thread one).
-fn is_default(raw: RawStream) -> bool {
-    raw == raw::STREAM_PER_THREAD || is_legacy(raw)
-}
-
-/// The lane of the default stream `raw` of `device` (current): the legacy stream's, or the
+/// The lane of default stream `which` of `device` (current): the legacy stream's, or the
 /// calling thread's per-thread stream's while it is recorded lazily.
 #[inline]
-fn default_lane_of(raw: RawStream, device: i32) -> Option<(u64, i32)> {
-    if raw == raw::STREAM_PER_THREAD {
-        per_thread_lane_id(device).map(|id| (id, device))
-    } else {
-        Some((legacy_id(device), device))
+fn default_lane_of(which: DefaultLane, device: i32) -> Option<(u64, i32)> {
+    match which {
+        DefaultLane::PerThread => per_thread_lane_id(device).map(|id| (id, device)),
+        DefaultLane::Legacy => Some((legacy_id(device), device)),
     }
 }
 
@@ -196,24 +189,11 @@ fn default_lane_of(raw: RawStream, device: i32) -> Option<(u64, i32)> {
 #[inline(always)]
 pub(crate) fn fast_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
     match stream.id() {
-        0 => match cached_default(stream.as_raw()).and_then(crate::context::cached_lane) {
+        0 => match default_stream(stream.as_raw()).and_then(crate::context::cached_lane) {
             Some(lane) => Some(lane),
             None => default_lane(stream),
         },
         id => Some((id, stream.known_device())),
-    }
-}
-
-/// Which cached lane names `raw`: the legacy or the per-thread default stream; `None` for
-/// other (foreign) streams.
-#[inline(always)]
-fn cached_default(raw: RawStream) -> Option<DefaultLane> {
-    if raw == raw::STREAM_PER_THREAD {
-        Some(DefaultLane::PerThread)
-    } else if is_legacy(raw) {
-        Some(DefaultLane::Legacy)
-    } else {
-        None
     }
 }
 
@@ -224,11 +204,10 @@ fn cached_default(raw: RawStream) -> Option<DefaultLane> {
 /// per-thread streams stop being recorded lazily, which take it back.
 #[inline(never)]
 fn default_lane(stream: &StreamRef<'_>) -> Option<(u64, i32)> {
-    let raw = stream.as_raw();
-    let which = cached_default(raw)?;
+    let which = default_stream(stream.as_raw())?;
     match crate::device::known_sole_device() {
         Some(device) => {
-            let lane = default_lane_of(raw, device)?;
+            let lane = default_lane_of(which, device)?;
             crate::context::cache_lane(which, lane);
             Some(lane)
         }
