@@ -39,11 +39,14 @@
 //!   (`cuda_rt::check_after`), which the stream does not wait for.
 //! - **cuda-rt futures**: the same calls, the copies awaited (`Pending` is a future); one task
 //!   per stream, all joined on the benchmark's thread by a minimal executor that parks the
-//!   thread while no task can run. Each task yields after queuing a batch, so that the streams'
-//!   batches are queued in turn as in the blocking variant. The sort is queued (`sort`, stream-ordered) and the task
-//!   awaits only the download; as information, the same with each sort awaited
-//!   (`sort_async`) before the download is queued, which leaves the stream idle from the end
-//!   of the sort until the task is woken and queues the download.
+//!   thread while no task can run (the last two rows: one that first spins for up to 1 ms
+//!   watching for a wake, as latency-minded executors do, so that a wake within it costs no
+//!   thread wake-up, as the blocking variant's spin-waiting `cudaStreamSynchronize` costs
+//!   none). Each task yields after queuing a batch, so that the streams' batches are queued in
+//!   turn as in the blocking variant. The sort is queued (`sort`, stream-ordered) and the task
+//!   awaits only the download; as information, the same with each sort awaited (`sort_async`)
+//!   before the download is queued, which leaves the stream idle from the end of the sort until
+//!   the task is woken and queues the download.
 //!
 //! The device's default memory pool, which `cudaMallocAsync` and `DeviceBuffer::new_async` both
 //! use, keeps what it reserved (release threshold `u64::MAX`, set once), as a program that
@@ -276,12 +279,24 @@ enum RawSort {
 enum Variant {
     Raw(RawSort),
     CudaRt,
-    /// Futures; `await_sort`: the sort awaited through `sort_async` before the download is
-    /// queued, instead of queued with `sort`.
-    Futures {
-        await_sort: bool,
-    },
+    Futures(Futures),
 }
+
+/// How a futures row awaits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Futures {
+    /// The sort awaited through `sort_async` before the download is queued, instead of queued
+    /// with `sort`.
+    await_sort: bool,
+    /// How long the executor's thread spins, watching for a wake, before it parks.
+    spin: Duration,
+}
+
+/// How long the latency-minded executor of the last rows spins before it parks its thread: a
+/// wake within it costs no thread wake-up, as none costs the blocking variant, whose
+/// `cudaStreamSynchronize` spin-waits. As long as the futures' own spin window (the default of
+/// `cuda_rt::future::set_spin_window`): a batch's wait in the CPU-heavy mode is shorter.
+const EXECUTOR_SPIN: Duration = Duration::from_millis(1);
 
 /// One row of the table.
 #[derive(Debug, Clone, Copy)]
@@ -294,7 +309,7 @@ struct Row {
 }
 
 /// The rows of each mode and stream count, in the order they alternate.
-const ROWS: [Row; 12] = [
+const ROWS: [Row; 14] = [
     Row {
         variant: Variant::Raw(RawSort::Merge),
         memory: Memory::Reused,
@@ -338,25 +353,37 @@ const ROWS: [Row; 12] = [
         baseline: Some(2),
     },
     Row {
-        variant: Variant::Futures { await_sort: false },
+        variant: Variant::Futures(Futures {
+            await_sort: false,
+            spin: Duration::ZERO,
+        }),
         memory: Memory::Reused,
         label: "cuda-rt futures",
         baseline: Some(0),
     },
     Row {
-        variant: Variant::Futures { await_sort: false },
+        variant: Variant::Futures(Futures {
+            await_sort: false,
+            spin: Duration::ZERO,
+        }),
         memory: Memory::PerBatch,
         label: "cuda-rt futures",
         baseline: Some(2),
     },
     Row {
-        variant: Variant::Futures { await_sort: true },
+        variant: Variant::Futures(Futures {
+            await_sort: true,
+            spin: Duration::ZERO,
+        }),
         memory: Memory::Reused,
         label: "cuda-rt futures, each sort awaited (information)",
         baseline: Some(0),
     },
     Row {
-        variant: Variant::Futures { await_sort: true },
+        variant: Variant::Futures(Futures {
+            await_sort: true,
+            spin: Duration::ZERO,
+        }),
         memory: Memory::PerBatch,
         label: "cuda-rt futures, each sort awaited (information)",
         baseline: Some(2),
@@ -365,6 +392,24 @@ const ROWS: [Row; 12] = [
         variant: Variant::Raw(RawSort::MergeThenCheck),
         memory: Memory::PerBatch,
         label: "raw CUDA + CUB merge sort + a status copy and a host function (information)",
+        baseline: Some(2),
+    },
+    Row {
+        variant: Variant::Futures(Futures {
+            await_sort: false,
+            spin: EXECUTOR_SPIN,
+        }),
+        memory: Memory::Reused,
+        label: "cuda-rt futures, executor spins up to 1 ms before parking",
+        baseline: Some(0),
+    },
+    Row {
+        variant: Variant::Futures(Futures {
+            await_sort: false,
+            spin: EXECUTOR_SPIN,
+        }),
+        memory: Memory::PerBatch,
+        label: "cuda-rt futures, executor spins up to 1 ms before parking",
         baseline: Some(2),
     },
 ];
@@ -1071,9 +1116,14 @@ impl Wake for ThreadWaker {
 
 type Task<'a, T> = Pin<Box<dyn Future<Output = BenchResult<T>> + 'a>>;
 
-/// Polls every task until all are done, parking the thread while none was woken; the time
-/// parked is added to `parked`. The first error is returned.
-fn join_all<T>(mut tasks: Vec<Task<'_, T>>, parked: &Cell<Duration>) -> BenchResult<Vec<T>> {
+/// Polls every task until all are done; while none was woken, the thread spins for up to
+/// `spin` watching for a wake, then parks. The time spent waiting (spinning or parked) is added
+/// to `parked`. The first error is returned.
+fn join_all<T>(
+    mut tasks: Vec<Task<'_, T>>,
+    spin: Duration,
+    parked: &Cell<Duration>,
+) -> BenchResult<Vec<T>> {
     let signal = Arc::new(ThreadWaker {
         thread: std::thread::current(),
         woken: AtomicBool::new(false),
@@ -1094,8 +1144,15 @@ fn join_all<T>(mut tasks: Vec<Task<'_, T>>, parked: &Cell<Duration>) -> BenchRes
             return Ok(outputs.into_iter().flatten().collect());
         }
         timed_cell(parked, || {
+            let spun = Instant::now();
             while !signal.woken.swap(false, AtomicOrdering::Acquire) {
-                std::thread::park();
+                if spun.elapsed() < spin {
+                    while !signal.woken.load(AtomicOrdering::Relaxed) && spun.elapsed() < spin {
+                        std::hint::spin_loop();
+                    }
+                } else {
+                    std::thread::park();
+                }
             }
         });
     }
@@ -1218,11 +1275,12 @@ fn run_futures(
     lanes: &mut [RtLane],
     memory: Memory,
     mode: Mode,
-    await_sort: bool,
+    how: Futures,
     data: &mut HostData,
     context: &RtContext<'_>,
     verify: bool,
 ) -> BenchResult<RunStats> {
+    let Futures { await_sort, spin } = how;
     let streams = lanes.len();
     let batches = context.settings.batches;
     // The buffers of each stream's batches (CPU-heavy: its one output buffer).
@@ -1247,7 +1305,7 @@ fn run_futures(
             )) as Task<'_, LaneBuffers>
         })
         .collect();
-    let joined = join_all(tasks, &spent);
+    let joined = join_all(tasks, spin, &spent);
     let wall = started.elapsed();
     // A failed task dropped the buffers of its batches (waiting for their copies first).
     for lane in joined? {
@@ -1306,15 +1364,9 @@ fn measure_group(
                 Variant::CudaRt => {
                     run_cuda_rt(&mut rt_lanes, row.memory, mode, data, context, verify)
                 }
-                Variant::Futures { await_sort } => run_futures(
-                    &mut rt_lanes,
-                    row.memory,
-                    mode,
-                    await_sort,
-                    data,
-                    context,
-                    verify,
-                ),
+                Variant::Futures(how) => {
+                    run_futures(&mut rt_lanes, row.memory, mode, how, data, context, verify)
+                }
             }
             .map_err(|e| {
                 format!(
