@@ -5,9 +5,24 @@
 //! compares against) and `benches/pipeline_raw.cu` (CUB's sorts for the raw side of the
 //! batch-pipeline benchmark).
 //!
+//! CUB's merge sort of CCCL 3.0 (the CUDA 13.0 toolkit's) reads its merge partitions before the
+//! wait that programmatic dependent launch needs (Hopper on), so a merge may start from
+//! partitions not yet written: an illegal address now and then, more often with sorts on
+//! several streams (CCCL 3.1 waits first). With such a toolkit the benchmarks compile against
+//! CCCL 3.1's headers instead, installed once from PyPI beside the provisioned toolkit
+//! (`CUDA_RT_SYS_PROVISION_DIR`, which this workspace sets); without that folder, or if pip
+//! fails, against the toolkit's own, with a warning.
+//!
 //! Variables: those of cuda-rt-build (`CUDA_RT_ARCHS`, `CUDA_RT_LINEINFO`, `CUDA_RT_NVCC_FLAGS`).
 
 use cuda_rt_build::{Build, LinkMode, Toolkit};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The CCCL headers the CUB benchmarks compile against where the toolkit's CUB is 3.0.x.
+const FIXED_CCCL_WHEEL: &str = "nvidia-cuda-cccl==13.1.115";
+/// Folder of [`FIXED_CCCL_WHEEL`]'s install in the provision folder.
+const FIXED_CCCL_DIR: &str = "cccl-13.1.115";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -27,7 +42,12 @@ fn main() {
         .file("kernels/pipeline.cu")
         .compile("cuda_rt_pipeline");
     if cuda_rt_build::env("CARGO_FEATURE_CUB_BENCH").is_some() {
-        Build::new()
+        let mut build = Build::new();
+        if let Some(include) = fixed_cccl(&toolkit) {
+            // Before the toolkit's own (`cccl(true)` adds that after the build's includes).
+            build.include(include);
+        }
+        build
             .file("benches/cub_sort.cu")
             .file("benches/pipeline_raw.cu")
             .cccl(true)
@@ -45,5 +65,81 @@ fn main() {
             "cargo:rustc-link-arg=-Wl,-rpath,{}",
             toolkit.lib_dir.display()
         );
+    }
+}
+
+/// `CUB_VERSION` of the CUB headers in `cccl` (`cub/version.cuh`), if it can be read.
+fn cub_version(cccl: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(cccl.join("cub").join("version.cuh")).ok()?;
+    text.lines().find_map(|line| {
+        let rest = line.trim().strip_prefix("#define CUB_VERSION ")?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// The include folder of CCCL 3.1's headers where the toolkit's CUB is 3.0.x (see the top of
+/// this file), installed into the provision folder on first use; `None` to use the toolkit's.
+fn fixed_cccl(toolkit: &Toolkit) -> Option<PathBuf> {
+    let version = cub_version(&toolkit.cccl_include_dir())?;
+    if !(300_000..300_100).contains(&version) {
+        return None;
+    }
+    let warn = |why: &str| {
+        println!(
+            "cargo:warning=cuda-rt-kernels: the toolkit's CUB ({version}) has the merge sort's \
+             dependent-launch race, and the CUB benchmarks are compiled against it: {why}"
+        );
+    };
+    let Some(dir) = cuda_rt_build::env("CUDA_RT_SYS_PROVISION_DIR").map(PathBuf::from) else {
+        warn("no CUDA_RT_SYS_PROVISION_DIR to install CCCL 3.1's headers into");
+        return None;
+    };
+    let install = dir.join(FIXED_CCCL_DIR);
+    let include = |root: &Path| {
+        root.join("nvidia")
+            .join("cu13")
+            .join("include")
+            .join("cccl")
+    };
+    if cub_version(&include(&install)).is_some() {
+        return Some(include(&install));
+    }
+    // Installed beside its final folder and renamed into place, as the toolkit is, so that
+    // builds running at once never see half an install.
+    let staging = dir.join(format!("{FIXED_CCCL_DIR}.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    let python = cuda_rt_build::env("PYTHON").unwrap_or_else(|| "python3".into());
+    let installed = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(["--no-input", "--no-deps", "--target"])
+        .arg(&staging)
+        .arg(FIXED_CCCL_WHEEL)
+        .output();
+    match installed {
+        Ok(out) if out.status.success() && cub_version(&include(&staging)).is_some() => {
+            if std::fs::rename(&staging, &install).is_err() {
+                // Another build finished first: use its install.
+                let _ = std::fs::remove_dir_all(&staging);
+            }
+            Some(include(&install)).filter(|dir| cub_version(dir).is_some())
+        }
+        Ok(out) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            warn(&format!(
+                "`pip install {FIXED_CCCL_WHEEL}` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+            None
+        }
+        Err(e) => {
+            warn(&format!("{python} could not be started: {e}"));
+            None
+        }
     }
 }
