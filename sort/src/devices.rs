@@ -321,68 +321,37 @@ impl SortWorkspace {
                     })
                     .collect();
                 let target = |j: usize| begins[members.iter().position(|&m| m == j).unwrap_or(0)];
+                let last = out.as_mut().filter(|_| last_round);
+                // The runs are read from one set of buffers and merged into the other (two
+                // branches for the borrows: which set is read alternates by round).
                 if in_others {
                     let a = run_of(x, |i| others_parts(&others[i]));
                     let b = run_of(y, |i| others_parts(&others[i]));
-                    if !(last_round && out.is_some()) {
-                        let merging = members.iter().map(|&j| streams[j].as_stream_ref());
-                        wait_for_runs(&a, &b, merging)?;
-                    }
-                    if let Some(out) = out.as_mut().filter(|_| last_round) {
-                        queue_merge(
-                            &a,
-                            &b,
-                            out.keys,
-                            out.values.as_deref_mut(),
-                            0,
-                            out.stream,
-                            mode,
-                        )?;
-                    } else {
-                        for (j, part) in parts
-                            .iter_mut()
-                            .enumerate()
-                            .filter(|(j, _)| members.contains(j))
-                        {
-                            let stream = streams[j].as_stream_ref();
-                            queue_merge(
-                                &a,
-                                &b,
-                                part.keys,
-                                part.values.as_deref_mut(),
-                                target(j),
-                                stream,
-                                mode,
-                            )?;
-                        }
-                    }
+                    let into = parts
+                        .iter_mut()
+                        .enumerate()
+                        .filter(|(j, _)| members.contains(j))
+                        .map(|(j, part)| MergeInto {
+                            keys: &mut *part.keys,
+                            values: part.values.as_deref_mut(),
+                            begin: target(j),
+                            stream: streams[j].as_stream_ref(),
+                        });
+                    merge_pair(&a, &b, last, into, mode)?;
                 } else {
                     let a = run_of(x, |i| part_parts(&parts[i]));
                     let b = run_of(y, |i| part_parts(&parts[i]));
-                    if !(last_round && out.is_some()) {
-                        let merging = members.iter().map(|&j| streams[j].as_stream_ref());
-                        wait_for_runs(&a, &b, merging)?;
-                    }
-                    if let Some(out) = out.as_mut().filter(|_| last_round) {
-                        queue_merge(
-                            &a,
-                            &b,
-                            out.keys,
-                            out.values.as_deref_mut(),
-                            0,
-                            out.stream,
-                            mode,
-                        )?;
-                    } else {
-                        for (j, (keys, values)) in others
-                            .iter_mut()
-                            .enumerate()
-                            .filter(|(j, _)| members.contains(j))
-                        {
-                            let stream = streams[j].as_stream_ref();
-                            queue_merge(&a, &b, keys, values.as_mut(), target(j), stream, mode)?;
-                        }
-                    }
+                    let into = others
+                        .iter_mut()
+                        .enumerate()
+                        .filter(|(j, _)| members.contains(j))
+                        .map(|(j, (keys, values))| MergeInto {
+                            keys,
+                            values: values.as_mut(),
+                            begin: target(j),
+                            stream: streams[j].as_stream_ref(),
+                        });
+                    merge_pair(&a, &b, last, into, mode)?;
                 }
                 next_runs.push(members);
             }
@@ -569,6 +538,44 @@ fn queue_merge<K: SortKey + DeviceCopy, V: DeviceCopy>(
             .map_err(runtime)?
         })
     })
+}
+
+/// One member's share of a merge of two runs: the slice of the merge that starts at `begin`,
+/// into its buffers, on its stream.
+struct MergeInto<'a, 's, K: DeviceCopy, V: DeviceCopy> {
+    keys: &'a mut DeviceBuffer<K>,
+    values: Option<&'a mut DeviceBuffer<V>>,
+    begin: usize,
+    stream: StreamRef<'s>,
+}
+
+/// Merges the runs `a` and `b`: into `out` where it is given (the last round of a sort with
+/// its own output), else each member's slice into its buffers (`into`), every member's stream
+/// first ordered after the work that wrote the runs ([`wait_for_runs`]).
+fn merge_pair<'a, 's, K: SortKey + DeviceCopy, V: DeviceCopy>(
+    a: &[RunPart<'_, K, V>],
+    b: &[RunPart<'_, K, V>],
+    out: Option<&mut Out<'_, '_, K, V>>,
+    into: impl Iterator<Item = MergeInto<'a, 's, K, V>>,
+    mode: u32,
+) -> Result<(), SortError> {
+    if let Some(out) = out {
+        return queue_merge(
+            a,
+            b,
+            out.keys,
+            out.values.as_deref_mut(),
+            0,
+            out.stream,
+            mode,
+        );
+    }
+    let into: Vec<MergeInto<'a, 's, K, V>> = into.collect();
+    wait_for_runs(a, b, into.iter().map(|m| m.stream))?;
+    for m in into {
+        queue_merge(a, b, m.keys, m.values, m.begin, m.stream, mode)?;
+    }
+    Ok(())
 }
 
 /// Orders every stream of `streams` after the work that wrote the runs `a` and `b`, before any
