@@ -18,7 +18,6 @@ use cuda_rt::{
     Device, DeviceBuffer, DeviceCopy, DeviceMemory, DeviceMemoryMut, Stream, StreamFlags, StreamRef,
 };
 use cuda_rt_sys as sys;
-use std::ffi::c_void;
 
 /// One part of the data: keys, and values for pairs.
 struct Part<'a, K: DeviceCopy, V: DeviceCopy> {
@@ -491,9 +490,6 @@ fn queue_merge<K: SortKey + DeviceCopy, V: DeviceCopy>(
     let mut args = MergeArgs {
         a: sort_run(a),
         b: sort_run(b),
-        keys: std::ptr::null_mut(),
-        values: std::ptr::null_mut(),
-        cuts: std::ptr::null_mut(),
         out_begin: begin as u64,
         out_len: len as u64,
         key_bytes: K::FORMAT.bytes,
@@ -503,7 +499,7 @@ fn queue_merge<K: SortKey + DeviceCopy, V: DeviceCopy>(
             0
         },
         key_mode: mode,
-        reserved: 0,
+        ..MergeArgs::default()
     };
     let key_sources: Vec<&DeviceBuffer<K>> = a.iter().chain(b).map(|p| p.0).collect();
     let value_sources: Vec<&DeviceBuffer<V>> = a.iter().chain(b).filter_map(|p| p.1).collect();
@@ -616,19 +612,10 @@ fn read_all<T: DeviceCopy>(
 
 /// The C description of a run.
 fn sort_run<K: DeviceCopy, V: DeviceCopy>(parts: &[RunPart<'_, K, V>]) -> SortRun {
-    let mut run = SortRun {
-        keys: [std::ptr::null(); merge_runs::MAX_PARTS],
-        values: [std::ptr::null(); merge_runs::MAX_PARTS],
-        lens: [0; merge_runs::MAX_PARTS],
-        parts: parts.len() as u32,
-        reserved: 0,
-    };
-    for (i, (keys, values)) in parts.iter().enumerate() {
-        run.keys[i] = keys.as_raw_ptr().cast::<c_void>();
-        run.values[i] = values.map_or(std::ptr::null(), |v| v.as_raw_ptr().cast());
-        run.lens[i] = keys.len() as u64;
-    }
-    run
+    ffi::sort_run(parts.iter().map(|(keys, values)| {
+        let values = values.map_or(std::ptr::null(), |v| v.as_raw_ptr().cast());
+        (keys.as_raw_ptr().cast(), values, keys.len() as u64)
+    }))
 }
 
 /// A new buffer on `stream`'s device holding `range` of `source` (a peer copy where the

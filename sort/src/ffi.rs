@@ -66,6 +66,23 @@ pub type SortRun = abi::CudaRtSortRun;
 /// `CudaRtSortMergeArgs`: a slice of the merge of two runs.
 pub type MergeArgs = abi::CudaRtSortMergeArgs;
 
+/// The run of `parts`, each its keys, its values (null for keys only) and its length, in order.
+///
+/// # Panics
+/// With more than [`merge_runs::MAX_PARTS`] parts (callers check the count first).
+pub(crate) fn sort_run(
+    parts: impl IntoIterator<Item = (*const std::ffi::c_void, *const std::ffi::c_void, u64)>,
+) -> SortRun {
+    let mut run = SortRun::default();
+    for (i, (keys, values, len)) in parts.into_iter().enumerate() {
+        run.keys[i] = keys;
+        run.values[i] = values;
+        run.lens[i] = len;
+        run.parts = i as u32 + 1;
+    }
+    run
+}
+
 /// The sizes of [`cuda_rt_kernels_merge_runs`].
 pub mod merge_runs {
     use super::abi;

@@ -97,14 +97,11 @@ impl SortWorkspace {
                                         a: one_part(source, a),
                                         b: one_part(source, b),
                                         keys: target.wrapping_add(a.0).cast(),
-                                        values: std::ptr::null_mut(),
                                         cuts: cuts.cast(),
-                                        out_begin: 0,
                                         out_len: (a.1 + b.1) as u64,
                                         key_bytes: K::FORMAT.bytes,
-                                        value_bytes: 0,
                                         key_mode: mode,
-                                        reserved: 0,
+                                        ..MergeArgs::default()
                                     };
                                     // SAFETY: both runs lie in `source` and the output slice in
                                     // `target` (other buffers, each of `total` keys, alive and
@@ -137,21 +134,13 @@ impl SortWorkspace {
     }
 }
 
-/// A run of one part: `len` keys at `at` in `base` (empty for a length of 0).
+/// A run of one part: `len` keys at `at` in `base` (no part for a length of 0).
 fn one_part<K>(base: *const K, (at, len): (usize, usize)) -> SortRun {
-    let mut run = SortRun {
-        keys: [std::ptr::null(); merge_runs::MAX_PARTS],
-        values: [std::ptr::null(); merge_runs::MAX_PARTS],
-        lens: [0; merge_runs::MAX_PARTS],
-        parts: 0,
-        reserved: 0,
-    };
-    if len > 0 {
-        run.keys[0] = base.wrapping_add(at).cast::<c_void>();
-        run.lens[0] = len as u64;
-        run.parts = 1;
-    }
-    run
+    let part = (len > 0).then(|| {
+        let keys = base.wrapping_add(at).cast::<c_void>();
+        (keys, std::ptr::null(), len as u64)
+    });
+    ffi::sort_run(part)
 }
 
 /// Queues `cuda_rt_kernels_sort_sample`: `count` regular samples of the sorted `keys`, the
