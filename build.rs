@@ -94,17 +94,13 @@ fn fixed_cccl(toolkit: &Toolkit) -> Option<PathBuf> {
         warn("no CUDA_RT_SYS_PROVISION_DIR to install CCCL 3.1's headers into");
         return None;
     };
+    // Only the wheel's headers are kept (`include/cccl` of it, as `FIXED_CCCL_DIR`): no
+    // `nvidia/cu13` folder beside the toolkit's that a search for the toolkit could take.
     let install = dir.join(FIXED_CCCL_DIR);
-    let include = |root: &Path| {
-        root.join("nvidia")
-            .join("cu13")
-            .join("include")
-            .join("cccl")
-    };
-    if cub_version(&include(&install)).is_some() {
-        return Some(include(&install));
+    if cub_version(&install).is_some() {
+        return Some(install);
     }
-    // Installed beside its final folder and renamed into place, as the toolkit is, so that
+    // Installed beside its final folder and moved into place, as the toolkit is, so that
     // builds running at once never see half an install.
     let staging = dir.join(format!("{FIXED_CCCL_DIR}.partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
@@ -121,13 +117,29 @@ fn fixed_cccl(toolkit: &Toolkit) -> Option<PathBuf> {
         .arg(&staging)
         .arg(FIXED_CCCL_WHEEL)
         .output();
+    let headers = staging
+        .join("nvidia")
+        .join("cu13")
+        .join("include")
+        .join("cccl");
     match installed {
-        Ok(out) if out.status.success() && cub_version(&include(&staging)).is_some() => {
-            if std::fs::rename(&staging, &install).is_err() {
-                // Another build finished first: use its install.
-                let _ = std::fs::remove_dir_all(&staging);
+        Ok(out) if out.status.success() && cub_version(&headers).is_some() => {
+            // Unless another build moved its own into place first, ours goes there (replacing
+            // whatever holds no headers).
+            if cub_version(&install).is_none() {
+                let _ = std::fs::remove_dir_all(&install);
+                let _ = std::fs::rename(&headers, &install);
             }
-            Some(include(&install)).filter(|dir| cub_version(dir).is_some())
+            let _ = std::fs::remove_dir_all(&staging);
+            if cub_version(&install).is_some() {
+                Some(install)
+            } else {
+                warn(&format!(
+                    "could not move its headers to {}",
+                    install.display()
+                ));
+                None
+            }
         }
         Ok(out) => {
             let _ = std::fs::remove_dir_all(&staging);
