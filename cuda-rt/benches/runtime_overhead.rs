@@ -1145,11 +1145,14 @@ impl Bench {
     /// `cudaFreeAsync` from a created pool (release threshold `u64::MAX`, so that no call
     /// reaches the driver's allocator) against `DeviceBuffer::new_in_pool` + drop, and
     /// `cudaMallocAsync` + `cudaFreeAsync` against `DeviceBuffer::new_async` + drop (the
-    /// device's default pool), all on one stream.
+    /// device's default pool), all on one stream; and 1 MiB through the default path,
+    /// `DeviceBuffer::new` + drop (the default pool, on the crate's own stream of the device),
+    /// against `cudaMallocAsync` + `cudaFreeAsync` on a stream.
     fn allocations(&self) -> Vec<Outcome> {
         let names = [
             "stream-ordered alloc + free, 64 KiB, created pool (DeviceBuffer::new_in_pool + drop)",
             "stream-ordered alloc + free, 64 KiB, default pool (DeviceBuffer::new_async + drop)",
+            "alloc + free, 1 MiB, the default path (DeviceBuffer::new + drop) against cudaMallocAsync + cudaFreeAsync",
         ];
         match self.allocation_rows() {
             Ok(rows) => names
@@ -1227,9 +1230,36 @@ impl Bench {
                 Ok(ns)
             }
         });
+        const MIB: usize = 1 << 20;
+        let device = Device::current()?;
+        let default_path = self.interleave(op_trials, |side| match side {
+            Side::Raw => {
+                let ns = per_op(calls, || -> BenchResult<()> {
+                    let mut ptr = std::ptr::null_mut();
+                    check(
+                        // SAFETY: a live stream; writes one pointer.
+                        unsafe { sys::cudaMallocAsync(&mut ptr, MIB, rs) },
+                        "cudaMallocAsync",
+                    )?;
+                    // SAFETY: allocated just above on this stream, unused.
+                    check(unsafe { sys::cudaFreeAsync(ptr, rs) }, "cudaFreeAsync")
+                })?;
+                raw_stream_synchronize(rs)?;
+                Ok(ns)
+            }
+            Side::Safe => {
+                let ns = per_op(calls, || -> BenchResult<()> {
+                    drop(DeviceBuffer::<u8>::new(MIB)?);
+                    Ok(())
+                })?;
+                // Its allocations and frees are queued on the crate's stream of the device.
+                device.synchronize()?;
+                Ok(ns)
+            }
+        });
         default_pool.set_release_threshold(0)?;
         pool.close()?;
-        Ok(vec![from_pool, from_default])
+        Ok(vec![from_pool, from_default, default_path])
     }
 
     /// A page-locked staging buffer per use, of 64 KiB and of 4 MiB: `cudaHostAlloc` +
