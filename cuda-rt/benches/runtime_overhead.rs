@@ -1206,21 +1206,23 @@ impl Bench {
                 Ok(ns)
             }
         });
+        // `calls` times `cudaMallocAsync` + `cudaFreeAsync` of `bytes` on the raw stream.
+        let raw_alloc_free = |bytes: usize| -> BenchResult<f64> {
+            let ns = per_op(calls, || -> BenchResult<()> {
+                let mut ptr = std::ptr::null_mut();
+                check(
+                    // SAFETY: a live stream; writes one pointer.
+                    unsafe { sys::cudaMallocAsync(&mut ptr, bytes, rs) },
+                    "cudaMallocAsync",
+                )?;
+                // SAFETY: allocated just above on this stream, unused.
+                check(unsafe { sys::cudaFreeAsync(ptr, rs) }, "cudaFreeAsync")
+            })?;
+            raw_stream_synchronize(rs)?;
+            Ok(ns)
+        };
         let from_default = self.interleave(op_trials, |side| match side {
-            Side::Raw => {
-                let ns = per_op(calls, || -> BenchResult<()> {
-                    let mut ptr = std::ptr::null_mut();
-                    check(
-                        // SAFETY: a live stream; writes one pointer.
-                        unsafe { sys::cudaMallocAsync(&mut ptr, BYTES, rs) },
-                        "cudaMallocAsync",
-                    )?;
-                    // SAFETY: allocated just above on this stream, unused.
-                    check(unsafe { sys::cudaFreeAsync(ptr, rs) }, "cudaFreeAsync")
-                })?;
-                raw_stream_synchronize(rs)?;
-                Ok(ns)
-            }
+            Side::Raw => raw_alloc_free(BYTES),
             Side::Safe => {
                 let ns = per_op(calls, || -> BenchResult<()> {
                     drop(DeviceBuffer::<u8>::new_async(BYTES, stream)?);
@@ -1233,20 +1235,7 @@ impl Bench {
         const MIB: usize = 1 << 20;
         let device = Device::current()?;
         let default_path = self.interleave(op_trials, |side| match side {
-            Side::Raw => {
-                let ns = per_op(calls, || -> BenchResult<()> {
-                    let mut ptr = std::ptr::null_mut();
-                    check(
-                        // SAFETY: a live stream; writes one pointer.
-                        unsafe { sys::cudaMallocAsync(&mut ptr, MIB, rs) },
-                        "cudaMallocAsync",
-                    )?;
-                    // SAFETY: allocated just above on this stream, unused.
-                    check(unsafe { sys::cudaFreeAsync(ptr, rs) }, "cudaFreeAsync")
-                })?;
-                raw_stream_synchronize(rs)?;
-                Ok(ns)
-            }
+            Side::Raw => raw_alloc_free(MIB),
             Side::Safe => {
                 let ns = per_op(calls, || -> BenchResult<()> {
                     drop(DeviceBuffer::<u8>::new(MIB)?);
