@@ -227,3 +227,27 @@ pub const STATUS_STAGE_SHIFT: u32 = abi::CUDA_RT_SORT_STATUS_STAGE_SHIFT;
 pub const STATUS_STAGE_MASK: u32 = abi::CUDA_RT_SORT_STATUS_STAGE_MASK;
 /// Status word: mask of the `cudaError_t` of a failed launch.
 pub const STATUS_ERROR_MASK: u32 = abi::CUDA_RT_SORT_STATUS_ERROR_MASK;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::c_void;
+
+    #[test]
+    fn a_run_lists_its_parts_in_order_and_no_more() {
+        let empty = sort_run(std::iter::empty());
+        assert_eq!((empty.parts, empty.lens), (0, [0; merge_runs::MAX_PARTS]));
+        let keys = [1u32, 2, 3, 4];
+        let values = [5u32, 6, 7, 8];
+        let at = |s: &[u32], i: usize| s[i..].as_ptr().cast::<c_void>();
+        let run = sort_run([
+            (at(&keys, 0), at(&values, 0), 2),
+            (at(&keys, 2), std::ptr::null(), 1),
+        ]);
+        assert_eq!(run.parts, 2);
+        assert_eq!(&run.lens[..3], &[2, 1, 0]);
+        assert_eq!(run.keys[..2], [at(&keys, 0), at(&keys, 2)]);
+        assert_eq!(run.values[..2], [at(&values, 0), std::ptr::null()]);
+        assert!(run.keys[2..].iter().all(|p| p.is_null()));
+    }
+}
