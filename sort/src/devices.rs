@@ -194,9 +194,10 @@ impl SortWorkspace {
             )
             .map(|(keys, values)| Part { keys, values })
             .collect();
-        let out = Out {
+        let out = MergeInto {
             keys,
             values,
+            begin: 0,
             stream,
         };
         self.spread(parts, &streams, order, Some(out))
@@ -209,7 +210,7 @@ impl SortWorkspace {
         mut parts: Vec<Part<'_, K, V>>,
         streams: &[Stream],
         order: Order,
-        mut out: Option<Out<'_, '_, K, V>>,
+        mut out: Option<MergeInto<'_, '_, K, V>>,
     ) -> Result<(), SortError> {
         const WHAT: &str = "SortWorkspace::sort_spread";
         check_parts(parts.len())?;
@@ -411,11 +412,27 @@ fn piece_bounds(n: usize, m: usize, home: Option<usize>) -> Vec<usize> {
     bounds
 }
 
-/// Where the last merge of [`SortWorkspace::sort_on_devices`] writes.
-struct Out<'a, 's, K: DeviceCopy, V: DeviceCopy> {
+/// Where a merge of two runs writes: the slice of the merge that starts at `begin` (as long as
+/// `keys`), into these buffers, on `stream` (of their device). The last merge of
+/// [`SortWorkspace::sort_on_devices`] writes all of it into the output; the other merges write
+/// each member's slice into its buffers.
+struct MergeInto<'a, 's, K: DeviceCopy, V: DeviceCopy> {
     keys: &'a mut DeviceBuffer<K>,
     values: Option<&'a mut DeviceBuffer<V>>,
+    begin: usize,
     stream: StreamRef<'s>,
+}
+
+impl<K: DeviceCopy, V: DeviceCopy> MergeInto<'_, '_, K, V> {
+    /// The same place, borrowed again.
+    fn reborrow(&mut self) -> MergeInto<'_, '_, K, V> {
+        MergeInto {
+            keys: &mut *self.keys,
+            values: self.values.as_deref_mut(),
+            begin: self.begin,
+            stream: self.stream,
+        }
+    }
 }
 
 /// One part of a run as the merge reads it.
@@ -466,19 +483,21 @@ fn carry<K: DeviceCopy, V: DeviceCopy>(
     Ok(())
 }
 
-/// Queues `cuda_rt_kernels_merge_runs` of the slice `[begin, begin + out.len())` of
-/// merge(a, b) into `out` on `stream` (of `out`'s device), inside the tracking of every buffer
-/// it reads and writes.
+/// Queues `cuda_rt_kernels_merge_runs` of merge(a, b) into `into` (its slice of the merge, on
+/// its stream), inside the tracking of every buffer it reads and writes.
 fn queue_merge<K: SortKey + DeviceCopy, V: DeviceCopy>(
     a: &[RunPart<'_, K, V>],
     b: &[RunPart<'_, K, V>],
-    out: &mut DeviceBuffer<K>,
-    out_values: Option<&mut DeviceBuffer<V>>,
-    begin: usize,
-    stream: StreamRef<'_>,
+    into: MergeInto<'_, '_, K, V>,
     mode: u32,
 ) -> Result<(), SortError> {
     const WHAT: &str = "cuda_rt_kernels_merge_runs";
+    let MergeInto {
+        keys: out,
+        values: mut out_values,
+        begin,
+        stream,
+    } = into;
     let runtime = |e: cuda_rt::Error| SortError::Runtime(e.context("sort across devices"));
     let len = out.len();
     if len == 0 {
@@ -519,7 +538,6 @@ fn queue_merge<K: SortKey + DeviceCopy, V: DeviceCopy>(
             Err(e) => Err(SortError::Runtime(e.context(WHAT))),
         }
     };
-    let mut out_values = out_values;
     read_all(&key_sources, stream, &mut || {
         read_all(&value_sources, stream, &mut || {
             cuts.with_ptr_mut_on(stream, |c| {
@@ -536,40 +554,23 @@ fn queue_merge<K: SortKey + DeviceCopy, V: DeviceCopy>(
     })
 }
 
-/// One member's share of a merge of two runs: the slice of the merge that starts at `begin`,
-/// into its buffers, on its stream.
-struct MergeInto<'a, 's, K: DeviceCopy, V: DeviceCopy> {
-    keys: &'a mut DeviceBuffer<K>,
-    values: Option<&'a mut DeviceBuffer<V>>,
-    begin: usize,
-    stream: StreamRef<'s>,
-}
-
 /// Merges the runs `a` and `b`: into `out` where it is given (the last round of a sort with
 /// its own output), else each member's slice into its buffers (`into`), every member's stream
 /// first ordered after the work that wrote the runs ([`wait_for_runs`]).
 fn merge_pair<'a, 's, K: SortKey + DeviceCopy, V: DeviceCopy>(
     a: &[RunPart<'_, K, V>],
     b: &[RunPart<'_, K, V>],
-    out: Option<&mut Out<'_, '_, K, V>>,
+    out: Option<&mut MergeInto<'_, '_, K, V>>,
     into: impl Iterator<Item = MergeInto<'a, 's, K, V>>,
     mode: u32,
 ) -> Result<(), SortError> {
     if let Some(out) = out {
-        return queue_merge(
-            a,
-            b,
-            out.keys,
-            out.values.as_deref_mut(),
-            0,
-            out.stream,
-            mode,
-        );
+        return queue_merge(a, b, out.reborrow(), mode);
     }
     let into: Vec<MergeInto<'a, 's, K, V>> = into.collect();
     wait_for_runs(a, b, into.iter().map(|m| m.stream))?;
     for m in into {
-        queue_merge(a, b, m.keys, m.values, m.begin, m.stream, mode)?;
+        queue_merge(a, b, m, mode)?;
     }
     Ok(())
 }
