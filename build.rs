@@ -19,10 +19,9 @@ use cuda_rt_build::{Build, LinkMode, Toolkit};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The CCCL headers the CUB benchmarks compile against where the toolkit's CUB is 3.0.x.
-const FIXED_CCCL_WHEEL: &str = "nvidia-cuda-cccl==13.1.115";
-/// Folder of [`FIXED_CCCL_WHEEL`]'s install in the provision folder.
-const FIXED_CCCL_DIR: &str = "cccl-13.1.115";
+/// The version of PyPI's `nvidia-cuda-cccl` (CCCL 3.1.4) whose headers the CUB benchmarks compile
+/// against where the toolkit's CUB is 3.0.x; installed as `cccl-VERSION` in the provision folder.
+const FIXED_CCCL_VERSION: &str = "13.1.115";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -94,15 +93,17 @@ fn fixed_cccl(toolkit: &Toolkit) -> Option<PathBuf> {
         warn("no CUDA_RT_SYS_PROVISION_DIR to install CCCL 3.1's headers into");
         return None;
     };
-    // Only the wheel's headers are kept (`include/cccl` of it, as `FIXED_CCCL_DIR`): no
+    // Only the wheel's headers are kept (its `include/cccl`, as `cccl-VERSION`): no
     // `nvidia/cu13` folder beside the toolkit's that a search for the toolkit could take.
-    let install = dir.join(FIXED_CCCL_DIR);
+    let name = format!("cccl-{FIXED_CCCL_VERSION}");
+    let wheel = format!("nvidia-cuda-cccl=={FIXED_CCCL_VERSION}");
+    let install = dir.join(&name);
     if cub_version(&install).is_some() {
         return Some(install);
     }
     // Installed beside its final folder and moved into place, as the toolkit is, so that
     // builds running at once never see half an install.
-    let staging = dir.join(format!("{FIXED_CCCL_DIR}.partial-{}", std::process::id()));
+    let staging = dir.join(format!("{name}.partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     let python = cuda_rt_build::env("PYTHON").unwrap_or_else(|| "python3".into());
     let installed = Command::new(&python)
@@ -115,7 +116,7 @@ fn fixed_cccl(toolkit: &Toolkit) -> Option<PathBuf> {
         ])
         .args(["--no-input", "--no-deps", "--target"])
         .arg(&staging)
-        .arg(FIXED_CCCL_WHEEL)
+        .arg(&wheel)
         .output();
     let headers = staging
         .join("nvidia")
@@ -144,7 +145,7 @@ fn fixed_cccl(toolkit: &Toolkit) -> Option<PathBuf> {
         Ok(out) => {
             let _ = std::fs::remove_dir_all(&staging);
             warn(&format!(
-                "`pip install {FIXED_CCCL_WHEEL}` failed: {}",
+                "`pip install {wheel}` failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
             None
